@@ -1,0 +1,488 @@
+"""Reading a simulation configuration: TOML file or dict -> validated :class:`SimConfig`.
+
+The file format is SPEC section 3: tables ``[model]``, ``[hardware]``, ``[training]``,
+``[parallelism]``, ``[placement]``, ``[communication]``. A table may name a ``preset`` and
+override any of its fields; ``[model]`` may instead point at a Hugging Face ``config.json``
+(``hf_config``, relative to the TOML file). ``--set section.field=value`` overrides are applied
+to the raw tables before validation, values parsed as TOML (``8``, ``2.5``, ``"s-shape"``,
+``true``; bare words are taken as strings).
+
+Every mistake raises :class:`~palm.errors.ConfigError` naming the field, the value and what is
+allowed. Checks that need several tables at once (TP divides the heads, the degrees multiply to
+the device count, ...) are in :func:`validate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from palm.errors import ConfigError
+from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
+from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
+from palm.strategy import (
+    CommunicationConfig,
+    ParallelismConfig,
+    PlacementConfig,
+    SimConfig,
+    TrainingConfig,
+)
+from palm.workload.model import ModelConfig, build_workload, graph_op_from_table
+from palm.workload.presets import MODEL_PRESETS, model_preset
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["load_config", "parse_config", "apply_overrides", "config_to_dict", "validate"]
+
+_SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
+_TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
+
+
+# --------------------------------------------------------------------------------------------
+# entry points
+# --------------------------------------------------------------------------------------------
+
+
+def load_config(path: str | Path, *, overrides: Iterable[str] = ()) -> SimConfig:
+    """Read the TOML file at ``path``, apply ``section.field=value`` overrides, validate."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("config file", str(path), "an existing TOML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("config file", str(path), f"a readable UTF-8 file ({exc})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config file", str(path), f"valid TOML ({exc})") from None
+    data = apply_overrides(data, overrides)
+    return parse_config(data, base_dir=path.parent)
+
+
+def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """Return a copy of ``data`` with each ``a.b.c=value`` override set."""
+    out: dict[str, Any] = json.loads(json.dumps(data))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError("--set", item, "section.field=value, e.g. parallelism.tp=4")
+        key, raw = item.split("=", 1)
+        parts = [p.strip() for p in key.strip().split(".")]
+        if len(parts) < 2 or parts[0] not in _SECTIONS or not all(parts):
+            raise ConfigError("--set", item, f"section.field=value with section one of {_SECTIONS}")
+        node = out
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError("--set", item, f"a path through tables ({part} is a value)")
+            node = child
+        node[parts[-1]] = _parse_value(raw.strip())
+    return out
+
+
+def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> SimConfig:
+    """Build and validate a :class:`SimConfig` from the raw tables of a TOML file."""
+    if not isinstance(data, Mapping):
+        raise ConfigError("config", data, "a table of tables")
+    for key in data:
+        if key not in _SECTIONS:
+            raise ConfigError(str(key), data[key], f"a table among {', '.join(_SECTIONS)}")
+    for section in ("model", "hardware"):
+        if section not in data:
+            raise ConfigError(section, None, f"a [{section}] table (with a preset or fields)")
+    for section in _SECTIONS:
+        if section in data and not isinstance(data[section], Mapping):
+            raise ConfigError(section, data[section], "a table")
+    config = SimConfig(
+        model=_parse_model(dict(data["model"]), base_dir or Path(".")),
+        hardware=_parse_hardware(dict(data["hardware"])),
+        training=_build(TrainingConfig, dict(data.get("training", {})), "training"),
+        parallelism=_build(ParallelismConfig, dict(data.get("parallelism", {})), "parallelism"),
+        placement=_build(PlacementConfig, dict(data.get("placement", {})), "placement"),
+        communication=_build(
+            CommunicationConfig, dict(data.get("communication", {})), "communication"
+        ),
+    )
+    validate(config)
+    return config
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------
+
+
+def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
+    base = ModelConfig()
+    preset = table.pop("preset", None)
+    hf = table.pop("hf_config", None)
+    if preset is not None and hf is not None:
+        raise ConfigError("model.hf_config", hf, "either model.preset or model.hf_config, not both")
+    if preset is not None:
+        found = model_preset(preset) if isinstance(preset, str) else None
+        if found is None:
+            raise ConfigError("model.preset", preset, f"one of {', '.join(MODEL_PRESETS)}")
+        base = found
+    elif hf is not None:
+        if not isinstance(hf, str):
+            raise ConfigError("model.hf_config", hf, "a path to a config.json file")
+        base = hf_model_config(base_dir / hf)
+    ops_tables = table.pop("ops", None)
+    if ops_tables is not None:
+        if not isinstance(ops_tables, list) or not all(isinstance(t, dict) for t in ops_tables):
+            raise ConfigError("model.ops", ops_tables, "an array of operator tables")
+        ops = tuple(graph_op_from_table(i, t) for i, t in enumerate(ops_tables))
+        base = dataclasses.replace(base, graph_ops=ops, family="graph")
+    if "graph_ops" in table:
+        raise ConfigError("model.graph_ops", table["graph_ops"], "model.ops (an array of tables)")
+    model = _build(ModelConfig, table, "model", base=base)
+    if preset is None and "name" not in table:
+        name = Path(hf).parent.name if hf else model.family
+        model = dataclasses.replace(model, name=name or model.family)
+    _validate_model(model)
+    return model
+
+
+def hf_model_config(path: Path) -> ModelConfig:
+    """Transformer dimensions from a Hugging Face ``config.json`` (Llama/Mistral/GPT-NeoX
+    key names, with GPT-2 ``n_*`` names as a fallback)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("model.hf_config", str(path), "an existing config.json") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("model.hf_config", str(path), f"a readable JSON file ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("model.hf_config", str(path), "a JSON object")
+
+    def pick(*keys: str, default: Any = None) -> Any:
+        for key in keys:
+            if key in raw and raw[key] is not None:
+                return raw[key]
+        if default is None:
+            raise ConfigError(f"model.hf_config:{keys[0]}", None, f"the key {keys[0]} in {path}")
+        return default
+
+    hidden = pick("hidden_size", "n_embd", "d_model")
+    heads = pick("num_attention_heads", "n_head")
+    act = str(pick("hidden_act", "activation_function", default="gelu"))
+    gated = act in ("silu", "swiglu", "swish")
+    model_type = str(raw.get("model_type", ""))
+    family = "llama" if gated or model_type in ("llama", "mistral", "qwen2") else "gpt"
+    return ModelConfig(
+        name=model_type or "hf-model",
+        family=family,  # type: ignore[arg-type]
+        layers=pick("num_hidden_layers", "n_layer"),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=pick("num_key_value_heads", default=heads),
+        ffn_hidden=pick("intermediate_size", "n_inner", default=4 * int(hidden)),
+        seq_len=pick("max_position_embeddings", "n_positions", "n_ctx", default=2048),
+        vocab=pick("vocab_size"),
+        mlp="swiglu" if gated else "gelu",
+        bias=bool(raw.get("attention_bias", raw.get("bias", not gated))),
+        norm="rmsnorm" if "rms_norm_eps" in raw else "layernorm",
+        dropout=float(raw.get("attention_dropout", raw.get("attn_pdrop", 0.0)) or 0.0) > 0,
+        tied_embeddings=bool(raw.get("tie_word_embeddings", not gated)),
+        learned_positions=family == "gpt" and "rope_theta" not in raw,
+    )
+
+
+def _parse_hardware(table: dict[str, Any]) -> Hardware:
+    preset = table.pop("preset", None)
+    topology = table.pop("topology", None)
+    if preset is not None:
+        found = hardware_preset(preset) if isinstance(preset, str) else None
+        if found is None:
+            raise ConfigError("hardware.preset", preset, f"one of {', '.join(HARDWARE_PRESETS)}")
+        if topology is not None and topology != found.topology:
+            raise ConfigError("hardware.topology", topology, f"{found.topology!r} for {preset}")
+        return _build(type(found), table, "hardware", base=found)
+    if topology not in _TOPOLOGIES:
+        raise ConfigError(
+            "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+        )
+    cls = _TOPOLOGIES[topology]
+    return _build(cls, table, "hardware")
+
+
+# --------------------------------------------------------------------------------------------
+# generic typed builder
+# --------------------------------------------------------------------------------------------
+
+_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding"}
+_T = typing.TypeVar("_T")
+
+
+def _build(cls: type[_T], table: dict[str, Any], section: str, *, base: _T | None = None) -> _T:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        where = f"{section}.{key}"
+        if key not in fields or key in ("topology", "graph_ops"):
+            allowed = sorted(k for k in fields if k not in ("topology", "graph_ops"))
+            raise ConfigError(where, raw, f"a known field: {', '.join(allowed)}")
+        values[key] = _coerce(raw, hints[key], where)
+    if base is None:
+        missing = [
+            name
+            for name, f in fields.items()
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+            and name not in values
+        ]
+        if missing:
+            raise ConfigError(f"{section}.{missing[0]}", None, "a value (this field is required)")
+        obj = cls(**values)
+    else:
+        obj = dataclasses.replace(base, **values)  # type: ignore[type-var]
+    _check_ranges(obj, section)
+    return obj
+
+
+def _coerce(raw: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        if raw not in args:
+            raise ConfigError(where, raw, "one of " + ", ".join(repr(a) for a in args))
+        return raw
+    if hint is bool:
+        if not isinstance(raw, bool):
+            raise ConfigError(where, raw, "true or false")
+        return raw
+    if hint is int:
+        if isinstance(raw, bool) or not isinstance(raw, int):
+            raise ConfigError(where, raw, "an integer")
+        return raw
+    if hint is float:
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise ConfigError(where, raw, "a number")
+        if not math.isfinite(raw):
+            raise ConfigError(where, raw, "a finite number")
+        return float(raw)
+    if hint is str:
+        if not isinstance(raw, str):
+            raise ConfigError(where, raw, "a string")
+        return raw
+    if hint is PeakTflops:
+        if not isinstance(raw, dict):
+            raise ConfigError(where, raw, "a table of TFLOP/s by precision (fp32, bf16, ...)")
+        return _build(PeakTflops, raw, where)
+    if origin is tuple:
+        if not isinstance(raw, list):
+            raise ConfigError(where, raw, "an array")
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_coerce(item, args[0], f"{where}[{i}]") for i, item in enumerate(raw))
+        if len(raw) != len(args):
+            raise ConfigError(where, raw, f"an array of {len(args)} values")
+        return tuple(_coerce(item, a, f"{where}[{i}]") for i, (item, a) in enumerate(zip(raw, args)))
+    if origin in (typing.Union, types.UnionType):
+        return raw
+    raise ConfigError(where, raw, f"a value of type {hint}")  # pragma: no cover
+
+
+def _check_ranges(obj: Any, section: str) -> None:
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        where = f"{section}.{f.name}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ConfigError(where, value, "a finite number")
+            if f.name.endswith(("_ns", "_us")) or f.name == "matmul_half_dim":
+                if value < 0:
+                    raise ConfigError(where, value, "a finite number >= 0")
+            elif f.name.endswith("_efficiency"):
+                if not 0 < value <= 1:
+                    raise ConfigError(where, value, "a fraction in (0, 1]")
+            elif section.endswith("peak_tflops"):
+                if value < 0:
+                    raise ConfigError(where, value, "a finite number >= 0 (0 = unsupported)")
+            elif value <= 0:
+                raise ConfigError(where, value, "a finite number > 0")
+        elif isinstance(value, int):
+            if f.name == "zero":
+                if value not in (0, 1, 2, 3):
+                    raise ConfigError(where, value, "a ZeRO stage 0, 1, 2 or 3")
+            elif f.name in _NONNEG_INTS or section == "model":
+                if value < 0:
+                    raise ConfigError(where, value, "an integer >= 0")
+            elif value < 1:
+                raise ConfigError(where, value, "an integer >= 1")
+        elif isinstance(value, tuple) and f.name in ("tiles", "cores_per_tile"):
+            if any(v < 1 for v in value):
+                raise ConfigError(where, list(value), "two integers >= 1 (rows, cols)")
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+# --------------------------------------------------------------------------------------------
+# cross-table validation
+# --------------------------------------------------------------------------------------------
+
+
+def _validate_model(m: ModelConfig) -> None:
+    if not m.is_transformer:
+        if m.family == "resnet50" and m.image_size < 32:
+            raise ConfigError("model.image_size", m.image_size, "an integer >= 32 (pixels)")
+        return
+    for name in ("layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"):
+        if getattr(m, name) < 1:
+            raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+    if m.hidden % m.heads:
+        raise ConfigError("model.heads", m.heads, f"a divisor of model.hidden = {m.hidden}")
+    kv = m.kv_heads or m.heads
+    if m.heads % kv:
+        raise ConfigError("model.kv_heads", kv, f"a divisor of model.heads = {m.heads}")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def validate(config: SimConfig) -> None:
+    """Checks that involve more than one table. Raises :class:`ConfigError`."""
+    m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
+    if m.is_transformer:
+        if m.heads % par.tp:
+            raise ConfigError(
+                "parallelism.tp", par.tp, f"a divisor of model.heads = {m.heads}: {_divisors(m.heads)}"
+            )
+        if m.ffn_hidden % par.tp:
+            raise ConfigError("parallelism.tp", par.tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}")
+        kv = m.kv_heads or m.heads
+        if kv % par.tp and par.tp % kv:
+            raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
+    workload = build_workload(m)
+    if par.pp * par.chunks > workload.blocks:
+        what = "layers" if workload.transformer else "operators"
+        raise ConfigError(
+            "parallelism.pp",
+            par.pp,
+            f"at most {workload.blocks // par.chunks} stages: pp x interleave <= {workload.blocks} {what}",
+        )
+    if par.chunks > 1 and workload.transformer and workload.blocks % (par.pp * par.chunks):
+        raise ConfigError(
+            "parallelism.interleave",
+            par.interleave,
+            f"a value with pp x interleave dividing the {workload.blocks} layers",
+        )
+    if par.interleave > 1 and par.schedule != "interleaved-1f1b" and par.pp > 1:
+        raise ConfigError("parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'")
+    if tr.global_batch % (par.dp * tr.micro_batch):
+        raise ConfigError(
+            "training.global_batch",
+            tr.global_batch,
+            f"a multiple of dp x micro_batch = {par.dp * tr.micro_batch}",
+        )
+    micro_batches = tr.global_batch // (par.dp * tr.micro_batch)
+    if par.chunks > 1 and micro_batches % par.pp:
+        raise ConfigError(
+            "training.global_batch",
+            tr.global_batch,
+            f"a value giving a number of micro-batches ({micro_batches} now) divisible by pp = {par.pp}"
+            " under the interleaved schedule",
+        )
+    peak = hw.peak_tflops if isinstance(hw, GpuClusterHardware) else hw.core_peak_tflops
+    if peak.get(tr.precision) <= 0:
+        ok = [p for p in ("fp32", "bf16", "fp16", "fp8", "int8") if peak.get(p) > 0]
+        raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
+    if tr.mode == "train" and tr.precision == "int8":
+        raise ConfigError("training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training")
+    if isinstance(hw, Mesh2DHardware):
+        if par.devices != hw.device_count:
+            raise ConfigError(
+                "parallelism",
+                f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.devices}",
+                f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
+            )
+    elif hw.gpus and par.devices != hw.gpus:
+        raise ConfigError(
+            "parallelism",
+            f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.devices}",
+            f"degrees whose product equals hardware.gpus = {hw.gpus}",
+        )
+    _validate_placement(config)
+    comm = config.communication
+    group = par.tp * par.dp
+    if comm.adapters > group:
+        raise ConfigError("communication.adapters", comm.adapters, f"at most the {group} devices of a stage")
+
+
+def _validate_placement(config: SimConfig) -> None:
+    pl, hw, par = config.placement, config.hardware, config.parallelism
+    if pl.layout != "explicit":
+        if pl.stage_tiles:
+            raise ConfigError("placement.stage_tiles", [list(t) for t in pl.stage_tiles],
+                              "empty unless layout = 'explicit'")
+        return
+    if not isinstance(hw, Mesh2DHardware):
+        raise ConfigError("placement.layout", pl.layout, "'line' or 's-shape' on a gpu-cluster")
+    if len(pl.stage_tiles) != par.pp:
+        raise ConfigError("placement.stage_tiles", len(pl.stage_tiles), f"one tile list per stage ({par.pp})")
+    n_tiles = hw.tiles[0] * hw.tiles[1]
+    seen: set[int] = set()
+    for s, tiles in enumerate(pl.stage_tiles):
+        for t in tiles:
+            if not 0 <= t < n_tiles:
+                raise ConfigError(f"placement.stage_tiles[{s}]", t, f"a tile id in 0..{n_tiles - 1}")
+            if t in seen:
+                raise ConfigError(f"placement.stage_tiles[{s}]", t, "a tile not used by another stage")
+            seen.add(t)
+        if len(tiles) * hw.cores_per_tile_count != par.tp * par.dp:
+            raise ConfigError(
+                f"placement.stage_tiles[{s}]",
+                list(tiles),
+                f"{par.tp * par.dp // max(1, hw.cores_per_tile_count)} tiles "
+                f"(tp x dp = {par.tp * par.dp} cores of {hw.cores_per_tile_count} per tile)",
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# back to plain data
+# --------------------------------------------------------------------------------------------
+
+
+def config_to_dict(config: SimConfig) -> dict[str, Any]:
+    """The fully resolved configuration as TOML-compatible tables (presets expanded)."""
+    out: dict[str, Any] = {}
+    for section in _SECTIONS:
+        obj = getattr(config, section)
+        table = dataclasses.asdict(obj)
+        if section == "model":
+            ops = table.pop("graph_ops")
+            if ops:
+                table["ops"] = [
+                    {"type": type(op).__name__.lower().replace("transformerlayer", "transformer"),
+                     **{k: (list(v) if isinstance(v, tuple) else v)
+                        for k, v in dataclasses.asdict(op).items()}}
+                    for op in config.model.graph_ops
+                ]
+        out[section] = _listify(table)
+    return out
+
+
+def _listify(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _listify(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_listify(v) for v in value]
+    return value

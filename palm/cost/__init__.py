@@ -1,0 +1,1 @@
+"""The cost model shared by both engines: compute, communication, memory, pipeline."""

@@ -1,0 +1,142 @@
+"""Compute time of operators: shape-dependent achievable efficiency plus a roofline.
+
+A matrix multiply ``C[m, n] = A[m, k] B[k, n]`` runs at
+
+    eff(m, n, k) = matmul_efficiency * s(m) * s(n) * s(k),   s(d) = d / (d + matmul_half_dim)
+
+of the device's peak for its precision: ``matmul_efficiency`` is the fraction of peak that
+large, well-shaped products reach (tile quantisation, pipeline fill, clock throttling under
+sustained load), and ``s(d)`` is the loss of a small dimension, which halves throughput when
+``d = matmul_half_dim``. Each product also takes at least the time to read its operands and
+write its result at the memory bandwidth that feeds it (roofline; Williams et al. 2009):
+
+    t = max(flops / (peak * eff), (m k + k n + m n) * bytes / bandwidth).
+
+Operators that are not matrix multiplies (norms, softmax, dropout, activations, residual adds,
+pooling) are memory-bound and take ``bytes / bandwidth``. The bandwidth is HBM on a GPU and,
+on a mesh, the core's SRAM when the stage's weights stay on chip; weights that do not fit
+stream from DRAM at the core's share of the edge channels and bound each pass from below.
+Constants and their origin: ``docs/model.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palm.hardware.spec import GpuClusterHardware, Hardware
+from palm.units import bytes_per_element
+from palm.workload.ops import Gemm, Op, RecomputeMode
+
+__all__ = ["DeviceRates", "device_rates", "gemm_efficiency", "gemm_time", "OpTimes", "op_times"]
+
+
+@dataclass(frozen=True)
+class DeviceRates:
+    """What one device can do, for one precision."""
+
+    peak_flops: float
+    matmul_efficiency: float
+    matmul_half_dim: float
+    local_bandwidth_Bps: float
+    dram_bandwidth_Bps: float
+    sram_bytes: float
+    elem_bytes: int
+
+
+def device_rates(hw: Hardware, precision: str) -> DeviceRates:
+    elem = bytes_per_element(precision)
+    if isinstance(hw, GpuClusterHardware):
+        hbm = hw.hbm_bandwidth_gbps * 1e9 * hw.memory_efficiency
+        return DeviceRates(
+            peak_flops=hw.peak_tflops.get(precision) * 1e12,
+            matmul_efficiency=hw.matmul_efficiency,
+            matmul_half_dim=hw.matmul_half_dim,
+            local_bandwidth_Bps=hbm,
+            dram_bandwidth_Bps=hbm,
+            sram_bytes=float("inf"),
+            elem_bytes=elem,
+        )
+    return DeviceRates(
+        peak_flops=hw.core_peak_tflops.get(precision) * 1e12,
+        matmul_efficiency=hw.matmul_efficiency,
+        matmul_half_dim=hw.matmul_half_dim,
+        local_bandwidth_Bps=hw.sram_bandwidth_per_core_gbps * 1e9 * hw.memory_efficiency,
+        dram_bandwidth_Bps=hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency / hw.device_count,
+        sram_bytes=hw.sram_per_core_mib * 2**20,
+        elem_bytes=elem,
+    )
+
+
+def gemm_efficiency(g: Gemm, rates: DeviceRates) -> float:
+    """Achievable fraction of peak for the shape of ``g``."""
+    h = rates.matmul_half_dim
+    sat = (g.m / (g.m + h)) * (g.n / (g.n + h)) * (g.k / (g.k + h))
+    return rates.matmul_efficiency * sat
+
+
+def gemm_time(g: Gemm, rates: DeviceRates) -> float:
+    """Roofline time of ``g``: compute at its achievable efficiency, or operand traffic."""
+    if g.flops <= 0:
+        return 0.0
+    compute = g.flops / (rates.peak_flops * gemm_efficiency(g, rates))
+    traffic = g.operand_elements() * rates.elem_bytes / rates.local_bandwidth_Bps
+    return max(compute, traffic)
+
+
+def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
+    """Input gradient ``dA = dC B^T`` (m x k, inner n) and weight gradient ``dB = A^T dC``
+    (k x n, inner m): each as many FLOPs as the forward product, with other shapes."""
+    return (Gemm(g.m, g.k, g.n, g.count), Gemm(g.k, g.n, g.m, g.count))
+
+
+@dataclass(frozen=True)
+class OpTimes:
+    """Per-micro-batch times and matrix FLOPs of one operator on one device."""
+
+    forward_s: float
+    backward_s: float
+    recompute_s: float
+    forward_flops: float
+    backward_flops: float
+    recompute_flops: float
+    weight_stream_bytes: float
+
+
+def op_times(
+    op: Op,
+    *,
+    batch: int,
+    tp: int,
+    sp: bool,
+    recompute: RecomputeMode,
+    rates: DeviceRates,
+    weights_resident: bool,
+    training: bool,
+) -> OpTimes:
+    """Forward, backward and recompute time of ``op`` for one micro-batch.
+
+    ``weights_resident`` is false when the stage's weights do not fit in on-chip memory: each
+    pass then streams this operator's weights from DRAM (and the backward pass writes its
+    weight gradients back), and the pass takes at least that long (double-buffered).
+    """
+    p = rates.elem_bytes
+    fwd_gemms = op.forward_gemms(batch=batch, tp=tp)
+    vec = op.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p)
+    fwd = sum(gemm_time(g, rates) for g in fwd_gemms) + vec / rates.local_bandwidth_Bps
+    fwd_flops = sum(g.flops for g in fwd_gemms)
+    stream = 0.0 if weights_resident else op.params_per_device(tp=tp) * p
+    dram = rates.dram_bandwidth_Bps
+    fwd = max(fwd, stream / dram)
+    if not training:
+        return OpTimes(fwd, 0.0, 0.0, fwd_flops, 0.0, 0.0, stream)
+    bwd = sum(gemm_time(b, rates) for g in fwd_gemms for b in _backward_gemms(g))
+    bwd += 2 * vec / rates.local_bandwidth_Bps
+    bwd = max(bwd, 2 * stream / dram)
+    re_gemms = op.recompute_gemms(batch=batch, tp=tp, recompute=recompute)
+    re_vec = op.recompute_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
+    re = sum(gemm_time(g, rates) for g in re_gemms) + re_vec / rates.local_bandwidth_Bps
+    restream = stream if (recompute == "full" and re > 0) else 0.0
+    re = max(re, restream / dram)
+    re_flops = sum(g.flops for g in re_gemms)
+    # forward read, backward read + gradient write, recompute read
+    return OpTimes(fwd, bwd, re, fwd_flops, 2 * fwd_flops, re_flops, 3 * stream + restream)

@@ -1,0 +1,101 @@
+"""Memory footprint of one device: weights, gradients, optimizer states, activations.
+
+Model states per parameter (Rajbhandari et al. 2020, "ZeRO", sec. 3.1): mixed-precision Adam
+keeps 16-bit weights (2 B) and gradients (2 B) plus an fp32 master copy, momentum and variance
+(12 B) = 16 B per parameter. ZeRO stage 1 shards the optimizer states over the data-parallel
+group, stage 2 also the gradients, stage 3 also the weights. Plain SGD keeps no optimizer
+state; mixed-precision SGD keeps the fp32 master copy (4 B).
+
+Activations per micro-batch come from the operators (Korthikanti et al. 2022, sec. 4; see
+:meth:`palm.workload.ops.TransformerLayer.activation_bytes`). How many micro-batches' worth a
+pipeline stage holds at its peak depends on the schedule (sec. 4.2.3 there, and Narayanan et al.
+SC21 sec. 2.2): GPipe keeps all ``m`` micro-batches; 1F1B keeps ``min(p - i, m)`` on stage ``i``;
+the interleaved schedule with ``v`` chunks per device keeps, on rank ``i``, the
+``min(2 (p - i - 1) + (v - 1) p, m v) + 1`` chunks of Megatron-LM's warm-up, i.e.
+``(1 + (p - 1)/(p v))`` times 1F1B's on the first stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palm.strategy import ParallelismConfig, TrainingConfig
+
+__all__ = ["StateBytes", "state_bytes_per_param", "in_flight_microbatches", "MemoryBreakdown"]
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Bytes per parameter of each model state before ZeRO sharding."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.gradients + self.optimizer
+
+
+def state_bytes_per_param(training: TrainingConfig) -> StateBytes:
+    """Weights, gradients and optimizer bytes per parameter for ``training``."""
+    if training.mode == "inference":
+        return StateBytes({"fp32": 4, "bf16": 2, "fp16": 2}.get(training.precision, 1), 0, 0)
+    if training.precision == "fp32":
+        optimizer = 8.0 if training.optimizer == "adam" else 0.0  # momentum + variance
+        return StateBytes(4.0, 4.0, optimizer)
+    # mixed precision: low-precision weights (fp8 training keeps bf16 weights and gradients
+    # for the non-matmul parts, counted here as 2 B), fp32 master copy in the optimizer
+    optimizer = 12.0 if training.optimizer == "adam" else 4.0
+    return StateBytes(2.0, 2.0, optimizer)
+
+
+def in_flight_microbatches(
+    *, parallelism: ParallelismConfig, stage: int, micro_batches: int, training: bool
+) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak, in units of one
+    micro-batch through all of the stage's layers (all its chunks)."""
+    if not training:
+        return 1.0
+    p, m = parallelism.pp, micro_batches
+    if p == 1:
+        return 1.0
+    if parallelism.schedule == "gpipe":
+        return float(m)
+    v = parallelism.chunks
+    if v == 1:
+        return float(min(p - stage, m))
+    chunks = min(2 * (p - stage - 1) + (v - 1) * p, m * v) + 1
+    return min(chunks / v, float(m))
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one device of a stage needs at its peak."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes + self.activations_bytes
+
+    @staticmethod
+    def for_stage(
+        *,
+        params: float,
+        states: StateBytes,
+        zero: int,
+        dp: int,
+        activation_bytes_per_microbatch: float,
+        in_flight: float,
+    ) -> MemoryBreakdown:
+        """ZeRO stage ``zero`` shards optimizer (>= 1), gradients (>= 2), weights (3) by ``dp``."""
+        return MemoryBreakdown(
+            weights_bytes=params * states.weights / (dp if zero >= 3 else 1),
+            gradients_bytes=params * states.gradients / (dp if zero >= 2 else 1),
+            optimizer_bytes=params * states.optimizer / (dp if zero >= 1 else 1),
+            activations_bytes=activation_bytes_per_microbatch * in_flight,
+        )

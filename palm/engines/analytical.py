@@ -1,0 +1,67 @@
+"""Closed-form engine: iteration time from the shared cost model, without contention.
+
+Training (paper Eq. 1 generalised to unequal stages, plus hand-offs, data-parallel reduction
+and optimizer step): with ``m`` micro-batches, per-micro-batch stage times ``F_s + B_s`` and
+hand-off times ``c_s``,
+
+* GPipe and 1F1B: ``T_pipe = (m - 1) max_s (F_s + B_s) + sum_s (F_s + B_s) + 2 sum_s c_s``;
+* interleaved 1F1B with ``v`` chunks per device (Narayanan et al. SC21 sec. 2.2.2): the fill
+  and drain shrink to one chunk per stage, ``T_pipe = m max_s (F_s + B_s)
+  + (p - 1) max_chunk (F + B) + 2 sum_s c_s``.
+
+Stage ``s`` runs its last backward ``sum_{j<s} (B_j / v + c_j)`` before stage 0 does; the
+iteration ends when the last stage has finished its exposed gradient all-reduce
+(:func:`~palm.engines._common.dp_exposed_time`) and its optimizer step.
+
+Inference (paper sec. V-A3) is the steady state of a full pipeline without fill and drain:
+one micro-batch leaves every ``max_s F_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+from palm.engines._common import assemble_result, dp_exposed_time
+from palm.plan import Plan
+from palm.result import Result
+
+__all__ = ["run_analytical"]
+
+
+def run_analytical(plan: Plan) -> Result:
+    start = time.perf_counter()
+    par = plan.config.parallelism
+    m, p, v = plan.micro_batches, par.pp, par.chunks
+    stages = plan.stages
+    work = [s.forward_s + s.backward_s for s in stages]
+    sends = [c.send_s for c in plan.chunks]
+    if not plan.training:
+        period = max(s.forward_s + (s.chunks[-1].send_s if p > 1 else 0.0) for s in stages)
+        t = m * period
+        busy = [m * s.forward_s for s in stages]
+        ends = [t] * p
+        exposed = [0.0] * p
+        bubble = [0.0] * p
+    else:
+        if v == 1:
+            t_pipe = (m - 1) * max(work) + sum(work) + 2 * sum(sends)
+        else:
+            chunk_work = max(c.forward_s + c.backward_s for c in plan.chunks)
+            t_pipe = m * max(work) + (p - 1) * chunk_work + 2 * sum(sends[: p])
+        ends = []
+        lag = 0.0
+        for s, st in enumerate(stages):
+            ends.append(t_pipe - lag)
+            lag += st.chunks[0].backward_s + (st.chunks[0].send_s if s + 1 < p else 0.0)
+        exposed = [
+            dp_exposed_time(allreduce_s=st.dp_allreduce_s, buckets=st.dp_buckets,
+                            last_backward_s=st.chunks[0].backward_s)
+            for st in stages
+        ]
+        t = max(e + x + st.optimizer_s for e, x, st in zip(ends, exposed, stages))
+        busy = [m * w for w in work]
+        bubble = [max(0.0, e - b) for e, b in zip(ends, busy)]
+    wall = time.perf_counter() - start
+    return assemble_result(plan, engine="analytical", pipeline_busy_s=busy, stage_end_s=ends,
+                           dp_exposed_s=exposed, iteration_time_s=t, bubble_s=bubble, events=0,
+                           wall_s=wall)

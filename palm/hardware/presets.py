@@ -1,0 +1,117 @@
+"""Named hardware presets. Every figure carries its source; where a source gives none, the value
+is an assumption, marked as such here and in ``docs/hardware.md``."""
+
+from __future__ import annotations
+
+from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
+
+__all__ = ["HARDWARE_PRESETS", "hardware_preset"]
+
+_MB_IN_MIB = 1e6 / 2**20
+
+HARDWARE_PRESETS: dict[str, Hardware] = {
+    # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
+    # whitepaper): dense peak 19.5 fp32 / 312 bf16, fp16 / 624 int8 TFLOP/s, no fp8;
+    # HBM2e 80 GB at 2039 GB/s. DGX A100: 8 GPUs on NVSwitch, NVLink3 600 GB/s per GPU
+    # bidirectional = 300 GB/s per direction; 8 x HDR InfiniBand 200 Gb/s per node = 25 GB/s
+    # per GPU per direction (SPEC sec. 9). Latency per ring step: no measured public figure;
+    # we take the order of NCCL's own cost-model constants (tuning.cc: ~0.5-2 us per NVLink
+    # hop plus a few us base, ~2.7-9.6 us over the network): 2 us and 5 us.
+    "dgx-a100": GpuClusterHardware(
+        name="dgx-a100",
+        gpus_per_node=8,
+        peak_tflops=PeakTflops(fp32=19.5, bf16=312.0, fp16=312.0, fp8=0.0, int8=624.0),
+        hbm_gib=80e9 / 2**30,
+        hbm_bandwidth_gbps=2039.0,
+        switch_bandwidth_gbps=300.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=25.0,
+        inter_node_latency_us=5.0,
+    ),
+    # NVIDIA H100 SXM5 80GB (H100 datasheet): dense 67 fp32 / 989 bf16, fp16 / 1979 fp8, int8
+    # TFLOP/s; HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU bidirectional = 450 GB/s per
+    # direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s per GPU per direction.
+    "dgx-h100": GpuClusterHardware(
+        name="dgx-h100",
+        gpus_per_node=8,
+        peak_tflops=PeakTflops(fp32=67.0, bf16=989.0, fp16=989.0, fp8=1979.0, int8=1979.0),
+        hbm_gib=80e9 / 2**30,
+        hbm_bandwidth_gbps=3350.0,
+        switch_bandwidth_gbps=450.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=50.0,
+        inter_node_latency_us=5.0,
+    ),
+    # The PALM paper's wafer (Table VI): 5 x 4 tiles of 4 x 4 cores, 256 TFLOP/s fp16 and 60 MB
+    # SRAM per tile (16 TFLOP/s, 3.75 MB per core), intra-tile NoC 1024 GB/s, inter-tile NoC
+    # 256 GB/s, edge-shared DRAM 256 GB/s per tile. Table VI gives no latencies, SRAM bandwidth,
+    # DRAM capacity or fp32 rate; the values below for those are assumptions (docs/hardware.md):
+    # one channel of 256 GB/s on each outer tile side (18 sides, 4.6 TB/s in all), 512 GiB per
+    # channel so that the paper's T-145B case fits as its results imply, 100 ns DRAM response,
+    # 2 ns per intra-tile hop and 10 ns per inter-tile hop, SRAM at 8 TB/s per core.
+    "wafer-palm": Mesh2DHardware(
+        name="wafer-palm",
+        tiles=(5, 4),
+        cores_per_tile=(4, 4),
+        core_peak_tflops=PeakTflops(fp32=4.0, bf16=16.0, fp16=16.0, fp8=32.0, int8=32.0),
+        sram_per_core_mib=60 / 16 * _MB_IN_MIB,
+        sram_bandwidth_per_core_gbps=8000.0,
+        intra_tile_link_gbps=1024.0,
+        inter_tile_link_gbps=256.0,
+        intra_tile_link_latency_ns=2.0,
+        inter_tile_link_latency_ns=10.0,
+        dram_channels=18,
+        dram_channel_bandwidth_gbps=256.0,
+        dram_capacity_gib=18 * 512.0,
+        dram_response_ns=100.0,
+    ),
+    # Tenstorrent Grayskull e150 (Vasiljevic et al., IEEE Micro 41(2) 2021; Tenstorrent e150
+    # product brief): one chip of 10 x 12 Tensix cores, 1 MB SRAM each, 92 TFLOP/s fp16 and
+    # 368 TOPS int8 in all (0.767 / 3.07 per core), 8 GB LPDDR4 at 118.4 GB/s on 8 channels,
+    # 1.2 GHz. NoC: two 2-D torus NoCs of 32 B/cycle per direction (2 x 38.4 GB/s per link).
+    "grayskull": Mesh2DHardware(
+        name="grayskull",
+        tiles=(1, 1),
+        cores_per_tile=(10, 12),
+        core_peak_tflops=PeakTflops(fp32=0.0, bf16=92 / 120, fp16=92 / 120, fp8=368 / 120,
+                                    int8=368 / 120),
+        sram_per_core_mib=1.0 * _MB_IN_MIB,
+        sram_bandwidth_per_core_gbps=384.0,
+        intra_tile_link_gbps=38.4,
+        inter_tile_link_gbps=38.4,
+        intra_tile_link_latency_ns=2.0,
+        inter_tile_link_latency_ns=2.0,
+        dram_channels=8,
+        dram_channel_bandwidth_gbps=14.8,
+        dram_capacity_gib=8e9 / 2**30,
+        dram_response_ns=150.0,
+    ),
+    # Tesla Dojo D1 (Talpes et al., IEEE Micro 43(3) 2023; Hot Chips 34, 2022): 354 cores of
+    # 1.25 MB SRAM each, 362 TFLOP/s bf16/cfp8 and 22.6 fp32 in all, 2 GHz. The physical
+    # grid is not published; we assume 18 x 20 sites (354 enabled; the peak below is per
+    # enabled core). NoC: 512 GB/s per core in each direction (Tesla AI Day 2021). No DRAM
+    # on the die: Dojo Interface Processors (32 GB HBM at 800 GB/s each, Hot Chips 34) sit
+    # on the tray edge, five per training tile; modelled as 5 edge channels.
+    "dojo-d1": Mesh2DHardware(
+        name="dojo-d1",
+        tiles=(1, 1),
+        cores_per_tile=(18, 20),
+        core_peak_tflops=PeakTflops(fp32=22.6 / 354, bf16=362 / 354, fp16=362 / 354,
+                                    fp8=362 / 354, int8=0.0),
+        sram_per_core_mib=1.25 * _MB_IN_MIB,
+        sram_bandwidth_per_core_gbps=800.0,
+        intra_tile_link_gbps=512.0,
+        inter_tile_link_gbps=512.0,
+        intra_tile_link_latency_ns=1.0,
+        inter_tile_link_latency_ns=1.0,
+        dram_channels=5,
+        dram_channel_bandwidth_gbps=800.0,
+        dram_capacity_gib=5 * 32e9 / 2**30,
+        dram_response_ns=200.0,
+    ),
+}
+
+
+def hardware_preset(name: str) -> Hardware | None:
+    """The preset called ``name`` (case-insensitive), or ``None``."""
+    return HARDWARE_PRESETS.get(name.lower())

@@ -1,0 +1,113 @@
+"""What the model runs on: a 2-D mesh of tiles (``mesh2d``) or a cluster of GPU nodes
+(``gpu-cluster``). Plain frozen data; units are in the field names.
+
+``mesh2d`` (paper sec. IV, Fig. 1c): ``tiles = (rows, cols)`` of tiles, each a
+``cores_per_tile = (rows, cols)`` mesh of cores. A *device* is one core: it has a compute peak
+per precision and its own SRAM. Cores are joined by a 2-D mesh NoC whose links inside a tile
+run at ``intra_tile_link_gbps`` and between tiles at ``inter_tile_link_gbps`` (per direction).
+``dram_channels`` channels sit on the edge of the mesh, spread evenly round its perimeter, each
+with its bandwidth and response time (paper Eq. 4); their capacity is shared by all cores.
+
+``gpu-cluster``: nodes of ``gpus_per_node`` GPUs on a switch (NVSwitch), each GPU with its own
+NIC into a fat tree whose core is non-blocking. A device is one GPU. The device count follows
+from the parallel strategy unless ``gpus`` fixes it.
+
+Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
+(``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``); their values and origin are
+in ``docs/model.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["PeakTflops", "Mesh2DHardware", "GpuClusterHardware", "Hardware"]
+
+
+@dataclass(frozen=True)
+class PeakTflops:
+    """Dense peak TFLOP/s of one device by precision; 0 means not supported."""
+
+    fp32: float = 0.0
+    bf16: float = 0.0
+    fp16: float = 0.0
+    fp8: float = 0.0
+    int8: float = 0.0
+
+    def get(self, precision: str) -> float:
+        value: float = getattr(self, precision)
+        return value
+
+
+@dataclass(frozen=True)
+class Mesh2DHardware:
+    name: str
+    tiles: tuple[int, int]
+    cores_per_tile: tuple[int, int]
+    core_peak_tflops: PeakTflops
+    sram_per_core_mib: float
+    sram_bandwidth_per_core_gbps: float
+    intra_tile_link_gbps: float
+    inter_tile_link_gbps: float
+    intra_tile_link_latency_ns: float
+    inter_tile_link_latency_ns: float
+    dram_channels: int
+    dram_channel_bandwidth_gbps: float
+    dram_capacity_gib: float
+    dram_response_ns: float
+    matmul_efficiency: float = 0.8
+    matmul_half_dim: float = 16.0
+    memory_efficiency: float = 0.9
+    topology: Literal["mesh2d"] = "mesh2d"
+
+    @property
+    def core_grid(self) -> tuple[int, int]:
+        """Rows and columns of the whole core mesh."""
+        return (self.tiles[0] * self.cores_per_tile[0], self.tiles[1] * self.cores_per_tile[1])
+
+    @property
+    def cores_per_tile_count(self) -> int:
+        return self.cores_per_tile[0] * self.cores_per_tile[1]
+
+    @property
+    def device_count(self) -> int:
+        rows, cols = self.core_grid
+        return rows * cols
+
+    @property
+    def device_memory_bytes(self) -> float:
+        """Memory one core may use: its SRAM plus an equal share of the DRAM capacity."""
+        return (
+            self.sram_per_core_mib * 2**20
+            + self.dram_capacity_gib * 2**30 / self.device_count
+        )
+
+    @property
+    def dram_bandwidth_gbps(self) -> float:
+        return self.dram_channels * self.dram_channel_bandwidth_gbps
+
+
+@dataclass(frozen=True)
+class GpuClusterHardware:
+    name: str
+    gpus_per_node: int
+    peak_tflops: PeakTflops
+    hbm_gib: float
+    hbm_bandwidth_gbps: float
+    switch_bandwidth_gbps: float
+    switch_latency_us: float
+    inter_node_bandwidth_gbps: float
+    inter_node_latency_us: float
+    gpus: int = 0
+    matmul_efficiency: float = 0.8
+    matmul_half_dim: float = 64.0
+    memory_efficiency: float = 0.85
+    topology: Literal["gpu-cluster"] = "gpu-cluster"
+
+    @property
+    def device_memory_bytes(self) -> float:
+        return self.hbm_gib * 2**30
+
+
+Hardware = Mesh2DHardware | GpuClusterHardware

@@ -1,0 +1,105 @@
+"""Where each rank runs: (stage, dp rank, tp rank) -> a device.
+
+On a ``gpu-cluster`` a device is a global GPU rank, in Megatron-LM's order (tensor-parallel
+ranks fastest, then data-parallel, then pipeline), and GPU ``r`` sits in node
+``r // gpus_per_node``.
+
+On a ``mesh2d`` a device is a core ``(row, col)`` of the global core mesh. Tiles are visited in
+layout order (paper sec. V-B, Fig. 8): ``line`` walks each tile column top to bottom and starts
+the next column at the top again; ``s-shape`` walks the next column back up (boustrophedon), so
+consecutive stages always touch; ``explicit`` takes the tile ids of each stage from the
+configuration (tile id = row * tile_cols + col). Inside a tile, cores are visited in snake
+order so that consecutive cores are neighbours. Stage ``s`` takes the next ``tp * dp`` cores; inside the
+stage, ``compact`` puts tensor-parallel partners on consecutive cores (rank ``d * tp + t``) and
+``strided`` spreads them ``dp`` apart (rank ``t * dp + d``).
+
+Coordinates are computed on demand, never materialised for the whole mesh, so that placement
+cost does not grow with the tile count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from palm.strategy import SimConfig
+
+__all__ = ["Placement", "make_placement", "Device"]
+
+Device = int | tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Maps ranks to devices for one configuration."""
+
+    pp: int
+    dp: int
+    tp: int
+    compact: bool
+    hardware: GpuClusterHardware | Mesh2DHardware
+    stage_tiles: tuple[tuple[tuple[int, int], ...], ...] = ()
+    layout_snake: bool = False
+
+    @property
+    def group_size(self) -> int:
+        return self.tp * self.dp
+
+    def _local_index(self, d: int, t: int) -> int:
+        return d * self.tp + t if self.compact else t * self.dp + d
+
+    def device(self, stage: int, d: int, t: int) -> Device:
+        """The device of tensor rank ``t`` of data-parallel replica ``d`` in ``stage``."""
+        hw = self.hardware
+        if isinstance(hw, GpuClusterHardware):
+            return stage * self.group_size + d * self.tp + t  # Megatron order: tp, dp, pp
+        index = self._local_index(d, t)
+        per_tile = hw.cores_per_tile_count
+        tile = self.stage_tiles[stage][index // per_tile] if self.stage_tiles else None
+        if tile is None:
+            global_index = stage * self.group_size + index
+            tile = self._tile_at(global_index // per_tile)
+            within = global_index % per_tile
+        else:
+            within = index % per_tile
+        cr, cc = hw.cores_per_tile
+        r_in, c_in = divmod(within, cc)
+        if r_in % 2:
+            c_in = cc - 1 - c_in
+        return (tile[0] * cr + r_in, tile[1] * cc + c_in)
+
+    def _tile_at(self, k: int) -> tuple[int, int]:
+        hw = self.hardware
+        assert isinstance(hw, Mesh2DHardware)
+        rows = hw.tiles[0]
+        c, r = divmod(k, rows)
+        if self.layout_snake and c % 2 == 1:
+            r = rows - 1 - r
+        return (r, c)
+
+    def tp_group(self, stage: int, d: int = 0) -> list[Device]:
+        return [self.device(stage, d, t) for t in range(self.tp)]
+
+    def dp_group(self, stage: int, t: int = 0) -> list[Device]:
+        return [self.device(stage, d, t) for d in range(self.dp)]
+
+    def stage_devices(self, stage: int) -> list[Device]:
+        return [self.device(stage, d, t) for d in range(self.dp) for t in range(self.tp)]
+
+
+def make_placement(config: SimConfig) -> Placement:
+    """The placement of ``config`` (validated)."""
+    par, pl, hw = config.parallelism, config.placement, config.hardware
+    explicit: tuple[tuple[tuple[int, int], ...], ...] = ()
+    if isinstance(hw, Mesh2DHardware) and pl.layout == "explicit":
+        cols = hw.tiles[1]
+        explicit = tuple(tuple(divmod(t, cols) for t in tiles) for tiles in pl.stage_tiles)
+    return Placement(
+        pp=par.pp,
+        dp=par.dp,
+        tp=par.tp,
+        compact=pl.tp_group == "compact",
+        hardware=hw,
+        stage_tiles=explicit,
+        layout_snake=pl.layout == "s-shape",
+    )

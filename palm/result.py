@@ -1,0 +1,91 @@
+"""What comes out: the typed result of one simulation and its JSON form (SPEC sec. 5).
+
+``model_tflops_per_device`` counts one forward and one backward pass of the matrix multiplies
+(no recompute); ``hardware_tflops_per_device`` includes the recompute that actually ran.
+A field an engine does not compute is ``None`` (JSON ``null``), never invented.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Result", "StageResult", "LinkResult", "MemoryResult"]
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """One pipeline rank over one iteration (seconds; per-micro-batch times for one pass)."""
+
+    stage: int
+    layers: int
+    forward_s: float
+    backward_s: float
+    busy_s: float
+    idle_s: float
+    bubble_s: float
+    busy_fraction: float
+    memory_bytes: float
+    dp_allreduce_s: float
+    dp_exposed_s: float
+    optimizer_s: float
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    """One link (or aggregated link group) of the network."""
+
+    name: str
+    busy_fraction: float
+    bytes: float
+
+
+@dataclass(frozen=True)
+class MemoryResult:
+    """Peak per-device memory by kind (the stage with the largest total)."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+
+
+@dataclass(frozen=True)
+class Result:
+    throughput_samples_per_s: float
+    iteration_time_s: float
+    model_tflops_per_device: float
+    hardware_tflops_per_device: float
+    mfu: float
+    bubble_fraction: float
+    peak_memory_bytes: float
+    memory_capacity_bytes: float
+    fits_memory: bool
+    memory_overflow_bytes: float
+    engine: str
+    events_simulated: int | None
+    sim_wall_s: float
+    devices: int
+    micro_batches: int
+    sample_unit: str
+    tokens_per_s: float | None
+    memory: MemoryResult
+    stages: tuple[StageResult, ...]
+    links: tuple[LinkResult, ...] | None = None
+    dram_channel_utilisation: tuple[float, ...] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON; key order is fixed (determinism)."""
+        out = dataclasses.asdict(self)
+        out["stages"] = [dataclasses.asdict(s) for s in self.stages]
+        out["links"] = None if self.links is None else [dataclasses.asdict(x) for x in self.links]
+        out["notes"] = list(self.notes)
+        if self.dram_channel_utilisation is not None:
+            out["dram_channel_utilisation"] = list(self.dram_channel_utilisation)
+        return out
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)

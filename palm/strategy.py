@@ -1,0 +1,109 @@
+"""What is simulated, part 3: how the job is run (training, parallelism, placement,
+communication) and the complete configuration of one simulation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from palm.hardware.spec import Hardware
+from palm.workload.model import ModelConfig
+
+__all__ = [
+    "TrainingConfig",
+    "ParallelismConfig",
+    "PlacementConfig",
+    "CommunicationConfig",
+    "SimConfig",
+    "SCHEDULES",
+    "RECOMPUTE_MODES",
+    "OPTIMIZERS",
+    "MODES",
+    "LAYOUTS",
+    "TP_GROUPS",
+    "INTER_GROUP_STRATEGIES",
+]
+
+SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b", "interleaved-1f1b")
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
+MODES: tuple[str, ...] = ("train", "inference")
+LAYOUTS: tuple[str, ...] = ("line", "s-shape", "explicit")
+TP_GROUPS: tuple[str, ...] = ("compact", "strided")
+INTER_GROUP_STRATEGIES: tuple[str, ...] = ("allreduce-broadcast", "reduce-adapters")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """``[training]``. ``precision`` is the compute precision; training in a 16- or 8-bit
+    precision is mixed precision with fp32 master weights. ``zero`` is the ZeRO stage
+    (Rajbhandari et al. 2020): 1 shards optimizer states, 2 also gradients, 3 also weights
+    over the data-parallel group."""
+
+    mode: Literal["train", "inference"] = "train"
+    global_batch: int = 8
+    micro_batch: int = 1
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    optimizer: Literal["sgd", "adam"] = "adam"
+    recompute: Literal["none", "selective", "full"] = "none"
+    zero: int = 0
+
+
+@dataclass(frozen=True)
+class ParallelismConfig:
+    """``[parallelism]``: tensor (``tp``), pipeline (``pp``) and data (``dp``) degrees, the
+    pipeline schedule, ``interleave`` model chunks per device for the interleaved schedule,
+    Megatron sequence parallelism, and the DP gradient bucket size (PyTorch DDP's default is
+    25 MiB)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    schedule: Literal["gpipe", "1f1b", "interleaved-1f1b"] = "1f1b"
+    interleave: int = 1
+    sequence_parallel: bool = False
+    dp_bucket_mib: float = 25.0
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks per device: ``interleave`` under the interleaved schedule, else 1."""
+        if self.schedule == "interleaved-1f1b" and self.pp > 1:
+            return self.interleave
+        return 1
+
+
+@dataclass(frozen=True)
+class PlacementConfig:
+    """``[placement]`` (paper sec. V-B): where stages sit on a mesh (``line``, ``s-shape`` or
+    ``explicit`` tile ids per stage in ``stage_tiles``) and whether tensor-parallel partners are
+    neighbours (``compact``) or spread over the stage's group (``strided``)."""
+
+    layout: Literal["line", "s-shape", "explicit"] = "line"
+    tp_group: Literal["compact", "strided"] = "compact"
+    stage_tiles: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True)
+class CommunicationConfig:
+    """``[communication]`` (paper sec. V-C): how activations cross between stage tile groups:
+    strategy 1 ``allreduce-broadcast`` (Eq. 7) or strategy 2 ``reduce-adapters`` (Eq. 8) with
+    ``adapters`` tiles per group."""
+
+    inter_group: Literal["allreduce-broadcast", "reduce-adapters"] = "allreduce-broadcast"
+    adapters: int = 1
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything one simulation needs: the model, the machine and the plan."""
+
+    model: ModelConfig
+    hardware: Hardware
+    training: TrainingConfig
+    parallelism: ParallelismConfig
+    placement: PlacementConfig = PlacementConfig()
+    communication: CommunicationConfig = CommunicationConfig()

@@ -1,0 +1,38 @@
+"""Unit constants and precision sizes used across the simulator.
+
+All internal quantities are SI: seconds, bytes, FLOP, bytes per second. Configuration fields
+carry their unit in their name (``link_bandwidth_gbps`` is 10^9 bytes/s, ``sram_per_core_mib``
+is 2^20 bytes) and are converted once, here.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "GB",
+    "GIB",
+    "MB",
+    "MIB",
+    "NS",
+    "US",
+    "TERA",
+    "PRECISIONS",
+    "bytes_per_element",
+]
+
+GB: Final = 1e9
+GIB: Final = float(2**30)
+MB: Final = 1e6
+MIB: Final = float(2**20)
+NS: Final = 1e-9
+US: Final = 1e-6
+TERA: Final = 1e12
+
+#: Supported numeric precisions and the size of one element in bytes.
+PRECISIONS: Final[dict[str, int]] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+
+
+def bytes_per_element(precision: str) -> int:
+    """Size in bytes of one element stored in ``precision`` (e.g. ``"bf16"`` -> 2)."""
+    return PRECISIONS[precision]

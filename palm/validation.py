@@ -1,0 +1,120 @@
+"""Comparing the simulator with published runs (SPEC sec. 7).
+
+A validation file has the shape of ``shared/validation/visible.json``: ``gpu_training`` cases
+with the model, the cluster and the plan of a published run and its measured throughput
+(``derived.iteration_time_s`` is what the simulator is compared with). A packaged copy of the
+visible cases is the default.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from palm.api import simulate
+from palm.config import parse_config
+from palm.errors import ConfigError
+from palm.strategy import SimConfig
+
+__all__ = ["ValidationCase", "CaseResult", "load_cases", "run_cases", "default_validation_file"]
+
+
+@dataclass(frozen=True)
+class ValidationCase:
+    case_id: str
+    config: SimConfig
+    published_iteration_time_s: float
+    source: str
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case_id: str
+    predicted_iteration_time_s: float
+    published_iteration_time_s: float
+
+    @property
+    def error(self) -> float:
+        """Signed relative error of the prediction (+: the simulator is slower)."""
+        return self.predicted_iteration_time_s / self.published_iteration_time_s - 1.0
+
+
+def default_validation_file() -> Path:
+    return Path(str(resources.files("palm") / "data" / "visible.json"))
+
+
+_PRECISION = {"fp16 mixed": "fp16", "bf16 mixed": "bf16", "fp32": "fp32"}
+
+
+def _case_tables(case: dict[str, Any]) -> dict[str, Any]:
+    hw = case["hardware"]
+    tr = case["training"]
+    par = case["parallelism"]
+    schedule = par.get("schedule", "1f1b")
+    if schedule not in ("gpipe", "1f1b", "interleaved-1f1b"):
+        schedule = "1f1b"  # "none" when pp = 1: any value, no effect
+    precision = _PRECISION.get(tr["precision"], tr["precision"])
+    return {
+        "model": {"name": case["id"], "family": "gpt", **case["model"],
+                  "kv_heads": case["model"]["heads"]},
+        "hardware": {
+            "preset": "dgx-a100",
+            "gpus": hw["gpus"],
+            "gpus_per_node": hw["gpus_per_node"],
+            "hbm_gib": hw["hbm_gib"],
+            "hbm_bandwidth_gbps": hw["hbm_gbps"],
+        },
+        "training": {
+            "global_batch": tr["global_batch"],
+            "micro_batch": tr["micro_batch"],
+            "precision": precision,
+            "optimizer": tr["optimizer"],
+            "recompute": tr["recompute"],
+        },
+        "parallelism": {
+            "tp": par["tp"],
+            "pp": par["pp"],
+            "dp": par["dp"],
+            "schedule": schedule,
+            "interleave": par.get("interleave", 1),
+        },
+    }
+
+
+def load_cases(path: str | Path | None = None) -> list[ValidationCase]:
+    """The ``gpu_training`` cases of a validation file (default: the packaged visible set)."""
+    path = Path(path) if path is not None else default_validation_file()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("validation file", str(path), "an existing JSON file") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("validation file", str(path), f"valid JSON ({exc})") from None
+    cases = data.get("gpu_training") if isinstance(data, dict) else None
+    if not isinstance(cases, list) or not cases:
+        raise ConfigError("validation file", str(path), "a JSON object with a gpu_training list")
+    out = []
+    for i, case in enumerate(cases):
+        try:
+            tables = _case_tables(case)
+            published = float(case["derived"]["iteration_time_s"])
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"gpu_training[{i}]", case.get("id", i) if isinstance(case, dict)
+                              else case, f"a case with model, hardware, training, parallelism "
+                              f"and derived.iteration_time_s (missing {exc})") from None
+        out.append(ValidationCase(case_id=str(case["id"]), config=parse_config(tables),
+                                  published_iteration_time_s=published,
+                                  source=str(case.get("source", ""))))
+    return out
+
+
+def run_cases(cases: Iterable[ValidationCase], *, engine: str = "analytical") -> list[CaseResult]:
+    return [
+        CaseResult(case.case_id, simulate(case.config, engine=engine).iteration_time_s,
+                   case.published_iteration_time_s)
+        for case in cases
+    ]

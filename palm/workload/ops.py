@@ -1,0 +1,577 @@
+"""Operators of a workload graph and their per-micro-batch costs.
+
+Every operator answers the same questions for a micro-batch of ``batch`` samples split over a
+tensor-parallel group of ``tp`` devices (Megatron-style for transformers, output-feature split for
+the others):
+
+* ``forward_gemms``: the matrix multiplies one device runs in the forward pass (their shapes
+  drive the shape-dependent efficiency of :mod:`palm.cost.compute`);
+* ``forward_vector_bytes``: the memory traffic of the operators that are not matrix multiplies
+  (norms, softmax, dropout, activation functions, residual adds, pooling), which run at memory
+  bandwidth;
+* ``activation_bytes``: what one device keeps from the forward pass for the backward pass, by
+  recompute mode;
+* ``forward_collectives``: the tensor-parallel collectives of one forward pass;
+* ``output_bytes``: what is handed to the next operator (and so to the next pipeline stage).
+
+Only matrix multiplies count as FLOPs: this is the convention of Megatron SC21 eq. (3) and of
+model FLOPs utilisation, and the vector work is charged as memory traffic instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "Gemm",
+    "Collective",
+    "Op",
+    "Linear",
+    "Conv2d",
+    "Pool",
+    "TransformerLayer",
+    "Embedding",
+    "Logits",
+    "RecomputeMode",
+]
+
+RecomputeMode = Literal["none", "selective", "full"]
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``count`` independent products ``C[m, n] = A[m, k] @ B[k, n]``."""
+
+    m: int
+    n: int
+    k: int
+    count: int = 1
+
+    @property
+    def flops(self) -> float:
+        """Multiply-adds counted as two FLOPs each."""
+        return 2.0 * self.m * self.n * self.k * self.count
+
+    def operand_elements(self) -> float:
+        """Elements read and written once: A, B and C (the roofline's minimum traffic)."""
+        return float(self.m * self.k + self.k * self.n + self.m * self.n) * self.count
+
+
+@dataclass(frozen=True)
+class Collective:
+    """A collective over a parallel group; ``nbytes`` is the full buffer each member holds."""
+
+    kind: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce"]
+    nbytes: float
+
+
+@dataclass(frozen=True)
+class Op:
+    """Base of all operators. Subclasses are frozen dataclasses with shapes per sample."""
+
+    name: str
+
+    @property
+    def params(self) -> int:
+        """Trainable parameters of the whole (unsharded) operator."""
+        return 0
+
+    def params_per_device(self, *, tp: int) -> float:
+        """Parameters one member of a ``tp``-way tensor-parallel group holds."""
+        return self.params / tp
+
+    def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        return ()
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        return 0.0
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        return 0.0
+
+    def forward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        return ()
+
+    def backward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        """By default the backward pass mirrors the forward collectives."""
+        return self.forward_collectives(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return 0.0
+
+    def recompute_gemms(
+        self, *, batch: int, tp: int, recompute: RecomputeMode
+    ) -> tuple[Gemm, ...]:
+        """Matrix multiplies re-run in the backward pass to rebuild dropped activations."""
+        if recompute == "full":
+            return self.forward_gemms(batch=batch, tp=tp)
+        return ()
+
+    def recompute_vector_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        """Vector traffic re-run in the backward pass by recompute."""
+        if recompute == "full" and self.recompute_gemms(batch=batch, tp=tp, recompute=recompute):
+            return self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
+        return 0.0
+
+    def forward_flops(self, *, batch: int, tp: int = 1) -> float:
+        """Matrix-multiply FLOPs of one forward pass on one device."""
+        return sum(g.flops for g in self.forward_gemms(batch=batch, tp=tp))
+
+
+# --------------------------------------------------------------------------------------------
+# Generic operators (paper Table III): Linear, Conv2d, Pool
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Linear(Op):
+    """``Y = X W^T`` over ``tokens`` rows per sample (paper Table III: B, M=out, N=tokens, K=in).
+
+    With ``tp > 1`` the output features are split (column parallel) and the output is
+    all-gathered in the forward pass; the input gradient is all-reduced in the backward pass.
+    """
+
+    in_features: int
+    out_features: int
+    tokens: int = 1
+    bias: bool = True
+
+    @property
+    def params(self) -> int:
+        return self.in_features * self.out_features + (self.out_features if self.bias else 0)
+
+    def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        return (Gemm(batch * self.tokens, self.out_features // tp, self.in_features),)
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        return 2.0 * batch * self.tokens * self.out_features / tp * act_bytes if self.bias else 0.0
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        return float(batch * self.tokens * self.in_features * act_bytes)
+
+    def forward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        return (Collective("all-gather", batch * self.tokens * self.out_features * act_bytes),)
+
+    def backward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        return (Collective("all-reduce", batch * self.tokens * self.in_features * act_bytes),)
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.tokens * self.out_features * act_bytes)
+
+
+def _out_size(size: int, kernel: int, stride: int, padding: int) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+@dataclass(frozen=True)
+class Conv2d(Op):
+    """2-D convolution as an implicit GEMM (``m = B*Ho*Wo``, ``n = out_channels``,
+    ``k = in_channels*kernel^2``), optionally followed by batch norm and ReLU, whose traffic is
+    charged as vector bytes. ``tp`` splits the output channels like :class:`Linear`."""
+
+    in_channels: int
+    out_channels: int
+    in_hw: tuple[int, int]
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+    bias: bool = False
+    norm_act: bool = True
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        h, w = self.in_hw
+        return (
+            _out_size(h, self.kernel, self.stride, self.padding),
+            _out_size(w, self.kernel, self.stride, self.padding),
+        )
+
+    @property
+    def params(self) -> int:
+        weights = self.in_channels * self.out_channels * self.kernel * self.kernel
+        extra = self.out_channels if self.bias else 0
+        if self.norm_act:
+            extra += 2 * self.out_channels  # batch-norm scale and shift
+        return weights + extra
+
+    def _out_elems(self, batch: int) -> int:
+        ho, wo = self.out_hw
+        return batch * ho * wo * self.out_channels
+
+    def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        ho, wo = self.out_hw
+        k = self.in_channels * self.kernel * self.kernel
+        return (Gemm(batch * ho * wo, self.out_channels // tp, k),)
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        # batch norm (read, write) then ReLU (read, write) on the output
+        return 4.0 * self._out_elems(batch) / tp * act_bytes if self.norm_act else 0.0
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        h, w = self.in_hw
+        stored = batch * h * w * self.in_channels * act_bytes
+        if self.norm_act:
+            stored += 2 * self._out_elems(batch) / tp * act_bytes  # BN input and ReLU output
+        return float(stored)
+
+    def forward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        return (Collective("all-gather", self._out_elems(batch) * act_bytes),)
+
+    def backward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        h, w = self.in_hw
+        return (Collective("all-reduce", batch * h * w * self.in_channels * act_bytes),)
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(self._out_elems(batch) * act_bytes)
+
+
+@dataclass(frozen=True)
+class Pool(Op):
+    """Max / average pooling (``kernel = 0`` means global pooling). No parameters, no GEMM."""
+
+    channels: int
+    in_hw: tuple[int, int]
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+    kind: Literal["max", "avg"] = "max"
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        if self.kernel == 0:
+            return (1, 1)
+        h, w = self.in_hw
+        return (
+            _out_size(h, self.kernel, self.stride, self.padding),
+            _out_size(w, self.kernel, self.stride, self.padding),
+        )
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        h, w = self.in_hw
+        ho, wo = self.out_hw
+        return float(batch * self.channels * (h * w + ho * wo)) / tp * act_bytes
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        h, w = self.in_hw
+        return float(batch * self.channels * h * w) / tp * act_bytes
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        ho, wo = self.out_hw
+        return float(batch * self.channels * ho * wo * act_bytes)
+
+
+# --------------------------------------------------------------------------------------------
+# Transformer operators (Megatron-LM tensor parallelism)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransformerLayer(Op):
+    """One pre-norm decoder/encoder layer: attention (with grouped-query attention when
+    ``kv_heads < heads``) and an MLP (GELU with two matrices or SwiGLU with three).
+
+    Forward FLOPs per sample with ``ffn = 4h`` and ``kv_heads = heads``: ``24 s h^2 + 4 s^2 h``
+    (Narayanan et al., SC21, sec. 5.1), counting the full ``s x s`` score matrix.
+    Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019): two all-reduces of ``b s h``
+    per forward and per backward pass, or with sequence parallelism a reduce-scatter plus an
+    all-gather each (Korthikanti et al. 2022, sec. 4.2.2).
+    """
+
+    hidden: int
+    heads: int
+    kv_heads: int
+    ffn_hidden: int
+    seq_len: int
+    mlp: Literal["gelu", "swiglu"] = "gelu"
+    bias: bool = True
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+    dropout: bool = True
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    @property
+    def _mlp_in_mats(self) -> int:
+        return 2 if self.mlp == "swiglu" else 1
+
+    @property
+    def params(self) -> int:
+        h, f, kv = self.hidden, self.ffn_hidden, self.kv_dim
+        attn = h * (h + 2 * kv) + h * h
+        mlp = (self._mlp_in_mats + 1) * h * f
+        if self.bias:
+            attn += (h + 2 * kv) + h
+            mlp += self._mlp_in_mats * f + h
+        norms = 2 * (2 * h if self.norm == "layernorm" else h)
+        return attn + mlp + norms
+
+    def params_per_device(self, *, tp: int) -> float:
+        # norms (and row-parallel biases) are replicated; everything else is split by tp
+        h = self.hidden
+        replicated = 2 * (2 * h if self.norm == "layernorm" else h)
+        if self.bias:
+            replicated += 2 * h
+        return (self.params - replicated) / tp + replicated
+
+    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, Gemm]:
+        s, d = self.seq_len, self.head_dim
+        heads = batch * self.heads // tp
+        return (Gemm(s, s, d, heads), Gemm(s, d, s, heads))  # Q K^T, then scores @ V
+
+    def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        t = batch * self.seq_len
+        h, f = self.hidden, self.ffn_hidden
+        qkv = Gemm(t, (h + 2 * self.kv_dim) // tp, h)
+        proj = Gemm(t, h, h // tp)
+        up = Gemm(t, self._mlp_in_mats * f // tp, h)
+        down = Gemm(t, h, f // tp)
+        return (qkv, *self._attention_gemms(batch=batch, tp=tp), proj, up, down)
+
+    def recompute_gemms(
+        self, *, batch: int, tp: int, recompute: RecomputeMode
+    ) -> tuple[Gemm, ...]:
+        if recompute == "full":
+            return self.forward_gemms(batch=batch, tp=tp)
+        if recompute == "selective":  # only the core attention is recomputed
+            return self._attention_gemms(batch=batch, tp=tp)
+        return ()
+
+    def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: int) -> float:
+        p = act_bytes
+        scores = batch * self.heads / tp * self.seq_len * self.seq_len
+        if self.dropout:
+            return scores * (2 * p + (2 * p + 1))  # softmax r/w, dropout r/w + mask
+        return scores * 2 * p
+
+    def recompute_vector_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        if recompute == "full":
+            return self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
+        if recompute == "selective":
+            return self._score_vector_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
+        return 0.0
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        p = act_bytes
+        t = batch * self.seq_len
+        h, f = self.hidden, self.ffn_hidden
+        seq_shard = tp if sp else 1
+        norms = 2 * 2 * t * h * p / seq_shard  # two norms, read + write
+        if self.dropout:
+            residual = 2 * (3 * p + 1) * t * h / seq_shard  # bias-dropout-add: 2 in, 1 out, mask
+        else:
+            residual = 2 * 3 * p * t * h / seq_shard
+        attn = self._score_vector_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
+        act = (self._mlp_in_mats + 1) * t * f / tp * p
+        return float(norms + residual + attn + act)
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        """Activation memory of one layer for one micro-batch on one device.
+
+        Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+        Models", sec. 4: ``s b h (34 + 5 a s / h)`` bytes without parallelism for 16-bit
+        activations with dropout; ``s b h (10 + 24/t + 5 a s / (h t))`` with tensor
+        parallelism; everything divided by ``t`` with sequence parallelism; the ``5 a s / h``
+        term dropped under selective recompute; ``2 s b h`` (the layer input) under full
+        recompute. Written here term by term so that other precisions, GQA, SwiGLU and
+        dropout-free models follow from the same accounting.
+        """
+        p = act_bytes
+        s, h, f = self.seq_len, self.hidden, self.ffn_hidden
+        sbh = float(s * batch * h)
+        seq_shard = tp if sp else 1
+        if recompute == "full":
+            return p * sbh / seq_shard
+        mask = 1 if self.dropout else 0
+        # replicated across TP unless sequence parallel: both norm inputs, QKV input,
+        # the two dropout masks after attention and MLP, the MLP input
+        replicated = sbh * (2 * p + p + mask + p + mask)
+        # split across TP: Q, K, V, projection input, MLP activations
+        kv_share = self.kv_dim / h
+        sharded = sbh * (p * (1 + 2 * kv_share) + p) + s * batch * f * p * (
+            self._mlp_in_mats + 1
+        )
+        quadratic = 0.0
+        if recompute == "none":
+            per_score = p + (p + mask if self.dropout else 0)  # softmax out, dropout out + mask
+            quadratic = float(batch * self.heads * s * s * per_score)
+        return replicated / seq_shard + (sharded + quadratic) / tp
+
+    def forward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        nbytes = float(batch * self.seq_len * self.hidden * act_bytes)
+        if sp:
+            return (
+                Collective("all-gather", nbytes),
+                Collective("reduce-scatter", nbytes),
+                Collective("all-gather", nbytes),
+                Collective("reduce-scatter", nbytes),
+            )
+        return (Collective("all-reduce", nbytes), Collective("all-reduce", nbytes))
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.seq_len * self.hidden * act_bytes)
+
+
+@dataclass(frozen=True)
+class Embedding(Op):
+    """Token embedding (vocabulary-parallel under TP, one all-reduce of ``b s h`` in the
+    forward pass as in Megatron-LM) plus learned position embeddings when asked."""
+
+    vocab: int
+    hidden: int
+    seq_len: int
+    learned_positions: bool = True
+    dropout: bool = True
+
+    @property
+    def params(self) -> int:
+        return self.vocab * self.hidden + (self.seq_len * self.hidden if self.learned_positions else 0)
+
+    def params_per_device(self, *, tp: int) -> float:
+        pos = self.seq_len * self.hidden if self.learned_positions else 0
+        return self.vocab * self.hidden / tp + pos
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        t = batch * self.seq_len * self.hidden
+        return float(3 * t * act_bytes)  # gather rows, add positions, write
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        if not self.dropout:
+            return 0.0
+        # Korthikanti et al. 2022 sec. 4.3: embedding dropout mask, s b h / t with SP
+        return float(batch * self.seq_len * self.hidden) / (tp if sp else 1)
+
+    def forward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        nbytes = float(batch * self.seq_len * self.hidden * act_bytes)
+        return (Collective("reduce-scatter" if sp else "all-reduce", nbytes),)
+
+    def backward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        return ()
+
+    def recompute_gemms(
+        self, *, batch: int, tp: int, recompute: RecomputeMode
+    ) -> tuple[Gemm, ...]:
+        return ()
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.seq_len * self.hidden * act_bytes)
+
+
+@dataclass(frozen=True)
+class Logits(Op):
+    """Final norm, output projection onto the (vocabulary-parallel) vocabulary and the
+    cross-entropy loss. With ``tied`` the projection reuses the embedding matrix and adds no
+    parameters here. Never recomputed (SC21 eq. (3) counts it three times, not four)."""
+
+    vocab: int
+    hidden: int
+    seq_len: int
+    tied: bool = True
+    norm: Literal["layernorm", "rmsnorm"] = "layernorm"
+
+    @property
+    def params(self) -> int:
+        norm = 2 * self.hidden if self.norm == "layernorm" else self.hidden
+        return norm + (0 if self.tied else self.vocab * self.hidden)
+
+    def params_per_device(self, *, tp: int) -> float:
+        norm = 2 * self.hidden if self.norm == "layernorm" else self.hidden
+        return norm + (0 if self.tied else self.vocab * self.hidden / tp)
+
+    def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        return (Gemm(batch * self.seq_len, self.vocab // tp, self.hidden),)
+
+    def recompute_gemms(
+        self, *, batch: int, tp: int, recompute: RecomputeMode
+    ) -> tuple[Gemm, ...]:
+        return ()
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+        t = batch * self.seq_len
+        norm = 2 * t * self.hidden * act_bytes / (tp if sp else 1)
+        # cross-entropy in fp32 over the local vocabulary shard: read logits, exp, write
+        return float(norm + 3 * 4 * t * self.vocab / tp)
+
+    def activation_bytes(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+    ) -> float:
+        # Korthikanti et al. 2022 sec. 4.3: final norm input (2sbh), projection input (2sbh),
+        # fp32 logits for the cross-entropy (4 s b v / t)
+        t = batch * self.seq_len
+        seq_shard = tp if sp else 1
+        return float(2 * t * self.hidden * act_bytes / seq_shard + 4 * t * self.vocab / tp)
+
+    def forward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        t = batch * self.seq_len
+        coll: list[Collective] = []
+        if sp:
+            coll.append(Collective("all-gather", float(t * self.hidden * act_bytes)))
+        # vocabulary-parallel cross-entropy: max, sum-exp and target logit, fp32 per token
+        coll.extend(Collective("all-reduce", 4.0 * t) for _ in range(3))
+        return tuple(coll)
+
+    def backward_collectives(
+        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+    ) -> tuple[Collective, ...]:
+        if tp == 1:
+            return ()
+        nbytes = float(batch * self.seq_len * self.hidden * act_bytes)
+        return (Collective("reduce-scatter" if sp else "all-reduce", nbytes),)
+
+    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return 4.0 * batch  # the loss

@@ -1,0 +1,61 @@
+"""The ``palm-tune`` command: simulator commands from :mod:`palm.cli` plus the tuner's.
+
+Exit codes (SPEC sec. 6): 0 success, 2 bad input (one line on stderr, no traceback),
+1 internal error. Set ``PALM_TUNE_DEBUG=1`` to see the traceback of an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+import palm
+from palm.cli import add_commands as add_simulator_commands
+from palm.errors import ConfigError
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="palm-tune",
+        description="Simulate deep-learning training on tiled accelerators and GPU clusters, "
+        "and search for the fastest mapping.",
+    )
+    parser.add_argument("--version", action="version", version=f"palm-tune {palm.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_simulator_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.handler(args)
+        return code
+    except ConfigError as exc:
+        print(f"palm-tune: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("palm-tune: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - last line of defence: one line, exit 1
+        if os.environ.get("PALM_TUNE_DEBUG"):
+            traceback.print_exc()
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"palm-tune: internal error: {type(exc).__name__}: {message} "
+              "(set PALM_TUNE_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
