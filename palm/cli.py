@@ -32,15 +32,28 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description="Simulate one training or inference iteration of the configuration in FILE.",
     )
     p.add_argument("file", metavar="FILE", help="simulation configuration (TOML, SPEC sec. 3)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
-                   help="override a field, e.g. --set parallelism.tp=4 (repeatable)")
-    p.add_argument("--engine", choices=ENGINES, default=ENGINES[0],
-                   help=f"simulation engine (default: {ENGINES[0]})")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override a field, e.g. --set parallelism.tp=4 (repeatable)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=ENGINES[0],
+        help=f"simulation engine (default: {ENGINES[0]})",
+    )
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(handler=_cmd_simulate)
 
-    q = sub.add_parser("presets", help="list model and hardware presets with their key figures",
-                       description="List the model and hardware presets.")
+    q = sub.add_parser(
+        "presets",
+        help="list model and hardware presets with their key figures",
+        description="List the model and hardware presets.",
+    )
     q.add_argument("--json", action="store_true", help="print as JSON")
     q.set_defaults(handler=_cmd_presets)
 
@@ -84,12 +97,16 @@ def format_summary(config: SimConfig, result: Result) -> str:
     ]
     if not result.fits_memory:
         lines.append(f"           DOES NOT FIT: over by {_gib(result.memory_overflow_bytes)}")
-    lines += ["", "stage  layers  fwd/mb (ms)  bwd/mb (ms)  busy    bubble (s)  DP exposed (s)  memory"]
+    lines += [
+        "",
+        "stage  layers  fwd/mb (ms)  bwd/mb (ms)  busy    bubble (s)  DP exposed (s)  memory",
+    ]
     shown = result.stages if len(result.stages) <= 12 else result.stages[:6] + result.stages[-6:]
     for s in shown:
         lines.append(
-            f"{s.stage:>5}  {s.layers:>6}  {s.forward_s * 1e3:>11.2f}  {s.backward_s * 1e3:>11.2f}  "
-            f"{s.busy_fraction:>5.1%}  {s.bubble_s:>10.3f}  {s.dp_exposed_s:>14.4f}  {_gib(s.memory_bytes)}"
+            f"{s.stage:>5}  {s.layers:>6}  {s.forward_s * 1e3:>11.2f}  "
+            f"{s.backward_s * 1e3:>11.2f}  {s.busy_fraction:>5.1%}  {s.bubble_s:>10.3f}  "
+            f"{s.dp_exposed_s:>14.4f}  {_gib(s.memory_bytes)}"
         )
     if len(result.stages) > 12:
         lines.append(f"       ({len(result.stages) - 12} stages not shown; --json has all)")
@@ -97,41 +114,72 @@ def format_summary(config: SimConfig, result: Result) -> str:
 
 
 def _cmd_presets(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    models = []
+    models: list[dict[str, object]] = []
     for name, m in MODEL_PRESETS.items():
         w = build_workload(m)
-        models.append({"name": name, "family": m.family, "params": w.params, "layers": m.layers,
-                       "hidden": m.hidden, "heads": m.heads, "seq_len": m.seq_len,
-                       "source": MODEL_SOURCES.get(name, "")})
+        models.append(
+            {
+                "name": name,
+                "family": m.family,
+                "params": w.params,
+                "params_b": w.params / 1e9,
+                "layers": m.layers,
+                "hidden": m.hidden,
+                "heads": m.heads,
+                "seq_len": m.seq_len,
+                "source": MODEL_SOURCES.get(name, ""),
+            }
+        )
     hardware = []
     for name, hw in HARDWARE_PRESETS.items():
         if isinstance(hw, GpuClusterHardware):
-            hardware.append({"name": name, "topology": hw.topology, "devices": "per strategy",
-                             "peak_bf16_tflops_per_device": hw.peak_tflops.bf16,
-                             "memory_gib_per_device": hw.hbm_gib,
-                             "link_gbps": f"{hw.switch_bandwidth_gbps:g} in node / "
-                                          f"{hw.inter_node_bandwidth_gbps:g} across"})
+            hardware.append(
+                {
+                    "name": name,
+                    "topology": hw.topology,
+                    "devices": "per strategy",
+                    "peak_bf16_tflops_per_device": hw.peak_tflops.bf16,
+                    "memory_gib_per_device": hw.hbm_gib,
+                    "link_gbps": f"{hw.switch_bandwidth_gbps:g} in node / "
+                    f"{hw.inter_node_bandwidth_gbps:g} across",
+                }
+            )
         else:
-            hardware.append({"name": name, "topology": hw.topology,
-                             "devices": f"{hw.device_count} cores ({hw.tiles[0]}x{hw.tiles[1]} tiles "
-                                        f"of {hw.cores_per_tile[0]}x{hw.cores_per_tile[1]})",
-                             "peak_bf16_tflops_per_device": hw.core_peak_tflops.bf16,
-                             "memory_gib_per_device": hw.device_memory_bytes / 2**30,
-                             "link_gbps": f"{hw.intra_tile_link_gbps:g} in tile / "
-                                          f"{hw.inter_tile_link_gbps:g} across"})
+            hardware.append(
+                {
+                    "name": name,
+                    "topology": hw.topology,
+                    "devices": f"{hw.device_count} cores ({hw.tiles[0]}x{hw.tiles[1]} tiles "
+                    f"of {hw.cores_per_tile[0]}x{hw.cores_per_tile[1]})",
+                    "peak_bf16_tflops_per_device": hw.core_peak_tflops.bf16,
+                    "memory_gib_per_device": hw.device_memory_bytes / 2**30,
+                    "link_gbps": f"{hw.intra_tile_link_gbps:g} in tile / "
+                    f"{hw.inter_tile_link_gbps:g} across",
+                }
+            )
     if args.json:
         import json
 
         out.write(json.dumps({"models": models, "hardware": hardware}, indent=2) + "\n")
         return 0
     out.write("models\n")
-    out.write(f"  {'name':<12} {'family':<9} {'params':>10} {'layers':>6} {'hidden':>6} {'heads':>5} {'seq':>5}  source\n")
-    for m in models:
-        out.write(f"  {m['name']:<12} {m['family']:<9} {m['params'] / 1e9:>9.2f}B {m['layers']:>6} "
-                  f"{m['hidden']:>6} {m['heads']:>5} {m['seq_len']:>5}  {m['source']}\n")
+    out.write(
+        f"  {'name':<12} {'family':<9} {'params':>10} {'layers':>6} {'hidden':>6} "
+        f"{'heads':>5} {'seq':>5}  source\n"
+    )
+    for row in models:
+        out.write(
+            f"  {row['name']:<12} {row['family']:<9} {row['params_b']:>9.2f}B {row['layers']:>6} "
+            f"{row['hidden']:>6} {row['heads']:>5} {row['seq_len']:>5}  {row['source']}\n"
+        )
     out.write("\nhardware\n")
-    out.write(f"  {'name':<11} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  devices; links (GB/s)\n")
+    out.write(
+        f"  {'name':<11} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
+        "devices; links (GB/s)\n"
+    )
     for h in hardware:
-        out.write(f"  {h['name']:<11} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
-                  f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n")
+        out.write(
+            f"  {h['name']:<11} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
+            f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n"
+        )
     return 0

@@ -40,7 +40,7 @@ from palm.workload.presets import MODEL_PRESETS, model_preset
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 __all__ = ["load_config", "parse_config", "apply_overrides", "config_to_dict", "validate"]
 
@@ -213,6 +213,7 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
             "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
         )
     cls = _TOPOLOGIES[topology]
+    table.setdefault("name", f"custom-{topology}")
     return _build(cls, table, "hardware")
 
 
@@ -287,7 +288,10 @@ def _coerce(raw: Any, hint: Any, where: str) -> Any:
             return tuple(_coerce(item, args[0], f"{where}[{i}]") for i, item in enumerate(raw))
         if len(raw) != len(args):
             raise ConfigError(where, raw, f"an array of {len(args)} values")
-        return tuple(_coerce(item, a, f"{where}[{i}]") for i, (item, a) in enumerate(zip(raw, args)))
+        return tuple(
+            _coerce(item, a, f"{where}[{i}]")
+            for i, (item, a) in enumerate(zip(raw, args, strict=True))
+        )
     if origin in (typing.Union, types.UnionType):
         return raw
     raise ConfigError(where, raw, f"a value of type {hint}")  # pragma: no cover
@@ -322,9 +326,12 @@ def _check_ranges(obj: Any, section: str) -> None:
                     raise ConfigError(where, value, "an integer >= 0")
             elif value < 1:
                 raise ConfigError(where, value, "an integer >= 1")
-        elif isinstance(value, tuple) and f.name in ("tiles", "cores_per_tile"):
-            if any(v < 1 for v in value):
-                raise ConfigError(where, list(value), "two integers >= 1 (rows, cols)")
+        elif (
+            isinstance(value, tuple)
+            and f.name in ("tiles", "cores_per_tile")
+            and any(v < 1 for v in value)
+        ):
+            raise ConfigError(where, list(value), "two integers >= 1 (rows, cols)")
 
 
 def _parse_value(raw: str) -> Any:
@@ -364,10 +371,14 @@ def validate(config: SimConfig) -> None:
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
-                "parallelism.tp", par.tp, f"a divisor of model.heads = {m.heads}: {_divisors(m.heads)}"
+                "parallelism.tp",
+                par.tp,
+                f"a divisor of model.heads = {m.heads}: {_divisors(m.heads)}",
             )
         if m.ffn_hidden % par.tp:
-            raise ConfigError("parallelism.tp", par.tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}")
+            raise ConfigError(
+                "parallelism.tp", par.tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}"
+            )
         kv = m.kv_heads or m.heads
         if kv % par.tp and par.tp % kv:
             raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
@@ -377,7 +388,8 @@ def validate(config: SimConfig) -> None:
         raise ConfigError(
             "parallelism.pp",
             par.pp,
-            f"at most {workload.blocks // par.chunks} stages: pp x interleave <= {workload.blocks} {what}",
+            f"at most {workload.blocks // par.chunks} stages: "
+            f"pp x interleave <= {workload.blocks} {what}",
         )
     if par.chunks > 1 and workload.transformer and workload.blocks % (par.pp * par.chunks):
         raise ConfigError(
@@ -386,7 +398,9 @@ def validate(config: SimConfig) -> None:
             f"a value with pp x interleave dividing the {workload.blocks} layers",
         )
     if par.interleave > 1 and par.schedule != "interleaved-1f1b" and par.pp > 1:
-        raise ConfigError("parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'")
+        raise ConfigError(
+            "parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'"
+        )
     if tr.global_batch % (par.dp * tr.micro_batch):
         raise ConfigError(
             "training.global_batch",
@@ -398,7 +412,8 @@ def validate(config: SimConfig) -> None:
         raise ConfigError(
             "training.global_batch",
             tr.global_batch,
-            f"a value giving a number of micro-batches ({micro_batches} now) divisible by pp = {par.pp}"
+            f"a value giving a number of micro-batches ({micro_batches} now) "
+            f"divisible by pp = {par.pp}"
             " under the interleaved schedule",
         )
     peak = hw.peak_tflops if isinstance(hw, GpuClusterHardware) else hw.core_peak_tflops
@@ -406,7 +421,9 @@ def validate(config: SimConfig) -> None:
         ok = [p for p in ("fp32", "bf16", "fp16", "fp8", "int8") if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
     if tr.mode == "train" and tr.precision == "int8":
-        raise ConfigError("training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training")
+        raise ConfigError(
+            "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
+        )
     if isinstance(hw, Mesh2DHardware):
         if par.devices != hw.device_count:
             raise ConfigError(
@@ -424,28 +441,39 @@ def validate(config: SimConfig) -> None:
     comm = config.communication
     group = par.tp * par.dp
     if comm.adapters > group:
-        raise ConfigError("communication.adapters", comm.adapters, f"at most the {group} devices of a stage")
+        raise ConfigError(
+            "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
+        )
 
 
 def _validate_placement(config: SimConfig) -> None:
     pl, hw, par = config.placement, config.hardware, config.parallelism
     if pl.layout != "explicit":
         if pl.stage_tiles:
-            raise ConfigError("placement.stage_tiles", [list(t) for t in pl.stage_tiles],
-                              "empty unless layout = 'explicit'")
+            raise ConfigError(
+                "placement.stage_tiles",
+                [list(t) for t in pl.stage_tiles],
+                "empty unless layout = 'explicit'",
+            )
         return
     if not isinstance(hw, Mesh2DHardware):
         raise ConfigError("placement.layout", pl.layout, "'line' or 's-shape' on a gpu-cluster")
     if len(pl.stage_tiles) != par.pp:
-        raise ConfigError("placement.stage_tiles", len(pl.stage_tiles), f"one tile list per stage ({par.pp})")
+        raise ConfigError(
+            "placement.stage_tiles", len(pl.stage_tiles), f"one tile list per stage ({par.pp})"
+        )
     n_tiles = hw.tiles[0] * hw.tiles[1]
     seen: set[int] = set()
     for s, tiles in enumerate(pl.stage_tiles):
         for t in tiles:
             if not 0 <= t < n_tiles:
-                raise ConfigError(f"placement.stage_tiles[{s}]", t, f"a tile id in 0..{n_tiles - 1}")
+                raise ConfigError(
+                    f"placement.stage_tiles[{s}]", t, f"a tile id in 0..{n_tiles - 1}"
+                )
             if t in seen:
-                raise ConfigError(f"placement.stage_tiles[{s}]", t, "a tile not used by another stage")
+                raise ConfigError(
+                    f"placement.stage_tiles[{s}]", t, "a tile not used by another stage"
+                )
             seen.add(t)
         if len(tiles) * hw.cores_per_tile_count != par.tp * par.dp:
             raise ConfigError(
@@ -471,9 +499,15 @@ def config_to_dict(config: SimConfig) -> dict[str, Any]:
             ops = table.pop("graph_ops")
             if ops:
                 table["ops"] = [
-                    {"type": type(op).__name__.lower().replace("transformerlayer", "transformer"),
-                     **{k: (list(v) if isinstance(v, tuple) else v)
-                        for k, v in dataclasses.asdict(op).items()}}
+                    {
+                        "type": type(op)
+                        .__name__.lower()
+                        .replace("transformerlayer", "transformer"),
+                        **{
+                            k: (list(v) if isinstance(v, tuple) else v)
+                            for k, v in dataclasses.asdict(op).items()
+                        },
+                    }
                     for op in config.model.graph_ops
                 ]
         out[section] = _listify(table)

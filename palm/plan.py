@@ -150,7 +150,9 @@ def partition(costs: Sequence[float], parts: int) -> list[tuple[int, int]]:
     return found
 
 
-def _chunk_ranges(workload: Workload, parts: int, unit_cost: Sequence[float]) -> list[tuple[int, int]]:
+def _chunk_ranges(
+    workload: Workload, parts: int, unit_cost: Sequence[float]
+) -> list[tuple[int, int]]:
     ops = workload.ops
     if workload.transformer:
         layers = workload.blocks
@@ -200,8 +202,16 @@ def build_plan(config: SimConfig) -> Plan:
     def priced(op: Op, resident: bool) -> OpTimes:
         key = (dataclasses.replace(op, name=""), resident)
         if key not in cache:
-            cache[key] = op_times(op, batch=b, tp=tp, sp=sp, recompute=recompute, rates=rates,
-                                  weights_resident=resident, training=training)
+            cache[key] = op_times(
+                op,
+                batch=b,
+                tp=tp,
+                sp=sp,
+                recompute=recompute,
+                rates=rates,
+                weights_resident=resident,
+                training=training,
+            )
         return cache[key]
 
     chunks: list[ChunkCost] = []
@@ -212,11 +222,19 @@ def build_plan(config: SimConfig) -> Plan:
         resident = weights_bytes <= rates.sram_bytes
         times = [priced(op, resident) for op in ops]
         tp_step = ring_cost(hw, placement.tp_group(stage))
-        f_coll = [x for op in ops for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)]
-        b_coll = [x for op in ops for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)]
+        f_coll = [
+            x for op in ops for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+        ]
+        b_coll = [
+            x for op in ops for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+        ]
         if recompute == "full":
-            b_coll += [x for op in ops if op.recompute_gemms(batch=b, tp=tp, recompute="full")
-                       for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)]
+            b_coll += [
+                x
+                for op in ops
+                if op.recompute_gemms(batch=b, tp=tp, recompute="full")
+                for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+            ]
         zero3 = 0.0
         if training and tr.zero >= 3 and par.dp > 1:
             dp_step = ring_cost(hw, placement.dp_group(stage))
@@ -231,8 +249,11 @@ def build_plan(config: SimConfig) -> Plan:
             hop = path_cost(hw, placement.device(stage, 0, 0), placement.device(nxt, 0, 0))
             send_s = hop.time(send_bytes)
             if tp > 1:
-                send_s += collective_time(Collective("all-gather", full), n=tp,
-                                          step=ring_cost(hw, placement.tp_group(nxt)))
+                send_s += collective_time(
+                    Collective("all-gather", full),
+                    n=tp,
+                    step=ring_cost(hw, placement.tp_group(nxt)),
+                )
         chunks.append(
             ChunkCost(
                 index=c,
@@ -266,15 +287,23 @@ def build_plan(config: SimConfig) -> Plan:
         for ch in mine:
             ops = workload.ops[ch.first_op : ch.last_op + 1]
             if training:
-                act += sum(op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
-                           for op in ops)
+                act += sum(
+                    op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
+                    for op in ops
+                )
             else:
                 act = max(act, max(op.output_bytes(batch=b, act_bytes=p) for op in ops) * 2)
-        in_flight = in_flight_microbatches(parallelism=par, stage=s, micro_batches=micro_batches,
-                                           training=training)
-        memory = MemoryBreakdown.for_stage(params=params, states=states, zero=tr.zero if training else 0,
-                                           dp=par.dp, activation_bytes_per_microbatch=act,
-                                           in_flight=in_flight)
+        in_flight = in_flight_microbatches(
+            parallelism=par, stage=s, micro_batches=micro_batches, training=training
+        )
+        memory = MemoryBreakdown.for_stage(
+            params=params,
+            states=states,
+            zero=tr.zero if training else 0,
+            dp=par.dp,
+            activation_bytes_per_microbatch=act,
+            in_flight=in_flight,
+        )
         grad_bytes = params * states.gradients if training else 0.0
         dp_s, buckets, opt_s = 0.0, 0, 0.0
         if training:
@@ -284,18 +313,41 @@ def build_plan(config: SimConfig) -> Plan:
                 # the same bytes as one all-reduce (Rajbhandari et al. 2020, sec. 7).
                 dp_s = collective_time(Collective("all-reduce", grad_bytes), n=par.dp, step=dp_step)
                 buckets = max(1, math.ceil(grad_bytes / bucket_bytes))
-            opt_s = _optimizer_time(params, config, rates, shards=par.dp if tr.zero >= 1 else 1,
-                                    resident=params * states.total <= rates.sram_bytes)
-        stages.append(StageCost(stage=s, chunks=mine, params_per_device=params, memory=memory,
-                                in_flight_microbatches=in_flight, dp_grad_bytes=grad_bytes,
-                                dp_allreduce_s=dp_s, dp_buckets=buckets, optimizer_s=opt_s))
-    return Plan(config=config, workload=workload, placement=placement, rates=rates,
-                micro_batches=micro_batches, stages=tuple(stages), chunks=tuple(chunks),
-                training=training)
+            opt_s = _optimizer_time(
+                params,
+                config,
+                rates,
+                shards=par.dp if tr.zero >= 1 else 1,
+                resident=params * states.total <= rates.sram_bytes,
+            )
+        stages.append(
+            StageCost(
+                stage=s,
+                chunks=mine,
+                params_per_device=params,
+                memory=memory,
+                in_flight_microbatches=in_flight,
+                dp_grad_bytes=grad_bytes,
+                dp_allreduce_s=dp_s,
+                dp_buckets=buckets,
+                optimizer_s=opt_s,
+            )
+        )
+    return Plan(
+        config=config,
+        workload=workload,
+        placement=placement,
+        rates=rates,
+        micro_batches=micro_batches,
+        stages=tuple(stages),
+        chunks=tuple(chunks),
+        training=training,
+    )
 
 
-def _optimizer_time(params: float, config: SimConfig, rates: DeviceRates, *, shards: int,
-                    resident: bool) -> float:
+def _optimizer_time(
+    params: float, config: SimConfig, rates: DeviceRates, *, shards: int, resident: bool
+) -> float:
     """Memory-bound optimizer step over the parameters this device updates: read gradient,
     master weight and states, write them back and the low-precision copy. Adam: 28 B per
     parameter either way (mixed: 2 + 12 read, 12 + 2 written; fp32: 16 read, 12 written); SGD:

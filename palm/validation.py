@@ -59,8 +59,12 @@ def _case_tables(case: dict[str, Any]) -> dict[str, Any]:
         schedule = "1f1b"  # "none" when pp = 1: any value, no effect
     precision = _PRECISION.get(tr["precision"], tr["precision"])
     return {
-        "model": {"name": case["id"], "family": "gpt", **case["model"],
-                  "kv_heads": case["model"]["heads"]},
+        "model": {
+            "name": case["id"],
+            "family": "gpt",
+            **case["model"],
+            "kv_heads": case["model"]["heads"],
+        },
         "hardware": {
             "preset": "dgx-a100",
             "gpus": hw["gpus"],
@@ -103,18 +107,29 @@ def load_cases(path: str | Path | None = None) -> list[ValidationCase]:
             tables = _case_tables(case)
             published = float(case["derived"]["iteration_time_s"])
         except (KeyError, TypeError) as exc:
-            raise ConfigError(f"gpu_training[{i}]", case.get("id", i) if isinstance(case, dict)
-                              else case, f"a case with model, hardware, training, parallelism "
-                              f"and derived.iteration_time_s (missing {exc})") from None
-        out.append(ValidationCase(case_id=str(case["id"]), config=parse_config(tables),
-                                  published_iteration_time_s=published,
-                                  source=str(case.get("source", ""))))
+            raise ConfigError(
+                f"gpu_training[{i}]",
+                case.get("id", i) if isinstance(case, dict) else case,
+                f"a case with model, hardware, training, parallelism "
+                f"and derived.iteration_time_s (missing {exc})",
+            ) from None
+        out.append(
+            ValidationCase(
+                case_id=str(case["id"]),
+                config=parse_config(tables),
+                published_iteration_time_s=published,
+                source=str(case.get("source", "")),
+            )
+        )
     return out
 
 
 def run_cases(cases: Iterable[ValidationCase], *, engine: str = "analytical") -> list[CaseResult]:
     return [
-        CaseResult(case.case_id, simulate(case.config, engine=engine).iteration_time_s,
-                   case.published_iteration_time_s)
+        CaseResult(
+            case.case_id,
+            simulate(case.config, engine=engine).iteration_time_s,
+            case.published_iteration_time_s,
+        )
         for case in cases
     ]

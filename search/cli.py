@@ -52,8 +52,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("PALM_TUNE_DEBUG"):
             traceback.print_exc()
         message = " ".join(str(exc).split()) or type(exc).__name__
-        print(f"palm-tune: internal error: {type(exc).__name__}: {message} "
-              "(set PALM_TUNE_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(
+            f"palm-tune: internal error: {type(exc).__name__}: {message} "
+            "(set PALM_TUNE_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -30,7 +30,6 @@ def assemble_result(
     *,
     engine: str,
     pipeline_busy_s: Sequence[float],
-    stage_end_s: Sequence[float],
     dp_exposed_s: Sequence[float],
     iteration_time_s: float,
     bubble_s: Sequence[float],
@@ -47,13 +46,16 @@ def assemble_result(
     t = iteration_time_s
     # FLOPs per device per iteration; every device of a stage does the same work
     model_flops = sum(m * (c.forward_flops + c.backward_flops) for c in plan.chunks)
-    hw_flops = sum(m * (c.forward_flops + c.backward_flops + c.recompute_flops) for c in plan.chunks)
+    hw_flops = sum(
+        m * (c.forward_flops + c.backward_flops + c.recompute_flops) for c in plan.chunks
+    )
     per_stage_devices = cfg.parallelism.tp * cfg.parallelism.dp
     model_tflops = model_flops * per_stage_devices / devices / t / 1e12
     hw_tflops = hw_flops * per_stage_devices / devices / t / 1e12
     stages = []
-    for st, busy, end, exposed, bub in zip(plan.stages, pipeline_busy_s, stage_end_s, dp_exposed_s,
-                                           bubble_s):
+    for st, busy, exposed, bub in zip(
+        plan.stages, pipeline_busy_s, dp_exposed_s, bubble_s, strict=True
+    ):
         total_busy = busy + exposed + st.optimizer_s
         stages.append(
             StageResult(

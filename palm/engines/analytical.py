@@ -47,21 +47,31 @@ def run_analytical(plan: Plan) -> Result:
             t_pipe = (m - 1) * max(work) + sum(work) + 2 * sum(sends)
         else:
             chunk_work = max(c.forward_s + c.backward_s for c in plan.chunks)
-            t_pipe = m * max(work) + (p - 1) * chunk_work + 2 * sum(sends[: p])
+            t_pipe = m * max(work) + (p - 1) * chunk_work + 2 * sum(sends[:p])
         ends = []
         lag = 0.0
         for s, st in enumerate(stages):
             ends.append(t_pipe - lag)
             lag += st.chunks[0].backward_s + (st.chunks[0].send_s if s + 1 < p else 0.0)
         exposed = [
-            dp_exposed_time(allreduce_s=st.dp_allreduce_s, buckets=st.dp_buckets,
-                            last_backward_s=st.chunks[0].backward_s)
+            dp_exposed_time(
+                allreduce_s=st.dp_allreduce_s,
+                buckets=st.dp_buckets,
+                last_backward_s=st.chunks[0].backward_s,
+            )
             for st in stages
         ]
-        t = max(e + x + st.optimizer_s for e, x, st in zip(ends, exposed, stages))
+        t = max(e + x + st.optimizer_s for e, x, st in zip(ends, exposed, stages, strict=True))
         busy = [m * w for w in work]
-        bubble = [max(0.0, e - b) for e, b in zip(ends, busy)]
+        bubble = [max(0.0, e - b) for e, b in zip(ends, busy, strict=True)]
     wall = time.perf_counter() - start
-    return assemble_result(plan, engine="analytical", pipeline_busy_s=busy, stage_end_s=ends,
-                           dp_exposed_s=exposed, iteration_time_s=t, bubble_s=bubble, events=0,
-                           wall_s=wall)
+    return assemble_result(
+        plan,
+        engine="analytical",
+        pipeline_busy_s=busy,
+        dp_exposed_s=exposed,
+        iteration_time_s=t,
+        bubble_s=bubble,
+        events=0,
+        wall_s=wall,
+    )

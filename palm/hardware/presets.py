@@ -73,8 +73,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         name="grayskull",
         tiles=(1, 1),
         cores_per_tile=(10, 12),
-        core_peak_tflops=PeakTflops(fp32=0.0, bf16=92 / 120, fp16=92 / 120, fp8=368 / 120,
-                                    int8=368 / 120),
+        core_peak_tflops=PeakTflops(
+            fp32=0.0, bf16=92 / 120, fp16=92 / 120, fp8=368 / 120, int8=368 / 120
+        ),
         sram_per_core_mib=1.0 * _MB_IN_MIB,
         sram_bandwidth_per_core_gbps=384.0,
         intra_tile_link_gbps=38.4,
@@ -96,8 +97,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         name="dojo-d1",
         tiles=(1, 1),
         cores_per_tile=(18, 20),
-        core_peak_tflops=PeakTflops(fp32=22.6 / 354, bf16=362 / 354, fp16=362 / 354,
-                                    fp8=362 / 354, int8=0.0),
+        core_peak_tflops=PeakTflops(
+            fp32=22.6 / 354, bf16=362 / 354, fp16=362 / 354, fp8=362 / 354, int8=0.0
+        ),
         sram_per_core_mib=1.25 * _MB_IN_MIB,
         sram_bandwidth_per_core_gbps=800.0,
         intra_tile_link_gbps=512.0,

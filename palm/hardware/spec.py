@@ -78,10 +78,7 @@ class Mesh2DHardware:
     @property
     def device_memory_bytes(self) -> float:
         """Memory one core may use: its SRAM plus an equal share of the DRAM capacity."""
-        return (
-            self.sram_per_core_mib * 2**20
-            + self.dram_capacity_gib * 2**30 / self.device_count
-        )
+        return self.sram_per_core_mib * 2**20 + self.dram_capacity_gib * 2**30 / self.device_count
 
     @property
     def dram_bandwidth_gbps(self) -> float:

@@ -34,7 +34,9 @@ class PathCost:
         return self.latency_s + nbytes / self.bandwidth_Bps
 
 
-def xy_route(a: tuple[int, int], b: tuple[int, int]) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+def xy_route(
+    a: tuple[int, int], b: tuple[int, int]
+) -> list[tuple[tuple[int, int], tuple[int, int]]]:
     """Directed links of the XY route from core ``a`` to core ``b``: along the row first
     (changing the column), then along the column."""
     links = []
@@ -62,9 +64,7 @@ def _mesh_path(hw: Mesh2DHardware, a: tuple[int, int], b: tuple[int, int]) -> Pa
     hops = (col_hi - col_lo) + (row_hi - row_lo)
     inter = inter_cols + inter_rows
     intra = hops - inter
-    latency = (
-        intra * hw.intra_tile_link_latency_ns + inter * hw.inter_tile_link_latency_ns
-    ) * 1e-9
+    latency = (intra * hw.intra_tile_link_latency_ns + inter * hw.inter_tile_link_latency_ns) * 1e-9
     bw = hw.inter_tile_link_gbps if inter else hw.intra_tile_link_gbps
     if intra and inter:
         bw = min(hw.intra_tile_link_gbps, hw.inter_tile_link_gbps)

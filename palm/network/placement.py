@@ -9,9 +9,9 @@ layout order (paper sec. V-B, Fig. 8): ``line`` walks each tile column top to bo
 the next column at the top again; ``s-shape`` walks the next column back up (boustrophedon), so
 consecutive stages always touch; ``explicit`` takes the tile ids of each stage from the
 configuration (tile id = row * tile_cols + col). Inside a tile, cores are visited in snake
-order so that consecutive cores are neighbours. Stage ``s`` takes the next ``tp * dp`` cores; inside the
-stage, ``compact`` puts tensor-parallel partners on consecutive cores (rank ``d * tp + t``) and
-``strided`` spreads them ``dp`` apart (rank ``t * dp + d``).
+order so that consecutive cores are neighbours. Stage ``s`` takes the next ``tp * dp`` cores;
+inside the stage, ``compact`` puts tensor-parallel partners on consecutive cores (rank
+``d * tp + t``) and ``strided`` spreads them ``dp`` apart (rank ``t * dp + d``).
 
 Coordinates are computed on demand, never materialised for the whole mesh, so that placement
 cost does not grow with the tile count.

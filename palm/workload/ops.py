@@ -106,9 +106,7 @@ class Op:
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return 0.0
 
-    def recompute_gemms(
-        self, *, batch: int, tp: int, recompute: RecomputeMode
-    ) -> tuple[Gemm, ...]:
+    def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         """Matrix multiplies re-run in the backward pass to rebuild dropped activations."""
         if recompute == "full":
             return self.forward_gemms(batch=batch, tp=tp)
@@ -230,7 +228,7 @@ class Conv2d(Op):
         self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
     ) -> float:
         h, w = self.in_hw
-        stored = batch * h * w * self.in_channels * act_bytes
+        stored = float(batch * h * w * self.in_channels * act_bytes)
         if self.norm_act:
             stored += 2 * self._out_elems(batch) / tp * act_bytes  # BN input and ReLU output
         return float(stored)
@@ -363,9 +361,7 @@ class TransformerLayer(Op):
         down = Gemm(t, h, f // tp)
         return (qkv, *self._attention_gemms(batch=batch, tp=tp), proj, up, down)
 
-    def recompute_gemms(
-        self, *, batch: int, tp: int, recompute: RecomputeMode
-    ) -> tuple[Gemm, ...]:
+    def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         if recompute == "full":
             return self.forward_gemms(batch=batch, tp=tp)
         if recompute == "selective":  # only the core attention is recomputed
@@ -427,9 +423,7 @@ class TransformerLayer(Op):
         replicated = sbh * (2 * p + p + mask + p + mask)
         # split across TP: Q, K, V, projection input, MLP activations
         kv_share = self.kv_dim / h
-        sharded = sbh * (p * (1 + 2 * kv_share) + p) + s * batch * f * p * (
-            self._mlp_in_mats + 1
-        )
+        sharded = sbh * (p * (1 + 2 * kv_share) + p) + s * batch * f * p * (self._mlp_in_mats + 1)
         quadratic = 0.0
         if recompute == "none":
             per_score = p + (p + mask if self.dropout else 0)  # softmax out, dropout out + mask
@@ -468,7 +462,9 @@ class Embedding(Op):
 
     @property
     def params(self) -> int:
-        return self.vocab * self.hidden + (self.seq_len * self.hidden if self.learned_positions else 0)
+        return self.vocab * self.hidden + (
+            self.seq_len * self.hidden if self.learned_positions else 0
+        )
 
     def params_per_device(self, *, tp: int) -> float:
         pos = self.seq_len * self.hidden if self.learned_positions else 0
@@ -499,9 +495,7 @@ class Embedding(Op):
     ) -> tuple[Collective, ...]:
         return ()
 
-    def recompute_gemms(
-        self, *, batch: int, tp: int, recompute: RecomputeMode
-    ) -> tuple[Gemm, ...]:
+    def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()
 
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
@@ -532,9 +526,7 @@ class Logits(Op):
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         return (Gemm(batch * self.seq_len, self.vocab // tp, self.hidden),)
 
-    def recompute_gemms(
-        self, *, batch: int, tp: int, recompute: RecomputeMode
-    ) -> tuple[Gemm, ...]:
+    def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()
 
     def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:

@@ -12,24 +12,56 @@ __all__ = ["MODEL_PRESETS", "model_preset", "MODEL_SOURCES"]
 def _megatron(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
     # Narayanan et al., SC21, Table 1: GPT models with ffn = 4h, s = 2048, V = 51200,
     # learned positions and tied embeddings (Megatron-LM GPT).
-    return ModelConfig(name=name, family="gpt", layers=layers, hidden=hidden, heads=heads,
-                       kv_heads=heads, ffn_hidden=4 * hidden, seq_len=2048, vocab=51200)
+    return ModelConfig(
+        name=name,
+        family="gpt",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=4 * hidden,
+        seq_len=2048,
+        vocab=51200,
+    )
 
 
-def _llama2(name: str, layers: int, hidden: int, heads: int, kv_heads: int,
-            ffn: int) -> ModelConfig:
+def _llama2(
+    name: str, layers: int, hidden: int, heads: int, kv_heads: int, ffn: int
+) -> ModelConfig:
     # Touvron et al. 2023 (Llama 2), Table 1 and the released config.json files:
     # SwiGLU MLP, RMSNorm, no biases, rotary positions, untied embeddings, s = 4096, V = 32000.
-    return ModelConfig(name=name, family="llama", layers=layers, hidden=hidden, heads=heads,
-                       kv_heads=kv_heads, ffn_hidden=ffn, seq_len=4096, vocab=32000,
-                       mlp="swiglu", bias=False, norm="rmsnorm", dropout=False,
-                       tied_embeddings=False, learned_positions=False)
+    return ModelConfig(
+        name=name,
+        family="llama",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        ffn_hidden=ffn,
+        seq_len=4096,
+        vocab=32000,
+        mlp="swiglu",
+        bias=False,
+        norm="rmsnorm",
+        dropout=False,
+        tied_embeddings=False,
+        learned_positions=False,
+    )
 
 
 def _bert(name: str, layers: int, hidden: int, heads: int) -> ModelConfig:
     # Devlin et al. 2019, sec. 3: ffn = 4h, s = 512, WordPiece V = 30522, learned positions.
-    return ModelConfig(name=name, family="bert", layers=layers, hidden=hidden, heads=heads,
-                       kv_heads=heads, ffn_hidden=4 * hidden, seq_len=512, vocab=30522)
+    return ModelConfig(
+        name=name,
+        family="bert",
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=heads,
+        ffn_hidden=4 * hidden,
+        seq_len=512,
+        vocab=30522,
+    )
 
 
 MODEL_PRESETS: dict[str, ModelConfig] = {

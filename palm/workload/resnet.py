@@ -22,8 +22,15 @@ def resnet50_ops(*, image_size: int = 224, classes: int = 1000) -> tuple[Op, ...
     """The operators of ResNet-50 for square ``image_size`` inputs."""
     ops: list[Op] = []
     size = image_size
-    stem = Conv2d(name="conv1", in_channels=3, out_channels=64, in_hw=(size, size), kernel=7,
-                  stride=2, padding=3)
+    stem = Conv2d(
+        name="conv1",
+        in_channels=3,
+        out_channels=64,
+        in_hw=(size, size),
+        kernel=7,
+        stride=2,
+        padding=3,
+    )
     ops.append(stem)
     size = stem.out_hw[0]
     pool = Pool(name="maxpool", channels=64, in_hw=(size, size), kernel=3, stride=2, padding=1)
@@ -35,18 +42,42 @@ def resnet50_ops(*, image_size: int = 224, classes: int = 1000) -> tuple[Op, ...
         for block in range(blocks):
             stride = 2 if (block == 0 and stage > 2) else 1
             prefix = f"conv{stage}_{block + 1}"
-            a = Conv2d(name=f"{prefix}a", in_channels=channels, out_channels=width,
-                       in_hw=(size, size), kernel=1)
-            b = Conv2d(name=f"{prefix}b", in_channels=width, out_channels=width,
-                       in_hw=(size, size), kernel=3, stride=stride, padding=1)
+            a = Conv2d(
+                name=f"{prefix}a",
+                in_channels=channels,
+                out_channels=width,
+                in_hw=(size, size),
+                kernel=1,
+            )
+            b = Conv2d(
+                name=f"{prefix}b",
+                in_channels=width,
+                out_channels=width,
+                in_hw=(size, size),
+                kernel=3,
+                stride=stride,
+                padding=1,
+            )
             out_size = b.out_hw[0]
-            c = Conv2d(name=f"{prefix}c", in_channels=width, out_channels=out_channels,
-                       in_hw=(out_size, out_size), kernel=1)
+            c = Conv2d(
+                name=f"{prefix}c",
+                in_channels=width,
+                out_channels=out_channels,
+                in_hw=(out_size, out_size),
+                kernel=1,
+            )
             ops.extend((a, b, c))
             if block == 0:
-                ops.append(Conv2d(name=f"{prefix}_down", in_channels=channels,
-                                  out_channels=out_channels, in_hw=(size, size), kernel=1,
-                                  stride=stride))
+                ops.append(
+                    Conv2d(
+                        name=f"{prefix}_down",
+                        in_channels=channels,
+                        out_channels=out_channels,
+                        in_hw=(size, size),
+                        kernel=1,
+                        stride=stride,
+                    )
+                )
             channels, size = out_channels, out_size
     ops.append(Pool(name="avgpool", channels=channels, in_hw=(size, size), kernel=0, kind="avg"))
     ops.append(Linear(name="fc", in_features=channels, out_features=classes))
