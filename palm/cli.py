@@ -58,7 +58,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     q.set_defaults(handler=_cmd_presets)
 
 
-def _cmd_simulate(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     config = load_config(args.file, overrides=args.overrides)
     result = simulate(config, engine=args.engine)
     if args.json:
@@ -113,7 +114,8 @@ def format_summary(config: SimConfig, result: Result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cmd_presets(args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
     models: list[dict[str, object]] = []
     for name, m in MODEL_PRESETS.items():
         w = build_workload(m)

@@ -34,7 +34,8 @@ from palm.strategy import (
     SimConfig,
     TrainingConfig,
 )
-from palm.workload.model import ModelConfig, build_workload, graph_op_from_table
+from palm.workload.model import ModelConfig, build_workload
+from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
 
 if sys.version_info >= (3, 11):
@@ -141,7 +142,7 @@ def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
     if ops_tables is not None:
         if not isinstance(ops_tables, list) or not all(isinstance(t, dict) for t in ops_tables):
             raise ConfigError("model.ops", ops_tables, "an array of operator tables")
-        ops = tuple(graph_op_from_table(i, t) for i, t in enumerate(ops_tables))
+        ops = tuple(_parse_graph_op(i, dict(t)) for i, t in enumerate(ops_tables))
         base = dataclasses.replace(base, graph_ops=ops, family="graph")
     if "graph_ops" in table:
         raise ConfigError("model.graph_ops", table["graph_ops"], "model.ops (an array of tables)")
@@ -179,23 +180,64 @@ def hf_model_config(path: Path) -> ModelConfig:
     gated = act in ("silu", "swiglu", "swish")
     model_type = str(raw.get("model_type", ""))
     family = "llama" if gated or model_type in ("llama", "mistral", "qwen2") else "gpt"
-    return ModelConfig(
-        name=model_type or "hf-model",
-        family=family,  # type: ignore[arg-type]
-        layers=pick("num_hidden_layers", "n_layer"),
-        hidden=hidden,
-        heads=heads,
-        kv_heads=pick("num_key_value_heads", default=heads),
-        ffn_hidden=pick("intermediate_size", "n_inner", default=4 * int(hidden)),
-        seq_len=pick("max_position_embeddings", "n_positions", "n_ctx", default=2048),
-        vocab=pick("vocab_size"),
-        mlp="swiglu" if gated else "gelu",
-        bias=bool(raw.get("attention_bias", raw.get("bias", not gated))),
-        norm="rmsnorm" if "rms_norm_eps" in raw else "layernorm",
-        dropout=float(raw.get("attention_dropout", raw.get("attn_pdrop", 0.0)) or 0.0) > 0,
-        tied_embeddings=bool(raw.get("tie_word_embeddings", not gated)),
-        learned_positions=family == "gpt" and "rope_theta" not in raw,
-    )
+    dropout = raw.get("attention_dropout", raw.get("attn_pdrop", 0.0)) or 0.0
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+        raise ConfigError("model.hf_config:attention_dropout", dropout, "a number")
+    table = {
+        "name": model_type or "hf-model",
+        "family": family,
+        "layers": pick("num_hidden_layers", "n_layer"),
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": pick("num_key_value_heads", default=heads),
+        "ffn_hidden": pick("intermediate_size", "n_inner", default=-1),
+        "seq_len": pick("max_position_embeddings", "n_positions", "n_ctx", default=2048),
+        "vocab": pick("vocab_size"),
+        "mlp": "swiglu" if gated else "gelu",
+        "bias": bool(raw.get("attention_bias", raw.get("bias", not gated))),
+        "norm": "rmsnorm" if "rms_norm_eps" in raw else "layernorm",
+        "dropout": float(dropout) > 0,
+        "tied_embeddings": bool(raw.get("tie_word_embeddings", not gated)),
+        "learned_positions": family == "gpt" and "rope_theta" not in raw,
+    }
+    if table["ffn_hidden"] == -1:
+        table["ffn_hidden"] = 4 * hidden if isinstance(hidden, int) else hidden
+    return _build(ModelConfig, table, "model.hf_config")
+
+
+_OP_TYPES: dict[str, type[Op]] = {
+    "linear": Linear,
+    "conv2d": Conv2d,
+    "pool": Pool,
+    "transformer": TransformerLayer,
+}
+
+
+def _parse_graph_op(index: int, table: dict[str, Any]) -> Op:
+    """One operator of a ``family = "graph"`` model, type-checked like every other table."""
+    where = f"model.ops[{index}]"
+    kind = table.pop("type", None)
+    if kind not in _OP_TYPES:
+        raise ConfigError(f"{where}.type", kind, f"one of {', '.join(_OP_TYPES)}")
+    table.setdefault("name", f"op{index}")
+    if kind == "transformer" and "kv_heads" not in table:
+        table["kv_heads"] = table.get("heads", 0)
+    op = _build(_OP_TYPES[kind], table, where)
+    zero_ok = {"padding", "kv_heads"} | ({"kernel"} if kind == "pool" else set())
+    for f in dataclasses.fields(op):
+        value = getattr(op, f.name)
+        if isinstance(value, int) and not isinstance(value, bool) and f.name not in zero_ok:
+            if value < 1:
+                raise ConfigError(f"{where}.{f.name}", value, "an integer >= 1")
+    if isinstance(op, (Conv2d, Pool)):
+        if any(x < 1 for x in op.in_hw):
+            raise ConfigError(f"{where}.in_hw", list(op.in_hw), "two integers >= 1")
+        if any(x < 1 for x in op.out_hw):
+            raise ConfigError(f"{where}.kernel", op.kernel, "a kernel no larger than the padded input")
+    if isinstance(op, TransformerLayer):
+        if op.hidden % op.heads or op.heads % (op.kv_heads or op.heads):
+            raise ConfigError(f"{where}.heads", op.heads, "a divisor of hidden, divisible by kv_heads")
+    return op
 
 
 def _parse_hardware(table: dict[str, Any]) -> Hardware:
@@ -297,15 +339,26 @@ def _coerce(raw: Any, hint: Any, where: str) -> Any:
     raise ConfigError(where, raw, f"a value of type {hint}")  # pragma: no cover
 
 
+_MAX_INT = 2**53
+_MAX_FLOAT = 1e12
+_MIN_POSITIVE = 1e-9
+
+
 def _check_ranges(obj: Any, section: str) -> None:
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         where = f"{section}.{f.name}"
         if isinstance(value, bool):
             continue
+        if isinstance(value, int) and abs(value) > _MAX_INT:
+            raise ConfigError(where, value, f"an integer of at most {_MAX_INT}")
         if isinstance(value, float):
             if not math.isfinite(value):
                 raise ConfigError(where, value, "a finite number")
+            if abs(value) > _MAX_FLOAT:
+                raise ConfigError(where, value, f"a number of at most {_MAX_FLOAT:g}")
+            if 0 < value < _MIN_POSITIVE:
+                raise ConfigError(where, value, f"0 or a number of at least {_MIN_POSITIVE:g}")
             if f.name.endswith(("_ns", "_us")) or f.name == "matmul_half_dim":
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")
@@ -350,6 +403,8 @@ def _validate_model(m: ModelConfig) -> None:
     if not m.is_transformer:
         if m.family == "resnet50" and m.image_size < 32:
             raise ConfigError("model.image_size", m.image_size, "an integer >= 32 (pixels)")
+        if m.family == "resnet50" and m.classes < 1:
+            raise ConfigError("model.classes", m.classes, "an integer >= 1")
         return
     for name in ("layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"):
         if getattr(m, name) < 1:
@@ -427,14 +482,14 @@ def validate(config: SimConfig) -> None:
     if isinstance(hw, Mesh2DHardware):
         if par.devices != hw.device_count:
             raise ConfigError(
-                "parallelism",
-                f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.devices}",
+                "parallelism.tp*pp*dp",
+                f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
                 f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
             )
     elif hw.gpus and par.devices != hw.gpus:
         raise ConfigError(
-            "parallelism",
-            f"tp*pp*dp = {par.tp}*{par.pp}*{par.dp} = {par.devices}",
+            "parallelism.tp*pp*dp",
+            f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
     _validate_placement(config)

@@ -11,6 +11,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import NoReturn
 
 import palm
 from palm.cli import add_commands as add_simulator_commands
@@ -19,8 +20,15 @@ from palm.errors import ConfigError
 __all__ = ["main", "build_parser"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with usage errors reduced to one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"palm-tune: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="palm-tune",
         description="Simulate deep-learning training on tiled accelerators and GPU clusters, "
         "and search for the fastest mapping.",

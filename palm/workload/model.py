@@ -10,10 +10,10 @@ Linear / Conv2d / Pool / Transformer operators.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from palm.errors import ConfigError
-from palm.workload.ops import Conv2d, Embedding, Linear, Logits, Op, Pool, TransformerLayer
+from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 from palm.workload.resnet import resnet50_ops
 
 __all__ = ["ModelConfig", "Workload", "build_workload", "FAMILIES"]
@@ -148,33 +148,3 @@ def build_workload(model: ModelConfig) -> Workload:
             transformer=False,
         )
     raise ConfigError("model.family", model.family, f"one of {', '.join(FAMILIES)}")
-
-
-def graph_op_from_table(index: int, table: dict[str, Any]) -> Op:
-    """Build one operator of a ``family = "graph"`` model from its TOML table."""
-    where = f"model.ops[{index}]"
-    kind = table.get("type")
-    args = {k: v for k, v in table.items() if k != "type"}
-    args.setdefault("name", f"op{index}")
-    for key in ("in_hw",):
-        if key in args:
-            args[key] = tuple(args[key])
-    classes: dict[str, type[Op]] = {
-        "linear": Linear,
-        "conv2d": Conv2d,
-        "pool": Pool,
-        "transformer": TransformerLayer,
-    }
-    if kind not in classes:
-        raise ConfigError(f"{where}.type", kind, f"one of {', '.join(classes)}")
-    cls = classes[kind]
-    if cls is TransformerLayer:
-        args.setdefault("kv_heads", args.get("heads", 0))
-    try:
-        op = cls(**args)
-    except TypeError as exc:
-        raise ConfigError(where, table, f"the fields of a {kind} operator ({exc})") from None
-    for key, value in args.items():
-        if isinstance(value, int) and not isinstance(value, bool) and value < 0:
-            raise ConfigError(f"{where}.{key}", value, "a non-negative integer")
-    return op

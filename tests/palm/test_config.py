@@ -18,13 +18,14 @@ import pytest
 import palm
 from palm import ConfigError, PalmError, apply_overrides, config_to_dict, load_config, parse_config
 from palm.hardware.presets import HARDWARE_PRESETS
+from palm.hardware.spec import Mesh2DHardware
 from palm.workload import build_workload
 from palm.workload.presets import MODEL_PRESETS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found]
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -66,7 +67,8 @@ tp = 8
 
 def read_toml(path: Path) -> dict[str, Any]:
     with path.open("rb") as fh:
-        return tomllib.load(fh)
+        data: dict[str, Any] = tomllib.load(fh)
+    return data
 
 
 def assert_one_line_naming(exc: ConfigError, field: str, *fragments: str) -> None:
@@ -148,7 +150,9 @@ def test_config_to_dict_round_trips(path: Path) -> None:
 
 
 def test_config_to_dict_round_trips_through_overrides() -> None:
-    config = load_config(WAFER, overrides=["hardware.inter_tile_link_gbps=512", "placement.layout=s-shape"])
+    config = load_config(
+        WAFER, overrides=["hardware.inter_tile_link_gbps=512", "placement.layout=s-shape"]
+    )
     assert parse_config(config_to_dict(config)) == config
 
 
@@ -196,21 +200,27 @@ def test_apply_overrides_does_not_mutate_its_input() -> None:
 
 
 def test_preset_field_overridden_next_to_a_preset() -> None:
-    config = load_config(WAFER, overrides=["hardware.inter_tile_link_gbps=512"])
+    hardware = load_config(WAFER, overrides=["hardware.inter_tile_link_gbps=512"]).hardware
     preset = HARDWARE_PRESETS["wafer-palm"]
-    assert config.hardware.inter_tile_link_gbps == 512.0
+    assert isinstance(hardware, Mesh2DHardware) and isinstance(preset, Mesh2DHardware)
+    assert hardware.inter_tile_link_gbps == 512.0
     assert preset.inter_tile_link_gbps == 256.0  # the preset itself is untouched
     # every other field still comes from the preset
-    assert config.hardware.intra_tile_link_gbps == preset.intra_tile_link_gbps
-    assert config.hardware.tiles == preset.tiles
-    assert config.hardware.name == "wafer-palm"
+    assert hardware.intra_tile_link_gbps == preset.intra_tile_link_gbps
+    assert hardware.tiles == preset.tiles
+    assert hardware.name == "wafer-palm"
 
 
 def test_preset_field_overridden_in_the_file(tmp_path: Path) -> None:
     path = tmp_path / "sim.toml"
-    path.write_text(WAFER.read_text().replace('preset = "wafer-palm"',
-                                              'preset = "wafer-palm"\ninter_tile_link_gbps = 512'))
-    assert load_config(path).hardware.inter_tile_link_gbps == 512.0
+    path.write_text(
+        WAFER.read_text().replace(
+            'preset = "wafer-palm"', 'preset = "wafer-palm"\ninter_tile_link_gbps = 512'
+        )
+    )
+    hardware = load_config(path).hardware
+    assert isinstance(hardware, Mesh2DHardware)
+    assert hardware.inter_tile_link_gbps == 512.0
 
 
 def test_model_preset_field_override() -> None:
@@ -220,12 +230,14 @@ def test_model_preset_field_override() -> None:
 
 
 def test_parse_config_of_a_plain_dict() -> None:
-    config = parse_config({
-        "model": {"preset": "llama2-7b"},
-        "hardware": {"preset": "dgx-h100"},
-        "training": {"global_batch": 16, "micro_batch": 2, "precision": "fp8"},
-        "parallelism": {"tp": 4, "pp": 2, "dp": 2},
-    })
+    config = parse_config(
+        {
+            "model": {"preset": "llama2-7b"},
+            "hardware": {"preset": "dgx-h100"},
+            "training": {"global_batch": 16, "micro_batch": 2, "precision": "fp8"},
+            "parallelism": {"tp": 4, "pp": 2, "dp": 2},
+        }
+    )
     assert config.model.name == "llama2-7b"
     assert config.training.precision == "fp8"
     assert config.parallelism.devices == 16
@@ -257,11 +269,20 @@ def test_hf_config_matches_llama2_7b_preset(tmp_path: Path) -> None:
     assert build_workload(config.model).params == build_workload(preset).params
     m = config.model
     assert (m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.seq_len, m.vocab) == (
-        32, 4096, 32, 32, 11008, 4096, 32000)
+        32,
+        4096,
+        32,
+        32,
+        11008,
+        4096,
+        32000,
+    )
     assert m.mlp == "swiglu" and m.norm == "rmsnorm" and m.tied_embeddings is False
 
 
-def test_hf_config_path_is_relative_to_the_toml_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_config_path_is_relative_to_the_toml_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     sub = tmp_path / "run"
     sub.mkdir()
     path = write_hf(sub, LLAMA2_7B_HF)
@@ -311,30 +332,46 @@ def test_hf_config_kv_heads_not_dividing_heads(tmp_path: Path) -> None:
 
 
 def test_hf_config_and_preset_together(tmp_path: Path) -> None:
-    path = write_hf(tmp_path, LLAMA2_7B_HF,
-                    SIM_TOML_FOR_HF.replace('hf_config = "config.json"',
-                                            'hf_config = "config.json"\npreset = "llama2-7b"'))
+    path = write_hf(
+        tmp_path,
+        LLAMA2_7B_HF,
+        SIM_TOML_FOR_HF.replace(
+            'hf_config = "config.json"', 'hf_config = "config.json"\npreset = "llama2-7b"'
+        ),
+    )
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert_one_line_naming(info.value, "model.hf_config")
 
 
-_BUG_HF_TYPES = "BUG: config.json values are not type-checked; a wrong type escapes as {} (CLI exit 1)"
-
-
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        pytest.param("hidden_size", "4096", id="hidden_size-string",
-                     marks=pytest.mark.xfail(reason=_BUG_HF_TYPES.format("TypeError"), strict=True)),
-        pytest.param("num_hidden_layers", 32.5, id="num_hidden_layers-fraction",
-                     marks=pytest.mark.xfail(reason=_BUG_HF_TYPES.format("TypeError"), strict=True)),
-        pytest.param("num_attention_heads", [32], id="num_attention_heads-list",
-                     marks=pytest.mark.xfail(reason=_BUG_HF_TYPES.format("TypeError"), strict=True)),
-        pytest.param("hidden_size", float("nan"), id="hidden_size-NaN",
-                     marks=pytest.mark.xfail(reason=_BUG_HF_TYPES.format("ValueError"), strict=True)),
-        pytest.param("attention_dropout", "x", id="attention_dropout-string",
-                     marks=pytest.mark.xfail(reason=_BUG_HF_TYPES.format("ValueError"), strict=True)),
+        pytest.param(
+            "hidden_size",
+            "4096",
+            id="hidden_size-string",
+        ),
+        pytest.param(
+            "num_hidden_layers",
+            32.5,
+            id="num_hidden_layers-fraction",
+        ),
+        pytest.param(
+            "num_attention_heads",
+            [32],
+            id="num_attention_heads-list",
+        ),
+        pytest.param(
+            "hidden_size",
+            float("nan"),
+            id="hidden_size-NaN",
+        ),
+        pytest.param(
+            "attention_dropout",
+            "x",
+            id="attention_dropout-string",
+        ),
     ],
 )
 def test_hf_config_wrong_value_type_is_a_config_error(tmp_path: Path, key: str, value: Any) -> None:
@@ -354,66 +391,185 @@ def test_hf_config_wrong_value_type_is_a_config_error(tmp_path: Path, key: str, 
 # (id, example file, overrides, field named, fragments the message must contain)
 BAD_CASES: list[tuple[str, Path, list[str], str, tuple[str, ...]]] = [
     ("unknown-model-preset", DGX, ["model.preset=gpt-9"], "model.preset", ("gpt-9", "t-18b")),
-    ("unknown-hardware-preset", DGX, ["hardware.preset=tpu-v9"], "hardware.preset", ("tpu-v9", "dgx-a100")),
+    (
+        "unknown-hardware-preset",
+        DGX,
+        ["hardware.preset=tpu-v9"],
+        "hardware.preset",
+        ("tpu-v9", "dgx-a100"),
+    ),
     ("tp-not-dividing-heads", DGX, ["parallelism.tp=7"], "parallelism.tp", ("7", "48")),
-    ("tp-not-dividing-heads-mesh2d", WAFER, ["parallelism.tp=5", "parallelism.pp=32"],
-     "parallelism.tp", ("5", "48")),
-    ("mesh2d-degrees-not-device-count", WAFER, ["parallelism.dp=3", "training.global_batch=60"],
-     "parallelism", ("480", "320")),
-    ("gpu-cluster-degrees-not-gpus", DGX, ["hardware.gpus=256", "parallelism.dp=16"],
-     "parallelism", ("128", "256")),
+    (
+        "tp-not-dividing-heads-mesh2d",
+        WAFER,
+        ["parallelism.tp=5", "parallelism.pp=32"],
+        "parallelism.tp",
+        ("5", "48"),
+    ),
+    (
+        "mesh2d-degrees-not-device-count",
+        WAFER,
+        ["parallelism.dp=3", "training.global_batch=60"],
+        "parallelism",
+        ("480", "320"),
+    ),
+    (
+        "gpu-cluster-degrees-not-gpus",
+        DGX,
+        ["hardware.gpus=256", "parallelism.dp=16"],
+        "parallelism",
+        ("128", "256"),
+    ),
     ("more-stages-than-layers", DGX, ["parallelism.pp=41"], "parallelism.pp", ("41", "40")),
-    ("inter-node-bandwidth-zero", DGX, ["hardware.inter_node_bandwidth_gbps=0"],
-     "hardware.inter_node_bandwidth_gbps", ("0",)),
-    ("inter-node-bandwidth-negative", DGX, ["hardware.inter_node_bandwidth_gbps=-5"],
-     "hardware.inter_node_bandwidth_gbps", ("-5",)),
-    ("inter-tile-link-zero", WAFER, ["hardware.inter_tile_link_gbps=0"],
-     "hardware.inter_tile_link_gbps", ("0",)),
-    ("hbm-bandwidth-nan", DGX, ["hardware.hbm_bandwidth_gbps=nan"], "hardware.hbm_bandwidth_gbps", ("nan",)),
-    ("hbm-bandwidth-inf", DGX, ["hardware.hbm_bandwidth_gbps=inf"], "hardware.hbm_bandwidth_gbps", ("inf",)),
-    ("peak-tflops-nan", DGX, ["hardware.peak_tflops.fp16=nan"], "hardware.peak_tflops.fp16", ("nan",)),
+    (
+        "inter-node-bandwidth-zero",
+        DGX,
+        ["hardware.inter_node_bandwidth_gbps=0"],
+        "hardware.inter_node_bandwidth_gbps",
+        ("0",),
+    ),
+    (
+        "inter-node-bandwidth-negative",
+        DGX,
+        ["hardware.inter_node_bandwidth_gbps=-5"],
+        "hardware.inter_node_bandwidth_gbps",
+        ("-5",),
+    ),
+    (
+        "inter-tile-link-zero",
+        WAFER,
+        ["hardware.inter_tile_link_gbps=0"],
+        "hardware.inter_tile_link_gbps",
+        ("0",),
+    ),
+    (
+        "hbm-bandwidth-nan",
+        DGX,
+        ["hardware.hbm_bandwidth_gbps=nan"],
+        "hardware.hbm_bandwidth_gbps",
+        ("nan",),
+    ),
+    (
+        "hbm-bandwidth-inf",
+        DGX,
+        ["hardware.hbm_bandwidth_gbps=inf"],
+        "hardware.hbm_bandwidth_gbps",
+        ("inf",),
+    ),
+    (
+        "peak-tflops-nan",
+        DGX,
+        ["hardware.peak_tflops.fp16=nan"],
+        "hardware.peak_tflops.fp16",
+        ("nan",),
+    ),
     ("unknown-field", DGX, ["training.foo=1"], "training.foo", ("micro_batch",)),
     ("wrong-type", DGX, ['training.micro_batch="x"'], "training.micro_batch", ("'x'", "integer")),
     ("wrong-type-bare-word", DGX, ["training.micro_batch=x"], "training.micro_batch", ("'x'",)),
-    ("global-batch-not-multiple", DGX, ["training.global_batch=1000"], "training.global_batch",
-     ("1000", "256")),
-    ("unknown-schedule", DGX, ["parallelism.schedule=zigzag"], "parallelism.schedule", ("zigzag", "1f1b")),
-    ("interleave-without-interleaved-schedule", DGX,
-     ["parallelism.pp=4", "parallelism.dp=8", "parallelism.interleave=2"], "parallelism.interleave", ("2",)),
+    (
+        "global-batch-not-multiple",
+        DGX,
+        ["training.global_batch=1000"],
+        "training.global_batch",
+        ("1000", "256"),
+    ),
+    (
+        "unknown-schedule",
+        DGX,
+        ["parallelism.schedule=zigzag"],
+        "parallelism.schedule",
+        ("zigzag", "1f1b"),
+    ),
+    (
+        "interleave-without-interleaved-schedule",
+        DGX,
+        ["parallelism.pp=4", "parallelism.dp=8", "parallelism.interleave=2"],
+        "parallelism.interleave",
+        ("2",),
+    ),
     ("fp8-on-a100", DGX, ["training.precision=fp8"], "training.precision", ("fp8",)),
     ("int8-training", DGX, ["training.precision=int8"], "training.precision", ("int8",)),
     ("zero-4", DGX, ["training.zero=4"], "training.zero", ("4",)),
-    ("heads-not-dividing-hidden", DGX, ["model.heads=50", "parallelism.tp=1"], "model.heads", ("50", "6144")),
-    ("tp-not-dividing-ffn", DGX, ["model.ffn_hidden=1001"], "parallelism.tp", ("ffn_hidden", "1001")),
+    (
+        "heads-not-dividing-hidden",
+        DGX,
+        ["model.heads=50", "parallelism.tp=1"],
+        "model.heads",
+        ("50", "6144"),
+    ),
+    (
+        "tp-not-dividing-ffn",
+        DGX,
+        ["model.ffn_hidden=1001"],
+        "parallelism.tp",
+        ("ffn_hidden", "1001"),
+    ),
     ("ffn-zero", DGX, ["model.ffn_hidden=0"], "model.ffn_hidden", ("0",)),
     ("kv-heads-not-dividing-heads", DGX, ["model.kv_heads=5"], "model.kv_heads", ("5", "48")),
     ("tp-vs-kv-heads", DGX, ["model.kv_heads=12"], "parallelism.tp", ("kv_heads",)),
     ("tp-zero", DGX, ["parallelism.tp=0"], "parallelism.tp", ("0",)),
     ("micro-batch-zero", DGX, ["training.micro_batch=0"], "training.micro_batch", ("0",)),
-    ("efficiency-above-one", DGX, ["hardware.matmul_efficiency=2"], "hardware.matmul_efficiency", ("2",)),
+    (
+        "efficiency-above-one",
+        DGX,
+        ["hardware.matmul_efficiency=2"],
+        "hardware.matmul_efficiency",
+        ("2",),
+    ),
     ("tiles-zero", WAFER, ["hardware.tiles=[0, 4]"], "hardware.tiles", ("0",)),
     ("unknown-mode", DGX, ["training.mode=eval"], "training.mode", ("eval",)),
-    ("bool-as-string", DGX, ["parallelism.sequence_parallel=yes"], "parallelism.sequence_parallel", ("yes",)),
-    ("explicit-layout-on-gpu-cluster", DGX, ["placement.layout=explicit"], "placement.layout", ("explicit",)),
-    ("too-many-adapters", WAFER, ["communication.adapters=100"], "communication.adapters", ("100",)),
-    ("hardware-topology-contradicts-preset", DGX, ["hardware.topology=mesh2d"], "hardware.topology",
-     ("mesh2d",)),
+    (
+        "bool-as-string",
+        DGX,
+        ["parallelism.sequence_parallel=yes"],
+        "parallelism.sequence_parallel",
+        ("yes",),
+    ),
+    (
+        "explicit-layout-on-gpu-cluster",
+        DGX,
+        ["placement.layout=explicit"],
+        "placement.layout",
+        ("explicit",),
+    ),
+    (
+        "too-many-adapters",
+        WAFER,
+        ["communication.adapters=100"],
+        "communication.adapters",
+        ("100",),
+    ),
+    (
+        "hardware-topology-contradicts-preset",
+        DGX,
+        ["hardware.topology=mesh2d"],
+        "hardware.topology",
+        ("mesh2d",),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("example", "overrides", "field", "fragments"),
-                         [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES])
-def test_bad_config_via_load_config(example: Path, overrides: list[str], field: str,
-                                    fragments: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("example", "overrides", "field", "fragments"),
+    [c[1:] for c in BAD_CASES],
+    ids=[c[0] for c in BAD_CASES],
+)
+def test_bad_config_via_load_config(
+    example: Path, overrides: list[str], field: str, fragments: tuple[str, ...]
+) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(example, overrides=overrides)
     assert_one_line_naming(info.value, field, *fragments)
 
 
-@pytest.mark.parametrize(("example", "overrides", "field", "fragments"),
-                         [c[1:] for c in BAD_CASES], ids=[c[0] for c in BAD_CASES])
-def test_bad_config_via_parse_config(example: Path, overrides: list[str], field: str,
-                                     fragments: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("example", "overrides", "field", "fragments"),
+    [c[1:] for c in BAD_CASES],
+    ids=[c[0] for c in BAD_CASES],
+)
+def test_bad_config_via_parse_config(
+    example: Path, overrides: list[str], field: str, fragments: tuple[str, ...]
+) -> None:
     data = apply_overrides(read_toml(example), overrides)
     with pytest.raises(ConfigError) as info:
         parse_config(data)
@@ -423,8 +579,11 @@ def test_bad_config_via_parse_config(example: Path, overrides: list[str], field:
 
 def test_nan_written_as_toml_literal(tmp_path: Path) -> None:
     path = tmp_path / "nan.toml"
-    path.write_text(DGX.read_text().replace('preset = "dgx-a100"',
-                                            'preset = "dgx-a100"\nhbm_bandwidth_gbps = nan'))
+    path.write_text(
+        DGX.read_text().replace(
+            'preset = "dgx-a100"', 'preset = "dgx-a100"\nhbm_bandwidth_gbps = nan'
+        )
+    )
     with pytest.raises(ConfigError) as info:
         load_config(path)
     assert_one_line_naming(info.value, "hardware.hbm_bandwidth_gbps", "nan")
@@ -493,14 +652,24 @@ def test_bad_set_syntax_via_apply_overrides() -> None:
     [
         ({"hardware": {"preset": "dgx-a100"}}, "model"),
         ({"model": {"preset": "t-18b"}}, "hardware"),
-        ({"model": {"preset": "t-18b"}, "hardware": {"preset": "dgx-a100"}, "optimizer": {}}, "optimizer"),
+        (
+            {"model": {"preset": "t-18b"}, "hardware": {"preset": "dgx-a100"}, "optimizer": {}},
+            "optimizer",
+        ),
         ({"model": 5, "hardware": {"preset": "dgx-a100"}}, "model"),
         ({"model": {"preset": "t-18b"}, "hardware": {"topology": "torus"}}, "hardware.topology"),
         ({"model": {"preset": "t-18b"}, "hardware": {"topology": "gpu-cluster"}}, "hardware."),
         ({"model": {"preset": 5}, "hardware": {"preset": "dgx-a100"}}, "model.preset"),
     ],
-    ids=["no-model", "no-hardware", "unknown-table", "model-not-a-table", "unknown-topology",
-         "custom-hardware-missing-field", "preset-not-a-string"],
+    ids=[
+        "no-model",
+        "no-hardware",
+        "unknown-table",
+        "model-not-a-table",
+        "unknown-topology",
+        "custom-hardware-missing-field",
+        "preset-not-a-string",
+    ],
 )
 def test_bad_table_structure(data: dict[str, Any], field: str) -> None:
     with pytest.raises(ConfigError) as info:
