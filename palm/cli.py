@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from palm.api import ENGINES, simulate
 from palm.config import load_config
@@ -24,7 +24,7 @@ from palm.workload.presets import MODEL_PRESETS, MODEL_SOURCES
 __all__ = ["add_commands", "format_summary"]
 
 
-def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     """Register ``simulate`` and ``presets`` on ``sub``."""
     p = sub.add_parser(
         "simulate",

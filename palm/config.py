@@ -226,17 +226,23 @@ def _parse_graph_op(index: int, table: dict[str, Any]) -> Op:
     zero_ok = {"padding", "kv_heads"} | ({"kernel"} if kind == "pool" else set())
     for f in dataclasses.fields(op):
         value = getattr(op, f.name)
-        if isinstance(value, int) and not isinstance(value, bool) and f.name not in zero_ok:
-            if value < 1:
-                raise ConfigError(f"{where}.{f.name}", value, "an integer >= 1")
+        is_int = isinstance(value, int) and not isinstance(value, bool)
+        if is_int and f.name not in zero_ok and value < 1:
+            raise ConfigError(f"{where}.{f.name}", value, "an integer >= 1")
     if isinstance(op, (Conv2d, Pool)):
         if any(x < 1 for x in op.in_hw):
             raise ConfigError(f"{where}.in_hw", list(op.in_hw), "two integers >= 1")
         if any(x < 1 for x in op.out_hw):
-            raise ConfigError(f"{where}.kernel", op.kernel, "a kernel no larger than the padded input")
-    if isinstance(op, TransformerLayer):
-        if op.hidden % op.heads or op.heads % (op.kv_heads or op.heads):
-            raise ConfigError(f"{where}.heads", op.heads, "a divisor of hidden, divisible by kv_heads")
+            raise ConfigError(f"{where}.kernel", op.kernel, "at most the padded input size")
+    bad_heads = isinstance(op, TransformerLayer) and (
+        op.hidden % op.heads or op.heads % (op.kv_heads or op.heads)
+    )
+    if bad_heads:
+        raise ConfigError(
+            f"{where}.heads",
+            getattr(op, "heads", None),
+            "a divisor of hidden, divisible by kv_heads",
+        )
     return op
 
 
