@@ -1,14 +1,17 @@
-"""Compile a configuration into per-stage costs that every engine shares.
+"""Compile a configuration into the costs every engine shares.
 
 The plan cuts the operator chain into ``pp * interleave`` chunks (chunk ``c`` runs on pipeline
 rank ``c % pp``, as in Megatron-LM's interleaved schedule), prices one micro-batch of each
-chunk with :mod:`palm.cost.compute` and the tensor-parallel collectives of
-:mod:`palm.cost.collectives`, prices the activation hand-off to the next chunk, the
-data-parallel gradient reduction and the optimizer step, and adds up memory per device.
+chunk (:mod:`palm.cost.compute`), and describes every *flow* an iteration needs as a
+:class:`~palm.network.loads.Profile` over the devices that take part: the tensor-parallel ring
+of every replica of a stage, the data-parallel rings, the activation and gradient hand-offs
+between the devices of neighbouring chunks, and (on a mesh) the DRAM reads of each stage's
+cores from their nearest edge channel. The analytical engine adds these up; the event engine
+schedules them on shared resources.
 
 Transformer layers are split evenly between chunks, the embedding riding with the first and the
 logits with the last, as Megatron-LM does; when the layers do not divide evenly, or for other
-operator chains, chunks are balanced by forward time (the contiguous split that minimises the
+operator chains, chunks are balanced by forward FLOPs (the contiguous split that minimises the
 largest chunk). Identical operators are priced once.
 """
 
@@ -19,18 +22,36 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from palm.config import validate
-from palm.cost.collectives import collective_time
+from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.cost.compute import DeviceRates, OpTimes, device_rates, op_times
 from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, state_bytes_per_param
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.links import PathCost, path_cost, ring_cost
+from palm.network.loads import Profile, dram_channel_cores, mesh_profile, profile
 from palm.network.placement import Placement, make_placement
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
-from palm.workload.ops import Collective, Op
+from palm.workload.ops import Collective, Op, TransformerLayer
 
-__all__ = ["ChunkCost", "StageCost", "Plan", "build_plan", "partition"]
+__all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
+
+
+@dataclass(frozen=True)
+class DramAccess:
+    """How one stage's cores reach DRAM: the channels they use (each core its nearest) and
+    the profile of one read issued by every core of the stage at once (paper Eq. 4, 5)."""
+
+    channels: tuple[int, ...]
+    cores_per_channel: tuple[int, ...]
+    profile: Profile
+    response_s: float
+
+    def time(self, nbytes_per_core: float) -> float:
+        if nbytes_per_core <= 0:
+            return 0.0
+        return self.response_s + self.profile.time(nbytes_per_core)
 
 
 @dataclass(frozen=True)
@@ -47,23 +68,50 @@ class ChunkCost:
     recompute_s: float
     tp_forward_s: float
     tp_backward_s: float
+    recv_forward_s: float
+    recv_backward_s: float
     zero3_gather_s: float
+    stream_forward_s: float
+    stream_backward_s: float
+    fetch_s: float
     forward_flops: float
     backward_flops: float
     recompute_flops: float
     tp_bytes_forward: float
     tp_bytes_backward: float
-    weight_stream_bytes: float
+    tp_sent_forward: float
+    tp_sent_backward: float
+    stream_bytes_forward: float
+    stream_bytes_backward: float
     send_bytes: float
     send_s: float
+    grad_send_s: float
+
+    @property
+    def forward_busy_s(self) -> float:
+        """Compute (or the weight stream it waits on) of one forward pass."""
+        return max(self.forward_compute_s, self.stream_forward_s)
+
+    @property
+    def backward_busy_s(self) -> float:
+        return max(self.backward_compute_s + self.recompute_s, self.stream_backward_s)
+
+    @property
+    def forward_comm_s(self) -> float:
+        """Collectives on the critical path of one forward pass."""
+        return self.tp_forward_s + self.recv_forward_s + self.zero3_gather_s
+
+    @property
+    def backward_comm_s(self) -> float:
+        return self.tp_backward_s + self.recv_backward_s + self.zero3_gather_s
 
     @property
     def forward_s(self) -> float:
-        return self.forward_compute_s + self.tp_forward_s + self.zero3_gather_s
+        return self.fetch_s + self.forward_busy_s + self.forward_comm_s
 
     @property
     def backward_s(self) -> float:
-        return self.backward_compute_s + self.recompute_s + self.tp_backward_s + self.zero3_gather_s
+        return self.backward_busy_s + self.backward_comm_s
 
 
 @dataclass(frozen=True)
@@ -79,6 +127,7 @@ class StageCost:
     dp_allreduce_s: float
     dp_buckets: int
     optimizer_s: float
+    optimizer_in_dram: bool = False
 
     @property
     def forward_s(self) -> float:
@@ -99,6 +148,11 @@ class Plan:
     stages: tuple[StageCost, ...]
     chunks: tuple[ChunkCost, ...]
     training: bool
+    tp_profiles: tuple[Profile, ...]
+    dp_profiles: tuple[Profile, ...]
+    send_profiles: tuple[Profile, ...]
+    grad_profiles: tuple[Profile, ...]
+    dram: tuple[DramAccess, ...] | None
 
     @property
     def devices(self) -> int:
@@ -170,15 +224,54 @@ def _chunk_ranges(
     return partition(unit_cost, parts)
 
 
-def _ring_time(colls: Sequence[Collective], n: int, step: PathCost) -> float:
-    return sum(collective_time(c, n=n, step=step) for c in colls)
+def _flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
+    return arr.reshape(-1, 2) if mesh else arr.reshape(-1)
 
 
-def build_plan(config: SimConfig) -> Plan:
-    """Price ``config`` (validated again here, so hand-built configs are checked too)."""
+def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: bool) -> Profile:
+    """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once."""
+    mesh = isinstance(config.hardware, Mesh2DHardware)
+    nxt = np.roll(arr, -1, axis=axis)
+    return profile(
+        config.hardware,
+        _flat(arr, mesh),
+        _flat(nxt, mesh),
+        devices=config.parallelism.devices,
+        with_links=with_links,
+    )
+
+
+def _dram_access(
+    hw: Mesh2DHardware, cores: np.ndarray, channels_at: np.ndarray, *, with_links: bool
+) -> DramAccess:
+    """Each core reads from its nearest channel (Manhattan distance, lowest index on ties)."""
+    dist = np.abs(cores[:, None, :] - channels_at[None, :, :]).sum(axis=2)
+    nearest = dist.argmin(axis=1)
+    noc = mesh_profile(hw, channels_at[nearest], cores, with_links=with_links)
+    per_channel = np.bincount(nearest, minlength=len(channels_at))
+    ch_bw = hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency
+    channel_limit = ch_bw / float(per_channel.max())
+    bandwidth = min(noc.bandwidth_Bps, channel_limit)
+    used = tuple(int(i) for i in np.nonzero(per_channel)[0])
+    prof = Profile(noc.latency_s, bandwidth, noc.hops, noc.links)
+    return DramAccess(
+        channels=used,
+        cores_per_channel=tuple(int(per_channel[i]) for i in used),
+        profile=prof,
+        response_s=hw.dram_response_ns * 1e-9,
+    )
+
+
+def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
+    """Price ``config`` (validated again here, so hand-built configs are checked too).
+
+    ``with_links`` keeps the per-link loads of every flow (needed by the event engine's
+    per-link mode); without it only each flow's profile is kept.
+    """
     validate(config)
     par, tr, hw = config.parallelism, config.training, config.hardware
     training = tr.mode == "train"
+    mesh = isinstance(hw, Mesh2DHardware)
     workload = build_workload(config.model)
     rates = device_rates(hw, tr.precision)
     placement = make_placement(config)
@@ -188,93 +281,139 @@ def build_plan(config: SimConfig) -> Plan:
     states = state_bytes_per_param(tr)
     recompute = tr.recompute if training else "none"
 
+    arrays = [placement.stage_array(s) for s in range(par.pp)]
+    tp_prof = tuple(_ring_profile(config, a, 1, with_links=with_links) for a in arrays)
+    dp_prof = tuple(_ring_profile(config, a, 0, with_links=with_links) for a in arrays)
+    dram: tuple[DramAccess, ...] | None = None
+    if mesh:
+        assert isinstance(hw, Mesh2DHardware)
+        channels_at = dram_channel_cores(hw)
+        dram = tuple(
+            _dram_access(hw, a.reshape(-1, 2), channels_at, with_links=with_links) for a in arrays
+        )
+
     n_chunks = par.pp * par.chunks
     unit_cost = [op.forward_flops(batch=1) + 1.0 for op in workload.ops]
     ranges = _chunk_ranges(workload, n_chunks, unit_cost)
+
+    def hand_off(src: int, dst: int) -> Profile:
+        a, z = arrays[src], arrays[dst]
+        return profile(
+            hw, _flat(a, mesh), _flat(z, mesh), devices=par.devices, with_links=with_links
+        )
+
+    send_prof = tuple(hand_off(c % par.pp, (c + 1) % par.pp) for c in range(n_chunks - 1))
+    grad_prof = tuple(hand_off((c + 1) % par.pp, c % par.pp) for c in range(n_chunks - 1))
 
     # stage weights decide whether weights stay in SRAM (mesh) for all of the stage's chunks
     stage_params = [0.0] * par.pp
     for c, (lo, hi) in enumerate(ranges):
         stage_params[c % par.pp] += sum(op.params_per_device(tp=tp) for op in workload.ops[lo:hi])
 
-    cache: dict[tuple[Op, bool], OpTimes] = {}
+    cache: dict[Op, OpTimes] = {}
 
-    def priced(op: Op, resident: bool) -> OpTimes:
-        key = (dataclasses.replace(op, name=""), resident)
+    def priced(op: Op) -> OpTimes:
+        key = dataclasses.replace(op, name="")
         if key not in cache:
             cache[key] = op_times(
-                op,
-                batch=b,
-                tp=tp,
-                sp=sp,
-                recompute=recompute,
-                rates=rates,
-                weights_resident=resident,
-                training=training,
+                op, batch=b, tp=tp, sp=sp, recompute=recompute, rates=rates, training=training
             )
         return cache[key]
+
+    def coll_time(colls: Sequence[Collective], n: int, prof: Profile) -> float:
+        return sum(collective_time(x, n=n, step=prof) for x in colls)
 
     chunks: list[ChunkCost] = []
     for c, (lo, hi) in enumerate(ranges):
         stage = c % par.pp
         ops = workload.ops[lo:hi]
-        weights_bytes = stage_params[stage] * states.weights
-        resident = weights_bytes <= rates.sram_bytes
-        times = [priced(op, resident) for op in ops]
-        tp_step = ring_cost(hw, placement.tp_group(stage))
+        times = [priced(op) for op in ops]
         f_coll = [
             x for op in ops for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
         ]
-        b_coll = [
-            x for op in ops for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
-        ]
-        if recompute == "full":
-            b_coll += [
-                x
-                for op in ops
-                if op.recompute_gemms(batch=b, tp=tp, recompute="full")
-                for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+        b_coll: list[Collective] = []
+        if training:
+            b_coll = [
+                x for op in ops for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
             ]
+            if recompute == "full":
+                b_coll += [
+                    x
+                    for op in ops
+                    if op.recompute_gemms(batch=b, tp=tp, recompute="full")
+                    for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+                ]
+        chunk_params = sum(op.params_per_device(tp=tp) for op in ops)
         zero3 = 0.0
         if training and tr.zero >= 3 and par.dp > 1:
-            dp_step = ring_cost(hw, placement.dp_group(stage))
-            chunk_params = sum(op.params_per_device(tp=tp) for op in ops)
             gather = Collective("all-gather", chunk_params * states.weights)
-            zero3 = collective_time(gather, n=par.dp, step=dp_step)
-        send_bytes, send_s = 0.0, 0.0
-        if c + 1 < n_chunks:
-            full = ops[-1].output_bytes(batch=b, act_bytes=p)
-            send_bytes = full / tp  # Megatron scatter/gather: each TP rank sends its slice
-            nxt = (c + 1) % par.pp
-            hop = path_cost(hw, placement.device(stage, 0, 0), placement.device(nxt, 0, 0))
-            send_s = hop.time(send_bytes)
-            if tp > 1:
-                send_s += collective_time(
-                    Collective("all-gather", full),
-                    n=tp,
-                    step=ring_cost(hw, placement.tp_group(nxt)),
-                )
+            zero3 = collective_time(gather, n=par.dp, step=dp_prof[stage])
+        # weights that do not fit in SRAM stream from DRAM in every pass
+        stream_f = stream_b = 0.0
+        bytes_f = bytes_b = 0.0
+        fetch = 0.0
+        if dram is not None:
+            if stage_params[stage] * states.weights > rates.sram_bytes:
+                bytes_f = chunk_params * states.weights
+                reread = bytes_f if (training and recompute == "full") else 0.0
+                bytes_b = (2 * bytes_f + reread) if training else 0.0  # read, write grads
+                stream_f = dram[stage].time(bytes_f)
+                stream_b = dram[stage].time(bytes_b)
+            if c == 0:  # data fetch: token ids (int32) or 8-bit pixels
+                sample = workload.tokens_per_sample * 4 if workload.transformer else 3 * 224**2
+                fetch = dram[stage].time(b * sample / (tp * par.dp))
+        full_out = ops[-1].output_bytes(batch=b, act_bytes=p)
+        send_bytes = full_out / tp if c + 1 < n_chunks else 0.0  # Megatron scatter/gather
+        recv_f = recv_b = 0.0
+        prev_out = (
+            workload.ops[ranges[c - 1][1] - 1].output_bytes(batch=b, act_bytes=p) if c else 0.0
+        )
+        if tp > 1 and c > 0:
+            recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=tp_prof[stage])
+        if tp > 1 and training and c + 1 < n_chunks:
+            recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=tp_prof[stage])
         chunks.append(
             ChunkCost(
                 index=c,
                 stage=stage,
                 first_op=lo,
                 last_op=hi - 1,
-                layers=sum(1 for op in ops if type(op).__name__ == "TransformerLayer"),
+                layers=sum(1 for op in ops if isinstance(op, TransformerLayer)),
                 forward_compute_s=sum(t.forward_s for t in times),
                 backward_compute_s=sum(t.backward_s for t in times),
                 recompute_s=sum(t.recompute_s for t in times),
-                tp_forward_s=_ring_time(f_coll, tp, tp_step),
-                tp_backward_s=_ring_time(b_coll, tp, tp_step) if training else 0.0,
+                tp_forward_s=coll_time(f_coll, tp, tp_prof[stage]),
+                tp_backward_s=coll_time(b_coll, tp, tp_prof[stage]),
+                recv_forward_s=recv_f,
+                recv_backward_s=recv_b,
                 zero3_gather_s=zero3,
+                stream_forward_s=stream_f,
+                stream_backward_s=stream_b,
+                fetch_s=fetch,
                 forward_flops=sum(t.forward_flops for t in times),
                 backward_flops=sum(t.backward_flops for t in times),
                 recompute_flops=sum(t.recompute_flops for t in times),
                 tp_bytes_forward=sum(x.nbytes for x in f_coll),
-                tp_bytes_backward=sum(x.nbytes for x in b_coll) if training else 0.0,
-                weight_stream_bytes=sum(t.weight_stream_bytes for t in times),
+                tp_bytes_backward=sum(x.nbytes for x in b_coll),
+                tp_sent_forward=sum(bytes_sent_per_member(x, n=tp) for x in f_coll)
+                + (
+                    bytes_sent_per_member(Collective("all-gather", prev_out), n=tp)
+                    if recv_f
+                    else 0.0
+                ),
+                tp_sent_backward=sum(bytes_sent_per_member(x, n=tp) for x in b_coll)
+                + (
+                    bytes_sent_per_member(Collective("all-gather", full_out), n=tp)
+                    if recv_b
+                    else 0.0
+                ),
+                stream_bytes_forward=bytes_f,
+                stream_bytes_backward=bytes_b,
                 send_bytes=send_bytes,
-                send_s=send_s,
+                send_s=send_prof[c].time(send_bytes) if c + 1 < n_chunks else 0.0,
+                grad_send_s=(
+                    grad_prof[c].time(send_bytes) if (training and c + 1 < n_chunks) else 0.0
+                ),
             )
         )
 
@@ -305,20 +444,22 @@ def build_plan(config: SimConfig) -> Plan:
             in_flight=in_flight,
         )
         grad_bytes = params * states.gradients if training else 0.0
-        dp_s, buckets, opt_s = 0.0, 0, 0.0
+        dp_s, buckets, opt_s, in_dram = 0.0, 0, 0.0, False
         if training:
             if par.dp > 1:
-                dp_step = ring_cost(hw, placement.dp_group(s))
                 # ZeRO >= 1: reduce-scatter of gradients and all-gather of updated weights move
                 # the same bytes as one all-reduce (Rajbhandari et al. 2020, sec. 7).
-                dp_s = collective_time(Collective("all-reduce", grad_bytes), n=par.dp, step=dp_step)
+                dp_s = collective_time(
+                    Collective("all-reduce", grad_bytes), n=par.dp, step=dp_prof[s]
+                )
                 buckets = max(1, math.ceil(grad_bytes / bucket_bytes))
+            in_dram = dram is not None and params * states.total > rates.sram_bytes
             opt_s = _optimizer_time(
                 params,
                 config,
                 rates,
                 shards=par.dp if tr.zero >= 1 else 1,
-                resident=params * states.total <= rates.sram_bytes,
+                dram=dram[s] if (dram is not None and in_dram) else None,
             )
         stages.append(
             StageCost(
@@ -331,6 +472,7 @@ def build_plan(config: SimConfig) -> Plan:
                 dp_allreduce_s=dp_s,
                 dp_buckets=buckets,
                 optimizer_s=opt_s,
+                optimizer_in_dram=training and dram is not None and in_dram,
             )
         )
     return Plan(
@@ -342,18 +484,24 @@ def build_plan(config: SimConfig) -> Plan:
         stages=tuple(stages),
         chunks=tuple(chunks),
         training=training,
+        tp_profiles=tp_prof,
+        dp_profiles=dp_prof,
+        send_profiles=send_prof,
+        grad_profiles=grad_prof,
+        dram=dram,
     )
 
 
 def _optimizer_time(
-    params: float, config: SimConfig, rates: DeviceRates, *, shards: int, resident: bool
+    params: float, config: SimConfig, rates: DeviceRates, *, shards: int, dram: DramAccess | None
 ) -> float:
     """Memory-bound optimizer step over the parameters this device updates: read gradient,
     master weight and states, write them back and the low-precision copy. Adam: 28 B per
     parameter either way (mixed: 2 + 12 read, 12 + 2 written; fp32: 16 read, 12 written); SGD:
-    12 B (mixed: 2 + 4 read, 4 + 2 written; fp32: 8 read, 4 written)."""
+    12 B (mixed: 2 + 4 read, 4 + 2 written; fp32: 8 read, 4 written). On a mesh whose model
+    states do not fit in SRAM the traffic goes to DRAM."""
     per_param = 28.0 if config.training.optimizer == "adam" else 12.0
-    bandwidth = rates.local_bandwidth_Bps if resident else rates.dram_bandwidth_Bps
-    if not isinstance(config.hardware, Mesh2DHardware):
-        bandwidth = rates.local_bandwidth_Bps
-    return params / shards * per_param / bandwidth
+    nbytes = params / shards * per_param
+    if dram is not None:
+        return dram.time(nbytes)
+    return nbytes / rates.local_bandwidth_Bps

@@ -14,20 +14,32 @@ per-step latency ``lat`` (see :func:`palm.network.ring_cost`):
 
 from __future__ import annotations
 
-from palm.network.links import PathCost
+from typing import Protocol
+
 from palm.workload.ops import Collective
 
-__all__ = ["collective_time", "ring_allreduce_time"]
+__all__ = ["collective_time", "ring_allreduce_time", "RingStep", "bytes_sent_per_member"]
 
 
-def ring_allreduce_time(*, n: int, nbytes: float, step: PathCost) -> float:
+class RingStep(Protocol):
+    """What a ring step costs: the latency of its slowest edge and its effective bandwidth
+    (:class:`palm.network.links.PathCost` or :class:`palm.network.loads.Profile`)."""
+
+    @property
+    def latency_s(self) -> float: ...
+
+    @property
+    def bandwidth_Bps(self) -> float: ...
+
+
+def ring_allreduce_time(*, n: int, nbytes: float, step: RingStep) -> float:
     """``2 (n-1)/n * B / bw + 2 (n-1) * latency``."""
     if n <= 1 or nbytes <= 0:
         return 0.0
     return 2 * (n - 1) / n * nbytes / step.bandwidth_Bps + 2 * (n - 1) * step.latency_s
 
 
-def collective_time(coll: Collective, *, n: int, step: PathCost) -> float:
+def collective_time(coll: Collective, *, n: int, step: RingStep) -> float:
     """Time of ``coll`` over ``n`` members whose ring step costs ``step``."""
     if n <= 1 or coll.nbytes <= 0:
         return 0.0
@@ -37,3 +49,15 @@ def collective_time(coll: Collective, *, n: int, step: PathCost) -> float:
     if coll.kind in ("reduce-scatter", "all-gather", "all-to-all"):
         return (n - 1) / n * b / bw + (n - 1) * lat
     return b / bw + (n - 1) * lat  # broadcast, reduce
+
+
+def bytes_sent_per_member(coll: Collective, *, n: int) -> float:
+    """Bytes each member puts on the ring: ``2 (n-1)/n B`` for all-reduce, ``(n-1)/n B`` for
+    reduce-scatter, all-gather and all-to-all, ``B`` for broadcast and reduce."""
+    if n <= 1:
+        return 0.0
+    if coll.kind == "all-reduce":
+        return 2 * (n - 1) / n * coll.nbytes
+    if coll.kind in ("reduce-scatter", "all-gather", "all-to-all"):
+        return (n - 1) / n * coll.nbytes
+    return coll.nbytes

@@ -13,9 +13,9 @@ write its result at the memory bandwidth that feeds it (roofline; Williams et al
     t = max(flops / (peak * eff), (m k + k n + m n) * bytes / bandwidth).
 
 Operators that are not matrix multiplies (norms, softmax, dropout, activations, residual adds,
-pooling) are memory-bound and take ``bytes / bandwidth``. The bandwidth is HBM on a GPU and,
-on a mesh, the core's SRAM when the stage's weights stay on chip; weights that do not fit
-stream from DRAM at the core's share of the edge channels and bound each pass from below.
+pooling) are memory-bound and take ``bytes / bandwidth``. The bandwidth is HBM on a GPU and
+the core's SRAM on a mesh; weights that do not fit on chip stream from DRAM, which
+:mod:`palm.plan` prices as a DRAM flow running alongside each pass.
 Constants and their origin: ``docs/model.md``.
 """
 
@@ -99,7 +99,6 @@ class OpTimes:
     forward_flops: float
     backward_flops: float
     recompute_flops: float
-    weight_stream_bytes: float
 
 
 def op_times(
@@ -110,33 +109,21 @@ def op_times(
     sp: bool,
     recompute: RecomputeMode,
     rates: DeviceRates,
-    weights_resident: bool,
     training: bool,
 ) -> OpTimes:
-    """Forward, backward and recompute time of ``op`` for one micro-batch.
-
-    ``weights_resident`` is false when the stage's weights do not fit in on-chip memory: each
-    pass then streams this operator's weights from DRAM (and the backward pass writes its
-    weight gradients back), and the pass takes at least that long (double-buffered).
-    """
+    """Forward, backward and recompute time of ``op`` for one micro-batch, with operands in
+    the device's local memory (weights streamed from DRAM are priced by the plan)."""
     p = rates.elem_bytes
     fwd_gemms = op.forward_gemms(batch=batch, tp=tp)
     vec = op.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p)
     fwd = sum(gemm_time(g, rates) for g in fwd_gemms) + vec / rates.local_bandwidth_Bps
     fwd_flops = sum(g.flops for g in fwd_gemms)
-    stream = 0.0 if weights_resident else op.params_per_device(tp=tp) * p
-    dram = rates.dram_bandwidth_Bps
-    fwd = max(fwd, stream / dram)
     if not training:
-        return OpTimes(fwd, 0.0, 0.0, fwd_flops, 0.0, 0.0, stream)
+        return OpTimes(fwd, 0.0, 0.0, fwd_flops, 0.0, 0.0)
     bwd = sum(gemm_time(b, rates) for g in fwd_gemms for b in _backward_gemms(g))
     bwd += 2 * vec / rates.local_bandwidth_Bps
-    bwd = max(bwd, 2 * stream / dram)
     re_gemms = op.recompute_gemms(batch=batch, tp=tp, recompute=recompute)
     re_vec = op.recompute_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
     re = sum(gemm_time(g, rates) for g in re_gemms) + re_vec / rates.local_bandwidth_Bps
-    restream = stream if (recompute == "full" and re > 0) else 0.0
-    re = max(re, restream / dram)
     re_flops = sum(g.flops for g in re_gemms)
-    # forward read, backward read + gradient write, recompute read
-    return OpTimes(fwd, bwd, re, fwd_flops, 2 * fwd_flops, re_flops, 3 * stream + restream)
+    return OpTimes(fwd, bwd, re, fwd_flops, 2 * fwd_flops, re_flops)

@@ -34,7 +34,7 @@ def run_analytical(plan: Plan) -> Result:
     m, p, v = plan.micro_batches, par.pp, par.chunks
     stages = plan.stages
     work = [s.forward_s + s.backward_s for s in stages]
-    sends = [c.send_s for c in plan.chunks]
+    hand_offs = [c.send_s + c.grad_send_s for c in plan.chunks]
     if not plan.training:
         period = max(s.forward_s + (s.chunks[-1].send_s if p > 1 else 0.0) for s in stages)
         t = m * period
@@ -44,15 +44,15 @@ def run_analytical(plan: Plan) -> Result:
         bubble = [0.0] * p
     else:
         if v == 1:
-            t_pipe = (m - 1) * max(work) + sum(work) + 2 * sum(sends)
+            t_pipe = (m - 1) * max(work) + sum(work) + sum(hand_offs)
         else:
             chunk_work = max(c.forward_s + c.backward_s for c in plan.chunks)
-            t_pipe = m * max(work) + (p - 1) * chunk_work + 2 * sum(sends[:p])
+            t_pipe = m * max(work) + (p - 1) * chunk_work + sum(hand_offs[: p - 1])
         ends = []
         lag = 0.0
-        for s, st in enumerate(stages):
+        for st in stages:
             ends.append(t_pipe - lag)
-            lag += st.chunks[0].backward_s + (st.chunks[0].send_s if s + 1 < p else 0.0)
+            lag += st.chunks[0].backward_s + st.chunks[0].grad_send_s
         exposed = [
             dp_exposed_time(
                 allreduce_s=st.dp_allreduce_s,

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.strategy import SimConfig
 
@@ -76,6 +78,33 @@ class Placement:
         if self.layout_snake and c % 2 == 1:
             r = rows - 1 - r
         return (r, c)
+
+    def stage_array(self, stage: int) -> np.ndarray:
+        """Devices of ``stage`` as an array indexed ``[d, t]``: global ranks on a cluster
+        (shape ``(dp, tp)``), core coordinates on a mesh (shape ``(dp, tp, 2)``)."""
+        d = np.arange(self.dp)[:, None]
+        t = np.arange(self.tp)[None, :]
+        hw = self.hardware
+        if isinstance(hw, GpuClusterHardware):
+            out: np.ndarray = stage * self.group_size + d * self.tp + t
+            return out
+        local = d * self.tp + t if self.compact else t * self.dp + d
+        per_tile = hw.cores_per_tile_count
+        if self.stage_tiles:
+            tiles = np.asarray(self.stage_tiles[stage], dtype=np.int64)
+            tile_r, tile_c = tiles[local // per_tile, 0], tiles[local // per_tile, 1]
+            within = local % per_tile
+        else:
+            global_index = stage * self.group_size + local
+            k = global_index // per_tile
+            tile_c, tile_r = np.divmod(k, hw.tiles[0])
+            if self.layout_snake:
+                tile_r = np.where(tile_c % 2 == 1, hw.tiles[0] - 1 - tile_r, tile_r)
+            within = global_index % per_tile
+        cr, cc = hw.cores_per_tile
+        r_in, c_in = np.divmod(within, cc)
+        c_in = np.where(r_in % 2 == 1, cc - 1 - c_in, c_in)
+        return np.stack([tile_r * cr + r_in, tile_c * cc + c_in], axis=-1)
 
     def tp_group(self, stage: int, d: int = 0) -> list[Device]:
         return [self.device(stage, d, t) for t in range(self.tp)]

@@ -10,6 +10,11 @@ import palm
 from palm.plan import build_plan
 from palm.validation import load_cases
 
+
+def _analytical(config: palm.SimConfig) -> palm.Result:
+    return palm.simulate(config, engine="analytical")
+
+
 CONTRACT_KEYS = {
     "throughput_samples_per_s",
     "iteration_time_s",
@@ -59,7 +64,7 @@ def _toy(**over: object) -> palm.SimConfig:
 
 
 def test_two_stage_pipeline_worked_by_hand() -> None:
-    result = palm.simulate(_toy())
+    result = _analytical(_toy())
     fwd = 2 * 2 * 1024 * 1024 / 1e12  # one micro-batch of 2 samples through one layer
     bwd = 2 * fwd  # input gradient + weight gradient
     send = 2 * 1024 * 4 / 100e9  # 2 x 1024 fp32 activations over the switch
@@ -78,7 +83,7 @@ def test_two_stage_pipeline_worked_by_hand() -> None:
 
 
 def test_inference_is_steady_state_without_fill_and_drain() -> None:
-    result = palm.simulate(_toy(training__mode="inference"))
+    result = _analytical(_toy(training__mode="inference"))
     fwd = 2 * 2 * 1024 * 1024 / 1e12
     send = 2 * 1024 * 4 / 100e9
     assert result.iteration_time_s == pytest.approx(3 * (fwd + send), rel=1e-6)
@@ -87,7 +92,7 @@ def test_inference_is_steady_state_without_fill_and_drain() -> None:
 
 def test_json_contract_keys_and_determinism() -> None:
     cfg = palm.load_config("examples/wafer-t18b.toml")
-    a, b = palm.simulate(cfg).to_dict(), palm.simulate(cfg).to_dict()
+    a, b = _analytical(cfg).to_dict(), _analytical(cfg).to_dict()
     assert set(a) >= CONTRACT_KEYS
     assert isinstance(a["fits_memory"], bool)
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
@@ -97,7 +102,7 @@ def test_json_contract_keys_and_determinism() -> None:
 @pytest.mark.parametrize("case", load_cases(), ids=lambda c: c.case_id)
 def test_more_bandwidth_never_slows_an_iteration(case: object) -> None:
     cfg = case.config  # type: ignore[attr-defined]
-    base = palm.simulate(cfg).iteration_time_s
+    base = _analytical(cfg).iteration_time_s
     for field in ("switch_bandwidth_gbps", "inter_node_bandwidth_gbps", "hbm_bandwidth_gbps"):
         hw = cfg.hardware
         faster = palm.parse_config(
@@ -106,7 +111,7 @@ def test_more_bandwidth_never_slows_an_iteration(case: object) -> None:
                 "hardware": {**palm.config_to_dict(cfg)["hardware"], field: getattr(hw, field) * 2},
             }
         )
-        assert palm.simulate(faster).iteration_time_s <= base
+        assert _analytical(faster).iteration_time_s <= base
 
 
 def test_more_micro_batches_shrink_the_bubble_and_interleaving_shrinks_it_more() -> None:
@@ -121,12 +126,12 @@ def test_more_micro_batches_shrink_the_bubble_and_interleaving_shrinks_it_more()
         },
         "parallelism": {"tp": 8, "pp": 8, "dp": 4},
     }
-    few = palm.simulate(palm.parse_config(tables))
-    many = palm.simulate(
+    few = _analytical(palm.parse_config(tables))
+    many = _analytical(
         palm.parse_config({**tables, "training": {**tables["training"], "global_batch": 384}})
     )
     assert many.bubble_fraction < few.bubble_fraction
-    inter = palm.simulate(
+    inter = _analytical(
         palm.parse_config(
             {
                 **tables,
@@ -144,7 +149,7 @@ def test_more_micro_batches_shrink_the_bubble_and_interleaving_shrinks_it_more()
 
 def test_uniform_pipeline_bubble_matches_p_minus_1_over_m() -> None:
     plan = build_plan(_toy(parallelism__pp=2, training__global_batch=16))
-    result = palm.simulate(plan.config)
+    result = _analytical(plan.config)
     m, p = plan.micro_batches, 2
     work = 3 * 2 * 2 * 1024 * 1024 / 1e12  # forward + backward of one micro-batch
     send = 2 * 1024 * 4 / 100e9
@@ -160,5 +165,5 @@ def test_validation_cases_load_and_simulate() -> None:
     cases = load_cases()
     assert len(cases) == 6
     for case in cases:
-        r = palm.simulate(case.config)
+        r = _analytical(case.config)
         assert r.fits_memory and 0 < r.mfu < 1 and r.iteration_time_s > 0

@@ -1,0 +1,313 @@
+"""The event-driven engine (paper sec. IV-A): one SimPy actor per pipeline rank.
+
+Virtual tile aggregation: rank ``s`` stands for its whole tile group (all ``tp x dp`` devices
+of the stage do the same work at the same time), so the number of events grows with the
+number of micro-batches, chunks and gradient buckets, never with the number of tiles. Each
+actor runs its :func:`~palm.engines.event.schedules.stage_program` in order:
+
+* **forward** of chunk ``g`` on micro-batch ``i`` waits for the activation of chunk ``g - 1``
+  (chunk 0 reads its input from DRAM on a mesh: the data fetch), computes while its weights
+  stream from DRAM if they do not fit on chip, runs its tensor-parallel collectives, then hands
+  the activation to chunk ``g + 1`` as a transfer;
+* **backward** waits for the gradient of chunk ``g + 1`` (the last chunk starts from the loss),
+  recomputes and computes, runs its collectives and hands the gradient back. During the rank's
+  last backward the data-parallel gradient all-reduce starts bucket by bucket, overlapping it
+  (PyTorch DDP); after it, the optimizer step.
+
+Every transfer, collective and DRAM access is a flow on the shared resources of
+:mod:`palm.engines.event.fabric`: it waits until its resources are free, which is what makes
+this engine slower than the analytical one when flows contend, and equal to it when they do not.
+Sends are asynchronous (the sender goes on computing). Layers of a chunk are folded into one
+event per phase, and a tensor-parallel flow whose resources nothing else uses is folded into the
+compute event (it can never wait).
+
+Inference (sec. V-A3): forwards only; throughput is measured in the steady state, from the
+spacing of the micro-batches leaving the last chunk, without fill and drain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from palm.cost.collectives import bytes_sent_per_member
+from palm.engines._common import assemble_result
+from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
+from palm.engines.event.schedules import stage_program
+from palm.hardware.spec import Mesh2DHardware
+from palm.plan import Plan
+from palm.result import LinkResult, Result
+from palm.workload.ops import Collective
+
+__all__ = ["run_event", "Timeline", "PhaseRecord", "FlowRecord"]
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """One forward or backward pass of one chunk on one micro-batch."""
+
+    stage: int
+    chunk: int
+    micro_batch: int
+    kind: str  # "F", "B", "optimizer", "dp"
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class FlowRecord:
+    kind: str
+    resources: tuple[int, ...]
+    start_s: float
+    end_s: float
+    stage: int
+
+
+@dataclass
+class Timeline:
+    """What happened when: passes per stage and flows per resource (for traces and plots).
+    Records are kept as plain tuples while simulating and turned into objects on demand."""
+
+    raw_phases: list[tuple[int, int, int, str, float, float]] = field(default_factory=list)
+    raw_flows: list[tuple[str, tuple[int, ...], float, float, int]] = field(default_factory=list)
+    resource_labels: list[str] = field(default_factory=list)
+    resource_kinds: list[str] = field(default_factory=list)
+
+    @property
+    def phases(self) -> list[PhaseRecord]:
+        return [PhaseRecord(*x) for x in self.raw_phases]
+
+    @property
+    def flows(self) -> list[FlowRecord]:
+        return [FlowRecord(*x) for x in self.raw_flows]
+
+
+class _Arrival(simpy.Event):
+    """An event that can be told, at the sender's time, to fire ``delay`` seconds later: one
+    scheduled event per transfer instead of a timeout plus a trigger."""
+
+    def succeed_in(self, delay: float) -> None:
+        # the two fields Event.succeed sets (SimPy 4, simpy/events.py), then a delayed schedule
+        self._ok = True
+        self._value = None
+        self.env.schedule(self, simpy.events.NORMAL, delay)
+
+
+class _CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it schedules."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduled = 0
+
+    def schedule(self, event: simpy.events.Event, priority: Any = 1, delay: float = 0) -> None:
+        self.scheduled += 1
+        super().schedule(event, priority, delay)
+
+
+def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeline]:
+    """Simulate one iteration of ``plan``; returns the result and its timeline."""
+    wall = time.perf_counter()
+    par = plan.config.parallelism
+    p, v, m = par.pp, par.chunks, plan.micro_batches
+    n_chunks = p * v
+    training = plan.training
+    fabric, flows = build_fabric(plan, granularity)
+    env = _CountingEnvironment()
+    timeline = Timeline()
+    chunks = plan.chunks
+    act = [[_Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
+    grad = [[_Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
+    pipe_end = [0.0] * p
+    stage_end = [0.0] * p
+    busy = [0.0] * p
+    done_last: list[float] = []
+    phases = timeline.raw_phases
+    flow_log = timeline.raw_flows
+
+    def hold(flow: Flow, now: float, duration: float, nbytes: float, stage: int) -> float:
+        if duration <= 0:
+            return now
+        if not flow.resources:
+            return now + duration
+        end = fabric.reserve(flow, now, duration, nbytes)
+        flow_log.append((flow.kind, flow.resources, end - duration, end, stage))
+        return end
+
+    def dram_flow(s: int) -> Flow:
+        assert flows.dram is not None
+        return flows.dram[s]
+
+    def buckets(s: int, t0: float, backward_s: float) -> Generator[simpy.Event, Any, None]:
+        st = plan.stages[s]
+        n = st.dp_buckets
+        per = st.dp_allreduce_s / n
+        sent = bytes_sent_per_member(Collective("all-reduce", st.dp_grad_bytes), n=par.dp) / n
+        for k in range(n):
+            ready = t0 + (k + 1) / n * backward_s
+            if ready > env.now:
+                yield env.timeout(ready - env.now)
+            end = hold(flows.dp[s], env.now, per, sent, s)
+            if end > env.now:
+                yield env.timeout(end - env.now)
+
+    last_chunk = n_chunks - 1
+    # per chunk and direction: compute, stream, stream bytes, comm, comm bytes, zero-3 gather,
+    # then the hand-off (flow, duration, bytes, arrival events) or None
+    fwd_params = []
+    bwd_params = []
+    for g, ch in enumerate(chunks):
+        send = (flows.send[g], ch.send_s, ch.send_bytes, act[g + 1]) if g < last_chunk else None
+        back = (
+            (flows.grad[g - 1], chunks[g - 1].grad_send_s, chunks[g - 1].send_bytes, grad[g - 1])
+            if g > 0
+            else None
+        )
+        fwd_params.append(
+            (
+                ch.forward_compute_s,
+                ch.stream_forward_s,
+                ch.stream_bytes_forward,
+                ch.tp_forward_s + ch.recv_forward_s,
+                ch.tp_sent_forward,
+                ch.zero3_gather_s,
+                send,
+                act[g] if g > 0 else None,
+            )
+        )
+        bwd_params.append(
+            (
+                ch.backward_compute_s + ch.recompute_s,
+                ch.stream_backward_s,
+                ch.stream_bytes_backward,
+                ch.tp_backward_s + ch.recv_backward_s,
+                ch.tp_sent_backward,
+                ch.zero3_gather_s,
+                back,
+                grad[g] if g < last_chunk else None,
+            )
+        )
+
+    def stage(s: int) -> Generator[simpy.Event, Any, None]:
+        program = stage_program(
+            schedule=par.schedule, pp=p, chunks=v, micro_batches=m, stage=s, training=training
+        )
+        last_backward = max((i for i, op in enumerate(program) if op[0] == "B"), default=-1)
+        tp_flow, exclusive = flows.tp[s], flows.tp_exclusive[s]
+        dp_flow = flows.dp[s]
+        timeout = env.timeout
+        record = phases.append
+        log_flow = flow_log.append
+        stage_busy = 0.0
+        dp_proc = None
+        for index, (kind, j, mb) in enumerate(program):
+            g = j * p + s
+            forward = kind == "F"
+            compute, stream, stream_bytes, comm, sent, zero3, hand_off, inbox = (
+                fwd_params[g] if forward else bwd_params[g]
+            )
+            if inbox is not None:
+                arrival = inbox[mb]
+                if not arrival.processed:
+                    yield arrival
+            now = t0 = env.now
+            if forward and g == 0 and chunks[0].fetch_s > 0:
+                end = hold(dram_flow(s), now, chunks[0].fetch_s, 0.0, s)
+                yield timeout(end - now)
+                now = end
+            if index == last_backward and plan.stages[s].dp_buckets:
+                dp_proc = env.process(buckets(s, now, chunks[g].backward_s))
+            end = now + compute
+            if stream > 0:
+                end = max(end, hold(dram_flow(s), now, stream, stream_bytes, s))
+            if comm > 0 and exclusive:
+                fabric.account(tp_flow, comm, sent)
+                log_flow(("tp", tp_flow.resources, end, end + comm, s))
+                end += comm
+            if end > now:
+                yield timeout(end - now)
+                now = end
+            if comm > 0 and not exclusive:
+                end = hold(tp_flow, now, comm, sent, s)
+                yield timeout(end - now)
+                now = end
+            if zero3 > 0:
+                end = hold(dp_flow, now, zero3, 0.0, s)
+                yield timeout(end - now)
+                now = end
+            stage_busy += now - t0
+            record((s, j, mb, kind, t0, now))
+            if hand_off is not None:
+                flow, duration, nbytes, targets = hand_off
+                targets[mb].succeed_in(hold(flow, now, duration, nbytes, s) - now)
+            elif forward:
+                done_last.append(now)
+        busy[s] = stage_busy
+        pipe_end[s] = env.now
+        if dp_proc is not None:
+            yield dp_proc
+        st = plan.stages[s]
+        if st.optimizer_s > 0:
+            t0 = env.now
+            if flows.dram is not None and st.optimizer_in_dram:
+                end = hold(dram_flow(s), env.now, st.optimizer_s, 0.0, s)
+            else:
+                end = env.now + st.optimizer_s
+            yield env.timeout(end - env.now)
+            phases.append((s, 0, 0, "optimizer", t0, env.now))
+        stage_end[s] = env.now
+
+    for s in range(p):
+        env.process(stage(s))
+    env.run()
+
+    if training:
+        t = max(stage_end)
+        exposed = [stage_end[s] - pipe_end[s] - plan.stages[s].optimizer_s for s in range(p)]
+        bubble = [max(0.0, pipe_end[s] - busy[s]) for s in range(p)]
+    else:
+        done_last.sort()
+        # steady-state spacing of micro-batches leaving the pipeline (one micro-batch: its span)
+        t = m * (done_last[-1] - done_last[0]) / (m - 1) if m >= 2 else max(busy)
+        exposed = [0.0] * p
+        bubble = [0.0] * p
+    timeline.resource_labels = [resource_label(k) for k in fabric.keys]
+    timeline.resource_kinds = list(fabric.kinds)
+    links, dram = _network_results(fabric, t, plan)
+    result = assemble_result(
+        plan,
+        engine="event",
+        pipeline_busy_s=busy,
+        dp_exposed_s=[max(0.0, x) for x in exposed],
+        iteration_time_s=t,
+        bubble_s=bubble,
+        events=env.scheduled,
+        wall_s=time.perf_counter() - wall,
+        links=links,
+        dram=dram,
+    )
+    return result, timeline
+
+
+def _network_results(
+    fabric: Fabric, t: float, plan: Plan
+) -> tuple[tuple[LinkResult, ...], tuple[float, ...] | None]:
+    links = []
+    dram: dict[int, float] = {}
+    for key, kind, busy, nbytes in zip(
+        fabric.keys, fabric.kinds, fabric.busy_s, fabric.nbytes, strict=True
+    ):
+        fraction = min(1.0, busy / t) if t > 0 else 0.0
+        if kind == "dram":
+            assert isinstance(key, tuple)
+            dram[int(key[1])] = fraction
+            continue
+        links.append(LinkResult(name=resource_label(key), busy_fraction=fraction, bytes=nbytes))
+    hw = plan.config.hardware
+    if not isinstance(hw, Mesh2DHardware):
+        return tuple(links), None
+    return tuple(links), tuple(dram.get(ch, 0.0) for ch in range(hw.dram_channels))

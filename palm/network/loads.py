@@ -1,0 +1,217 @@
+"""Link loads of a set of simultaneous transfers, and the flow profile they imply.
+
+A *flow* is a set of transfers that start together and finish together: the ring steps of a
+collective on all replicas of a stage, the activation hand-off of every device of a stage to its
+peer in the next, or every core of a stage reading DRAM. Its time is
+
+    latency + bytes_per_transfer / bandwidth_eff,   bandwidth_eff = min over links (bw / load)
+
+where ``load`` counts the transfers that cross a link (paper Eq. 2 for one transfer; transfers of
+one flow sharing a link split its bandwidth). A ring whose edges use distinct links has
+``load = 1`` everywhere and recovers the closed form.
+
+On a mesh the routes are XY (along the row, then the column) and loads are accumulated with
+difference arrays over the bounding box of the flow, so the cost is linear in the number of
+transfers plus the box area, with no per-link Python loop. On a GPU cluster a transfer inside a
+node loads the sender's switch port out and the receiver's port in; across nodes, the sender's
+and receiver's NICs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware
+
+__all__ = [
+    "Profile",
+    "LinkLoad",
+    "mesh_profile",
+    "cluster_profile",
+    "profile",
+    "dram_channel_cores",
+]
+
+#: directed mesh link directions: east (+col), west (-col), south (+row), north (-row)
+EAST, WEST, SOUTH, NORTH = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    """Transfers per link of one flow. Mesh link id: ``((row * cols) + col) * 4 + dir`` of its
+    source router; cluster ids: ``("sw_out", gpu)`` etc. encoded as ints
+    ``kind * devices + gpu`` with kind 0..3 = switch out, switch in, NIC out, NIC in."""
+
+    ids: np.ndarray
+    loads: np.ndarray
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one transfer of the flow sees: its latency and its effective bandwidth."""
+
+    latency_s: float
+    bandwidth_Bps: float
+    hops: int
+    links: LinkLoad | None = field(default=None, repr=False, compare=False)
+
+    def time(self, nbytes: float) -> float:
+        if nbytes <= 0:
+            return 0.0
+        return self.latency_s + nbytes / self.bandwidth_Bps
+
+
+_EMPTY = Profile(0.0, float("inf"), 0)
+
+
+def _as_array(points: np.ndarray | list[tuple[int, int]]) -> np.ndarray:
+    arr = np.asarray(points, dtype=np.int64)
+    return arr.reshape(-1, 2)
+
+
+def mesh_profile(
+    hw: Mesh2DHardware, src: np.ndarray, dst: np.ndarray, *, with_links: bool = False
+) -> Profile:
+    """Profile of simultaneous XY transfers ``src[i] -> dst[i]`` (core coordinates)."""
+    src, dst = _as_array(src), _as_array(dst)
+    keep = np.any(src != dst, axis=1)
+    src, dst = src[keep], dst[keep]
+    if len(src) == 0:
+        return _EMPTY
+    cr, cc = hw.cores_per_tile
+    r1, c1, r2, c2 = src[:, 0], src[:, 1], dst[:, 0], dst[:, 1]
+    # latency: intra- and inter-tile hops of each route
+    h_inter = np.abs(c2 // cc - c1 // cc)
+    v_inter = np.abs(r2 // cr - r1 // cr)
+    hops = np.abs(c2 - c1) + np.abs(r2 - r1)
+    inter = h_inter + v_inter
+    lat = (hops - inter) * hw.intra_tile_link_latency_ns + inter * hw.inter_tile_link_latency_ns
+    latency = float(lat.max()) * 1e-9
+
+    r0 = int(min(r1.min(), r2.min()))
+    c0 = int(min(c1.min(), c2.min()))
+    nr = int(max(r1.max(), r2.max())) - r0 + 1
+    nc = int(max(c1.max(), c2.max())) - c0 + 1
+    diff = np.zeros((4, nr, nc + 1), dtype=np.float64)  # horizontal: along columns
+    vdiff = np.zeros((4, nc, nr + 1), dtype=np.float64)  # vertical: along rows, per column
+    rr1, cc1, rr2, cc2 = r1 - r0, c1 - c0, r2 - r0, c2 - c0
+    east = cc2 > cc1
+    west = cc2 < cc1
+    # eastward links (r, c) -> (r, c+1) for c in [c1, c2)
+    np.add.at(diff[EAST], (rr1[east], cc1[east]), 1.0)
+    np.add.at(diff[EAST], (rr1[east], cc2[east]), -1.0)
+    # westward links (r, c) -> (r, c-1) for c in (c2, c1]: index by source column
+    np.add.at(diff[WEST], (rr1[west], cc2[west] + 1), 1.0)
+    np.add.at(diff[WEST], (rr1[west], cc1[west] + 1), -1.0)
+    south = rr2 > rr1
+    north = rr2 < rr1
+    # vertical leg on column c2
+    np.add.at(vdiff[SOUTH], (cc2[south], rr1[south]), 1.0)
+    np.add.at(vdiff[SOUTH], (cc2[south], rr2[south]), -1.0)
+    np.add.at(vdiff[NORTH], (cc2[north], rr2[north] + 1), 1.0)
+    np.add.at(vdiff[NORTH], (cc2[north], rr1[north] + 1), -1.0)
+    h_load = np.cumsum(diff, axis=2)[:, :, :nc]  # [dir, row, col]
+    v_load = np.cumsum(vdiff, axis=2)[:, :, :nr]  # [dir, col, row]
+
+    cols = np.arange(c0, c0 + nc)
+    rows = np.arange(r0, r0 + nr)
+    # bandwidth of the link leaving (r, c) eastward: inter-tile if c+1 starts a new tile
+    bw_in, bw_out = hw.intra_tile_link_gbps * 1e9, hw.inter_tile_link_gbps * 1e9
+    east_bw = np.where((cols + 1) % cc == 0, bw_out, bw_in)
+    west_bw = np.where(cols % cc == 0, bw_out, bw_in)
+    south_bw = np.where((rows + 1) % cr == 0, bw_out, bw_in)
+    north_bw = np.where(rows % cr == 0, bw_out, bw_in)
+    worst = 0.0
+    for load, bw in (
+        (h_load[EAST], east_bw[None, :]),
+        (h_load[WEST], west_bw[None, :]),
+        (v_load[SOUTH], south_bw[None, :]),
+        (v_load[NORTH], north_bw[None, :]),
+    ):
+        if load.any():
+            worst = max(worst, float((load / bw).max()))
+    links = None
+    if with_links:
+        links = _mesh_link_ids(hw, h_load, v_load, r0, c0)
+    return Profile(latency, 1.0 / worst, int(hops.max()), links)
+
+
+def _mesh_link_ids(
+    hw: Mesh2DHardware, h_load: np.ndarray, v_load: np.ndarray, r0: int, c0: int
+) -> LinkLoad:
+    cols_total = hw.core_grid[1]
+    ids: list[np.ndarray] = []
+    loads: list[np.ndarray] = []
+    for d in (EAST, WEST):
+        r, c = np.nonzero(h_load[d])
+        ids.append(((r + r0) * cols_total + (c + c0)) * 4 + d)
+        loads.append(h_load[d][r, c])
+    for d in (SOUTH, NORTH):
+        c, r = np.nonzero(v_load[d])
+        ids.append(((r + r0) * cols_total + (c + c0)) * 4 + d)
+        loads.append(v_load[d][c, r])
+    return LinkLoad(np.concatenate(ids), np.concatenate(loads))
+
+
+def cluster_profile(
+    hw: GpuClusterHardware,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    devices: int,
+    with_links: bool = False,
+) -> Profile:
+    """Profile of simultaneous GPU-to-GPU transfers ``src[i] -> dst[i]`` (global ranks)."""
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    if len(src) == 0:
+        return _EMPTY
+    g = hw.gpus_per_node
+    same = src // g == dst // g
+    load = np.zeros(4 * devices, dtype=np.float64)
+    np.add.at(load, 0 * devices + src[same], 1.0)
+    np.add.at(load, 1 * devices + dst[same], 1.0)
+    np.add.at(load, 2 * devices + src[~same], 1.0)
+    np.add.at(load, 3 * devices + dst[~same], 1.0)
+    sw = hw.switch_bandwidth_gbps * 1e9
+    nic = hw.inter_node_bandwidth_gbps * 1e9
+    worst = max(load[: 2 * devices].max() / sw, load[2 * devices :].max() / nic)
+    latency = (hw.inter_node_latency_us if (~same).any() else hw.switch_latency_us) * 1e-6
+    links = None
+    if with_links:
+        ids = np.nonzero(load)[0]
+        links = LinkLoad(ids, load[ids])
+    return Profile(latency, 1.0 / float(worst), 1, links)
+
+
+def profile(
+    hw: Hardware, src: np.ndarray, dst: np.ndarray, *, devices: int, with_links: bool = False
+) -> Profile:
+    """Dispatch on the topology; ``src``/``dst`` are lists of devices (ints or (row, col))."""
+    if isinstance(hw, Mesh2DHardware):
+        return mesh_profile(hw, np.asarray(src), np.asarray(dst), with_links=with_links)
+    return cluster_profile(
+        hw, np.asarray(src), np.asarray(dst), devices=devices, with_links=with_links
+    )
+
+
+def dram_channel_cores(hw: Mesh2DHardware) -> np.ndarray:
+    """Core coordinates of the routers the DRAM channels attach to: ``dram_channels`` points
+    spread evenly round the perimeter of the core mesh, clockwise from the top-left corner."""
+    rows, cols = hw.core_grid
+    n = hw.dram_channels
+    if rows == 1 or cols == 1:
+        perimeter = [(r, c) for r in range(rows) for c in range(cols)]
+    else:
+        top = [(0, c) for c in range(cols)]
+        right = [(r, cols - 1) for r in range(1, rows)]
+        bottom = [(rows - 1, c) for c in range(cols - 2, -1, -1)]
+        left = [(r, 0) for r in range(rows - 2, 0, -1)]
+        perimeter = top + right + bottom + left
+    p = len(perimeter)
+    picks = [perimeter[int((k + 0.5) * p / n) % p] for k in range(n)]
+    return np.asarray(picks, dtype=np.int64)
