@@ -40,18 +40,30 @@ __all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partit
 
 @dataclass(frozen=True)
 class DramAccess:
-    """How one stage's cores reach DRAM: the channels they use (each core its nearest) and
-    the profile of one read issued by every core of the stage at once (paper Eq. 4, 5)."""
+    """How one stage's cores reach DRAM (paper Eq. 4, 5): each core reads its nearest channel,
+    so channel ``i`` serves ``cores_per_channel[i]`` cores; ``noc`` is the profile of all those
+    reads crossing the mesh at once. A read of ``b`` bytes per core takes, on channel ``i``,
+
+        response + NoC latency + b * max(cores_i / channel_bandwidth, 1 / NoC bandwidth)
+
+    and the access is done when its slowest channel is."""
 
     channels: tuple[int, ...]
     cores_per_channel: tuple[int, ...]
-    profile: Profile
+    noc: Profile
+    channel_bandwidth_Bps: float
     response_s: float
 
-    def time(self, nbytes_per_core: float) -> float:
+    def channel_time(self, index: int, nbytes_per_core: float) -> float:
         if nbytes_per_core <= 0:
             return 0.0
-        return self.response_s + self.profile.time(nbytes_per_core)
+        per_byte = max(
+            self.cores_per_channel[index] / self.channel_bandwidth_Bps, 1.0 / self.noc.bandwidth_Bps
+        )
+        return self.response_s + self.noc.latency_s + nbytes_per_core * per_byte
+
+    def time(self, nbytes_per_core: float) -> float:
+        return max(self.channel_time(i, nbytes_per_core) for i in range(len(self.channels)))
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class ChunkCost:
     tp_sent_backward: float
     stream_bytes_forward: float
     stream_bytes_backward: float
+    fetch_bytes: float
     send_bytes: float
     send_s: float
     grad_send_s: float
@@ -128,6 +141,7 @@ class StageCost:
     dp_buckets: int
     optimizer_s: float
     optimizer_in_dram: bool = False
+    optimizer_bytes: float = 0.0
 
     @property
     def forward_s(self) -> float:
@@ -249,15 +263,12 @@ def _dram_access(
     nearest = dist.argmin(axis=1)
     noc = mesh_profile(hw, channels_at[nearest], cores, with_links=with_links)
     per_channel = np.bincount(nearest, minlength=len(channels_at))
-    ch_bw = hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency
-    channel_limit = ch_bw / float(per_channel.max())
-    bandwidth = min(noc.bandwidth_Bps, channel_limit)
     used = tuple(int(i) for i in np.nonzero(per_channel)[0])
-    prof = Profile(noc.latency_s, bandwidth, noc.hops, noc.links)
     return DramAccess(
         channels=used,
         cores_per_channel=tuple(int(per_channel[i]) for i in used),
-        profile=prof,
+        noc=noc,
+        channel_bandwidth_Bps=hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency,
         response_s=hw.dram_response_ns * 1e-9,
     )
 
@@ -351,7 +362,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         # weights that do not fit in SRAM stream from DRAM in every pass
         stream_f = stream_b = 0.0
         bytes_f = bytes_b = 0.0
-        fetch = 0.0
+        fetch = fetch_bytes = 0.0
         if dram is not None:
             if stage_params[stage] * states.weights > rates.sram_bytes:
                 bytes_f = chunk_params * states.weights
@@ -361,7 +372,8 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 stream_b = dram[stage].time(bytes_b)
             if c == 0:  # data fetch: token ids (int32) or 8-bit pixels
                 sample = workload.tokens_per_sample * 4 if workload.transformer else 3 * 224**2
-                fetch = dram[stage].time(b * sample / (tp * par.dp))
+                fetch_bytes = b * sample / (tp * par.dp)
+                fetch = dram[stage].time(fetch_bytes)
         full_out = ops[-1].output_bytes(batch=b, act_bytes=p)
         send_bytes = full_out / tp if c + 1 < n_chunks else 0.0  # Megatron scatter/gather
         recv_f = recv_b = 0.0
@@ -409,6 +421,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 ),
                 stream_bytes_forward=bytes_f,
                 stream_bytes_backward=bytes_b,
+                fetch_bytes=fetch_bytes,
                 send_bytes=send_bytes,
                 send_s=send_prof[c].time(send_bytes) if c + 1 < n_chunks else 0.0,
                 grad_send_s=(
@@ -473,6 +486,11 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 dp_buckets=buckets,
                 optimizer_s=opt_s,
                 optimizer_in_dram=training and dram is not None and in_dram,
+                optimizer_bytes=(
+                    _optimizer_bytes(params, config, shards=par.dp if tr.zero >= 1 else 1)
+                    if training
+                    else 0.0
+                ),
             )
         )
     return Plan(
@@ -500,8 +518,12 @@ def _optimizer_time(
     parameter either way (mixed: 2 + 12 read, 12 + 2 written; fp32: 16 read, 12 written); SGD:
     12 B (mixed: 2 + 4 read, 4 + 2 written; fp32: 8 read, 4 written). On a mesh whose model
     states do not fit in SRAM the traffic goes to DRAM."""
-    per_param = 28.0 if config.training.optimizer == "adam" else 12.0
-    nbytes = params / shards * per_param
+    nbytes = _optimizer_bytes(params, config, shards=shards)
     if dram is not None:
         return dram.time(nbytes)
     return nbytes / rates.local_bandwidth_Bps
+
+
+def _optimizer_bytes(params: float, config: SimConfig, *, shards: int) -> float:
+    per_param = 28.0 if config.training.optimizer == "adam" else 12.0
+    return params / shards * per_param

@@ -17,7 +17,9 @@ __all__ = ["Result", "StageResult", "LinkResult", "MemoryResult"]
 
 @dataclass(frozen=True)
 class StageResult:
-    """One pipeline rank over one iteration (seconds; per-micro-batch times for one pass)."""
+    """One pipeline rank over one iteration (seconds; per-micro-batch times for one pass).
+    ``sent_bytes`` and ``received_bytes`` are the activations and gradients its devices handed
+    to and took from neighbouring stages, summed over the stage's devices."""
 
     stage: int
     layers: int
@@ -31,6 +33,8 @@ class StageResult:
     dp_allreduce_s: float
     dp_exposed_s: float
     optimizer_s: float
+    sent_bytes: float
+    received_bytes: float
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,26 @@ from collections.abc import Sequence
 from palm.plan import Plan
 from palm.result import LinkResult, MemoryResult, Result, StageResult
 
-__all__ = ["assemble_result", "dp_exposed_time"]
+__all__ = ["assemble_result", "dp_exposed_time", "hand_off_bytes"]
+
+
+def hand_off_bytes(plan: Plan) -> tuple[list[float], list[float]]:
+    """Bytes each stage sends to and receives from its neighbours in one iteration, by the
+    plan (every micro-batch's activation forward and, in training, its gradient back)."""
+    par = plan.config.parallelism
+    group = par.tp * par.dp
+    m = plan.micro_batches
+    sent = [0.0] * par.pp
+    received = [0.0] * par.pp
+    for ch in plan.chunks[:-1]:
+        nxt = (ch.index + 1) % par.pp
+        volume = m * group * ch.send_bytes
+        sent[ch.stage] += volume
+        received[nxt] += volume
+        if plan.training:
+            sent[nxt] += volume
+            received[ch.stage] += volume
+    return sent, received
 
 
 def dp_exposed_time(*, allreduce_s: float, buckets: int, last_backward_s: float) -> float:
@@ -33,6 +52,8 @@ def assemble_result(
     dp_exposed_s: Sequence[float],
     iteration_time_s: float,
     bubble_s: Sequence[float],
+    sent_bytes: Sequence[float],
+    received_bytes: Sequence[float],
     events: int | None,
     wall_s: float,
     links: tuple[LinkResult, ...] | None = None,
@@ -53,8 +74,14 @@ def assemble_result(
     model_tflops = model_flops * per_stage_devices / devices / t / 1e12
     hw_tflops = hw_flops * per_stage_devices / devices / t / 1e12
     stages = []
-    for st, busy, exposed, bub in zip(
-        plan.stages, pipeline_busy_s, dp_exposed_s, bubble_s, strict=True
+    for st, busy, exposed, bub, sent, received in zip(
+        plan.stages,
+        pipeline_busy_s,
+        dp_exposed_s,
+        bubble_s,
+        sent_bytes,
+        received_bytes,
+        strict=True,
     ):
         total_busy = busy + exposed + st.optimizer_s
         stages.append(
@@ -71,6 +98,8 @@ def assemble_result(
                 dp_allreduce_s=st.dp_allreduce_s,
                 dp_exposed_s=exposed,
                 optimizer_s=st.optimizer_s,
+                sent_bytes=sent,
+                received_bytes=received,
             )
         )
     worst = max(plan.stages, key=lambda s: s.memory.total_bytes)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 
-from palm.engines._common import assemble_result, dp_exposed_time
+from palm.engines._common import assemble_result, dp_exposed_time, hand_off_bytes
 from palm.plan import Plan
 from palm.result import Result
 
@@ -65,6 +65,7 @@ def run_analytical(plan: Plan) -> Result:
         busy = [m * w for w in work]
         bubble = [max(0.0, e - b) for e, b in zip(ends, busy, strict=True)]
     wall = time.perf_counter() - start
+    sent, received = hand_off_bytes(plan)
     return assemble_result(
         plan,
         engine="analytical",
@@ -72,6 +73,8 @@ def run_analytical(plan: Plan) -> Result:
         dp_exposed_s=exposed,
         iteration_time_s=t,
         bubble_s=bubble,
+        sent_bytes=sent,
+        received_bytes=received,
         events=0,
         wall_s=wall,
     )

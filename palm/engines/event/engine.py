@@ -38,6 +38,7 @@ from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
 from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
 from palm.engines.event.schedules import stage_program
+from palm.engines.event.shared import Arrival, DramSystem
 from palm.hardware.spec import Mesh2DHardware
 from palm.plan import Plan
 from palm.result import LinkResult, Result
@@ -86,17 +87,6 @@ class Timeline:
         return [FlowRecord(*x) for x in self.raw_flows]
 
 
-class _Arrival(simpy.Event):
-    """An event that can be told, at the sender's time, to fire ``delay`` seconds later: one
-    scheduled event per transfer instead of a timeout plus a trigger."""
-
-    def succeed_in(self, delay: float) -> None:
-        # the two fields Event.succeed sets (SimPy 4, simpy/events.py), then a delayed schedule
-        self._ok = True
-        self._value = None
-        self.env.schedule(self, simpy.events.NORMAL, delay)
-
-
 class _CountingEnvironment(simpy.Environment):
     """A SimPy environment that counts the events it schedules."""
 
@@ -120,11 +110,14 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
     env = _CountingEnvironment()
     timeline = Timeline()
     chunks = plan.chunks
-    act = [[_Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
-    grad = [[_Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
+    act = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
+    grad = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
     pipe_end = [0.0] * p
     stage_end = [0.0] * p
     busy = [0.0] * p
+    sent_bytes = [0.0] * p
+    received = [0.0] * p
+    group = par.tp * par.dp
     done_last: list[float] = []
     phases = timeline.raw_phases
     flow_log = timeline.raw_flows
@@ -138,9 +131,37 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         flow_log.append((flow.kind, flow.resources, end - duration, end, stage))
         return end
 
-    def dram_flow(s: int) -> Flow:
-        assert flows.dram is not None
-        return flows.dram[s]
+    dram_system: DramSystem | None = None
+    if plan.dram is not None:
+        hw_mesh = plan.config.hardware
+        assert isinstance(hw_mesh, Mesh2DHardware)
+        bandwidth = plan.dram[0].channel_bandwidth_Bps
+        dram_system = DramSystem(env, [bandwidth] * hw_mesh.dram_channels)
+
+    def dram_read(s: int, now: float, nbytes: float) -> tuple[list[simpy.Event], float]:
+        """Every core of stage ``s`` reads ``nbytes`` from its nearest channel. Returns the
+        events of the channels' transfers and when the NoC part (link mode) is through."""
+        assert flows.dram is not None and plan.dram is not None and dram_system is not None
+        access = plan.dram[s]
+        events = [
+            dram_system.read(
+                nbytes,
+                channels=access.channels,
+                cores=access.cores_per_channel,
+                noc_bandwidth_Bps=access.noc.bandwidth_Bps,
+                latency_s=access.response_s + access.noc.latency_s,
+            )
+        ]
+        noc = flows.dram[s].noc
+        end = hold(noc, now, access.time(nbytes), nbytes, s) if noc.resources else now
+        return events, end
+
+    def dram_wait(events: list[simpy.Event], end: float) -> Generator[simpy.Event, Any, None]:
+        for ev in events:
+            if not ev.processed:
+                yield ev
+        if end > env.now:
+            yield env.timeout(end - env.now)
 
     def buckets(s: int, t0: float, backward_s: float) -> Generator[simpy.Event, Any, None]:
         st = plan.stages[s]
@@ -149,11 +170,9 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         sent = bytes_sent_per_member(Collective("all-reduce", st.dp_grad_bytes), n=par.dp) / n
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
-            if ready > env.now:
-                yield env.timeout(ready - env.now)
+            yield env.timeout(max(0.0, ready - env.now))
             end = hold(flows.dp[s], env.now, per, sent, s)
-            if end > env.now:
-                yield env.timeout(end - env.now)
+            yield env.timeout(end - env.now)
 
     last_chunk = n_chunks - 1
     # per chunk and direction: compute, stream, stream bytes, comm, comm bytes, zero-3 gather,
@@ -177,6 +196,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
                 ch.zero3_gather_s,
                 send,
                 act[g] if g > 0 else None,
+                chunks[g - 1].send_bytes * group if g > 0 else 0.0,
             )
         )
         bwd_params.append(
@@ -189,6 +209,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
                 ch.zero3_gather_s,
                 back,
                 grad[g] if g < last_chunk else None,
+                ch.send_bytes * group if g < last_chunk else 0.0,
             )
         )
 
@@ -207,30 +228,40 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         for index, (kind, j, mb) in enumerate(program):
             g = j * p + s
             forward = kind == "F"
-            compute, stream, stream_bytes, comm, sent, zero3, hand_off, inbox = (
+            compute, stream, stream_bytes, comm, sent, zero3, hand_off, inbox, inbound = (
                 fwd_params[g] if forward else bwd_params[g]
             )
             if inbox is not None:
                 arrival = inbox[mb]
                 if not arrival.processed:
                     yield arrival
+                received[s] += inbound
             now = t0 = env.now
             if forward and g == 0 and chunks[0].fetch_s > 0:
-                end = hold(dram_flow(s), now, chunks[0].fetch_s, 0.0, s)
-                yield timeout(end - now)
-                now = end
+                yield from dram_wait(*dram_read(s, now, chunks[0].fetch_bytes))
+                now = env.now
             if index == last_backward and plan.stages[s].dp_buckets:
                 dp_proc = env.process(buckets(s, now, chunks[g].backward_s))
             end = now + compute
+            streaming: tuple[list[simpy.Event], float] | None = None
             if stream > 0:
-                end = max(end, hold(dram_flow(s), now, stream, stream_bytes, s))
-            if comm > 0 and exclusive:
+                streaming = dram_read(s, now, stream_bytes)
+            fold = comm > 0 and exclusive
+            if fold and streaming is None:
                 fabric.account(tp_flow, comm, sent)
                 log_flow(("tp", tp_flow.resources, end, end + comm, s))
                 end += comm
             if end > now:
                 yield timeout(end - now)
                 now = end
+            if streaming is not None:
+                yield from dram_wait(*streaming)
+                now = env.now
+                if fold:  # the collectives follow the pass, which waited for its weights
+                    fabric.account(tp_flow, comm, sent)
+                    log_flow(("tp", tp_flow.resources, now, now + comm, s))
+                    yield timeout(comm)
+                    now = env.now
             if comm > 0 and not exclusive:
                 end = hold(tp_flow, now, comm, sent, s)
                 yield timeout(end - now)
@@ -244,6 +275,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
             if hand_off is not None:
                 flow, duration, nbytes, targets = hand_off
                 targets[mb].succeed_in(hold(flow, now, duration, nbytes, s) - now)
+                sent_bytes[s] += nbytes * group
             elif forward:
                 done_last.append(now)
         busy[s] = stage_busy
@@ -254,10 +286,9 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         if st.optimizer_s > 0:
             t0 = env.now
             if flows.dram is not None and st.optimizer_in_dram:
-                end = hold(dram_flow(s), env.now, st.optimizer_s, 0.0, s)
+                yield from dram_wait(*dram_read(s, env.now, st.optimizer_bytes))
             else:
-                end = env.now + st.optimizer_s
-            yield env.timeout(end - env.now)
+                yield env.timeout(st.optimizer_s)
             phases.append((s, 0, 0, "optimizer", t0, env.now))
         stage_end[s] = env.now
 
@@ -277,7 +308,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         bubble = [0.0] * p
     timeline.resource_labels = [resource_label(k) for k in fabric.keys]
     timeline.resource_kinds = list(fabric.kinds)
-    links, dram = _network_results(fabric, t, plan)
+    links, dram = _network_results(fabric, t, plan, dram_system)
     result = assemble_result(
         plan,
         engine="event",
@@ -285,6 +316,8 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         dp_exposed_s=[max(0.0, x) for x in exposed],
         iteration_time_s=t,
         bubble_s=bubble,
+        sent_bytes=sent_bytes,
+        received_bytes=received,
         events=env.scheduled,
         wall_s=time.perf_counter() - wall,
         links=links,
@@ -294,7 +327,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
 
 
 def _network_results(
-    fabric: Fabric, t: float, plan: Plan
+    fabric: Fabric, t: float, plan: Plan, dram_system: DramSystem | None
 ) -> tuple[tuple[LinkResult, ...], tuple[float, ...] | None]:
     links = []
     dram: dict[int, float] = {}
@@ -307,6 +340,9 @@ def _network_results(
             dram[int(key[1])] = fraction
             continue
         links.append(LinkResult(name=resource_label(key), busy_fraction=fraction, bytes=nbytes))
+    if dram_system is not None:
+        for ch, busy_s in enumerate(dram_system.busy_s):
+            dram[ch] = min(1.0, busy_s / t) if t > 0 else 0.0
     hw = plan.config.hardware
     if not isinstance(hw, Mesh2DHardware):
         return tuple(links), None

@@ -118,12 +118,22 @@ def _link_keys(plan: Plan, links: LinkLoad) -> dict[Hashable, float]:
 
 
 @dataclass(frozen=True)
+class DramFlows:
+    """A stage's DRAM access: the channels it reads (fair-shared, see
+    :mod:`palm.engines.event.shared`) and, in link mode, one flow over the mesh links the
+    reads cross."""
+
+    channels: tuple[int, ...]
+    noc: Flow
+
+
+@dataclass(frozen=True)
 class FlowTable:
     tp: tuple[Flow, ...]
     dp: tuple[Flow, ...]
     send: tuple[Flow, ...]
     grad: tuple[Flow, ...]
-    dram: tuple[Flow, ...] | None
+    dram: tuple[DramFlows, ...] | None
     tp_exclusive: tuple[bool, ...]
 
 
@@ -162,25 +172,23 @@ def build_fabric(plan: Plan, granularity: str) -> tuple[Fabric, FlowTable]:
     )
     dram = None
     if plan.dram is not None:
-        flows = []
+        per_stage = []
         for access in plan.dram:
-            keys: dict[Hashable, float] = {
-                ("dram", ch): float(n)
-                for ch, n in zip(access.channels, access.cores_per_channel, strict=True)
-            }
-            if granularity == "link" and access.profile.links is not None:
-                keys.update(_link_keys(plan, access.profile.links))
-            flows.append(make(keys, "dram"))
-        dram = tuple(flows)
+            noc_flow = Flow((), (), "dram-noc")
+            if granularity == "link" and access.noc.links is not None:
+                noc_flow = make(_link_keys(plan, access.noc.links), "dram-noc")
+            per_stage.append(DramFlows(access.channels, noc_flow))
+        dram = tuple(per_stage)
     # a stage's TP flow can be folded into its compute phase when no other flow shares its
     # resources: it then never waits, and the phase needs one event instead of two
     users: dict[int, set[tuple[str, int]]] = {}
+    dram_flows = [d.noc for d in (dram or ())]
     for kind, table in (
         ("tp", tp),
         ("dp", dp),
         ("send", send),
         ("grad", grad),
-        ("dram", dram or ()),
+        ("dram", dram_flows),
     ):
         for i, f in enumerate(table):
             for r in f.resources:

@@ -1,0 +1,256 @@
+"""The event-driven engine: event logs worked by hand, network physics, agreement with the
+analytical engine, conservation and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import palm
+from palm.api import simulate_timeline
+from palm.validation import load_cases
+
+US = 1e-6
+
+
+def _toy(
+    schedule: str = "1f1b",
+    *,
+    layers: int = 2,
+    pp: int = 2,
+    interleave: int = 1,
+    global_batch: int = 3,
+    **over: object,
+) -> palm.SimConfig:
+    """Bias-free 1000 x 1000 Linear layers, one sample per micro-batch, on a 1 TFLOP/s
+    'GPU' at 100% efficiency whose memory is never the bottleneck: a forward pass takes 2 us,
+    a backward pass 4 us, and a 4000-byte activation crosses the 4 GB/s switch in 1 us."""
+    linear = {"type": "linear", "in_features": 1000, "out_features": 1000, "bias": False}
+    tables: dict[str, dict[str, object]] = {
+        "model": {"name": "toy", "ops": [linear] * layers},
+        "hardware": {
+            "topology": "gpu-cluster",
+            "gpus_per_node": 8,
+            "peak_tflops": {"fp32": 1.0},
+            "hbm_gib": 80.0,
+            "hbm_bandwidth_gbps": 1e9,
+            "switch_bandwidth_gbps": 4.0,
+            "switch_latency_us": 0.0,
+            "inter_node_bandwidth_gbps": 1.0,
+            "inter_node_latency_us": 0.0,
+            "matmul_efficiency": 1.0,
+            "matmul_half_dim": 0.0,
+            "memory_efficiency": 1.0,
+        },
+        "training": {
+            "global_batch": global_batch,
+            "micro_batch": 1,
+            "precision": "fp32",
+            "optimizer": "sgd",
+        },
+        "parallelism": {"tp": 1, "pp": pp, "dp": 1, "schedule": schedule, "interleave": interleave},
+    }
+    for key, value in over.items():
+        section, field = key.split("__")
+        tables.setdefault(section, {})[field] = value
+    return palm.parse_config(tables)
+
+
+def _log(config: palm.SimConfig) -> list[tuple[int, int, int, str, float, float]]:
+    _, timeline = simulate_timeline(config, engine="event")
+    assert timeline is not None
+    return [
+        (r.stage, r.chunk, r.micro_batch, r.kind, round(r.start_s / US, 9), round(r.end_s / US, 9))
+        for r in timeline.phases
+        if r.kind in "FB"
+    ]
+
+
+def _by_stage(log: list[tuple[int, int, int, str, float, float]], stage: int) -> list[str]:
+    return [f"{k}{c}.{mb}@{a:g}-{b:g}" for s, c, mb, k, a, b in log if s == stage]
+
+
+def test_gpipe_event_log_worked_by_hand() -> None:
+    log = _log(_toy("gpipe"))
+    assert _by_stage(log, 0) == [
+        "F0.0@0-2",
+        "F0.1@2-4",
+        "F0.2@4-6",
+        "B0.0@14-18",
+        "B0.1@18-22",
+        "B0.2@22-26",
+    ]
+    assert _by_stage(log, 1) == [
+        "F0.0@3-5",
+        "F0.1@5-7",
+        "F0.2@7-9",
+        "B0.0@9-13",
+        "B0.1@13-17",
+        "B0.2@17-21",
+    ]
+
+
+def test_1f1b_event_log_worked_by_hand() -> None:
+    log = _log(_toy("1f1b"))
+    # stage 1 turns each micro-batch round at once; stage 0 waits for its gradients
+    assert _by_stage(log, 0) == [
+        "F0.0@0-2",
+        "F0.1@2-4",
+        "B0.0@10-14",
+        "F0.2@14-16",
+        "B0.1@16-20",
+        "B0.2@24-28",
+    ]
+    assert _by_stage(log, 1) == [
+        "F0.0@3-5",
+        "B0.0@5-9",
+        "F0.1@9-11",
+        "B0.1@11-15",
+        "F0.2@17-19",
+        "B0.2@19-23",
+    ]
+    result = palm.simulate(_toy("1f1b"))
+    assert result.iteration_time_s == pytest.approx(28 * US, rel=1e-6)  # + a 12 ps optimizer
+
+
+def test_interleaved_event_log_worked_by_hand() -> None:
+    # 2 ranks x 2 chunks x 4 micro-batches; chunk c of rank s is virtual stage 2c + s
+    log = _log(_toy("interleaved-1f1b", layers=4, interleave=2, global_batch=4))
+    assert _by_stage(log, 0) == [
+        "F0.0@0-2",
+        "F0.1@2-4",
+        "F1.0@6-8",
+        "F1.1@8-10",
+        "F0.2@10-12",
+        "B1.0@16-20",
+        "F0.3@20-22",
+        "B1.1@22-26",
+        "F1.2@26-28",
+        "B0.0@28-32",
+        "F1.3@32-34",
+        "B0.1@34-38",
+        "B1.2@40-44",
+        "B1.3@46-50",
+        "B0.2@50-54",
+        "B0.3@56-60",
+    ]
+    assert _by_stage(log, 1) == [
+        "F0.0@3-5",
+        "F0.1@5-7",
+        "F1.0@9-11",
+        "B1.0@11-15",
+        "F1.1@15-17",
+        "B1.1@17-21",
+        "F0.2@21-23",
+        "B0.0@23-27",
+        "F0.3@27-29",
+        "B0.1@29-33",
+        "F1.2@33-35",
+        "B1.2@35-39",
+        "F1.3@39-41",
+        "B1.3@41-45",
+        "B0.2@45-49",
+        "B0.3@51-55",
+    ]
+
+
+def test_inference_throughput_is_the_steady_state() -> None:
+    result = palm.simulate(_toy("1f1b", global_batch=6, training__mode="inference"))
+    # one micro-batch leaves every max(F, hand-off) = 2 us once the pipeline is full
+    assert result.iteration_time_s == pytest.approx(6 * 2 * US, rel=1e-9)
+    assert result.throughput_samples_per_s == pytest.approx(1 / (2 * US), rel=1e-9)
+
+
+@pytest.mark.parametrize("granularity", ["group", "link"])
+def test_bytes_sent_equal_bytes_received(granularity: str) -> None:
+    cfg = palm.load_config(
+        "examples/wafer-t18b.toml",
+        overrides=[f'communication.noc_granularity="{granularity}"', "training.global_batch=8"],
+    )
+    result = palm.simulate(cfg)
+    sent = sum(s.sent_bytes for s in result.stages)
+    assert sent == sum(s.received_bytes for s in result.stages)
+    # 19 boundaries x 4 micro-batches x 16 devices x b s h / tp (x 2: activations and gradients)
+    assert sent == pytest.approx(19 * 4 * 16 * 2048 * 6144 * 2 / 8 * 2)
+    assert [s.sent_bytes for s in result.stages] == [
+        s.sent_bytes for s in palm.simulate(cfg, engine="analytical").stages
+    ]
+
+
+@pytest.mark.parametrize("case", load_cases(), ids=lambda c: c.case_id)
+def test_engines_agree_within_1pct_on_the_uncontended_gpu_cases(case: object) -> None:
+    cfg = case.config  # type: ignore[attr-defined]
+    event = palm.simulate(cfg, engine="event").iteration_time_s
+    analytical = palm.simulate(cfg, engine="analytical").iteration_time_s
+    assert event == pytest.approx(analytical, rel=0.01)
+
+
+def test_contention_makes_the_event_engine_slower() -> None:
+    # weight streaming: every stage reads its weights from DRAM in every pass; with 64 GB/s
+    # channels the streams outlast the compute and the stages sharing a channel slow each
+    # other down, which the analytical engine does not see
+    cfg = palm.load_config(
+        "examples/wafer-t18b.toml",
+        overrides=["hardware.dram_channel_bandwidth_gbps=64", "training.global_batch=32"],
+    )
+    event = palm.simulate(cfg, engine="event")
+    analytical = palm.simulate(cfg, engine="analytical")
+    assert event.iteration_time_s > analytical.iteration_time_s * 1.2
+    assert max(event.dram_channel_utilisation or ()) > 0.5
+
+
+@pytest.mark.parametrize("path", ["examples/t18b-dgx-a100.toml", "examples/wafer-t18b.toml"])
+def test_event_engine_is_never_faster_than_analytical_without_interleaving(path: str) -> None:
+    for over in (
+        [],
+        ["parallelism.tp=4", "parallelism.dp=64"]
+        if "dgx" in path
+        else ["hardware.dram_channel_bandwidth_gbps=100"],
+    ):
+        cfg = palm.load_config(path, overrides=over)
+        event = palm.simulate(cfg, engine="event").iteration_time_s
+        assert event >= palm.simulate(cfg, engine="analytical").iteration_time_s * (1 - 1e-12)
+
+
+@pytest.mark.parametrize(
+    "path, fields",
+    [
+        ("examples/t18b-dgx-a100.toml", ["switch_bandwidth_gbps", "inter_node_bandwidth_gbps"]),
+        (
+            "examples/wafer-t18b.toml",
+            ["intra_tile_link_gbps", "inter_tile_link_gbps", "dram_channel_bandwidth_gbps"],
+        ),
+    ],
+)
+def test_more_bandwidth_never_slows_the_event_engine(path: str, fields: list[str]) -> None:
+    base = palm.load_config(path)
+    t0 = palm.simulate(base).iteration_time_s
+    for field in fields:
+        value = getattr(base.hardware, field)
+        for factor in (1.5, 2.0, 4.0):
+            faster = palm.load_config(path, overrides=[f"hardware.{field}={value * factor}"])
+            assert palm.simulate(faster).iteration_time_s <= t0 * (1 + 1e-12)
+
+
+def test_same_input_same_json() -> None:
+    cfg = palm.load_config("examples/wafer-t18b.toml")
+    a, b = palm.simulate(cfg).to_dict(), palm.simulate(cfg).to_dict()
+    a.pop("sim_wall_s"), b.pop("sim_wall_s")
+    assert json.dumps(a) == json.dumps(b)
+    assert a["engine"] == "event" and a["events_simulated"] > 0
+
+
+def test_event_count_does_not_grow_with_the_tile_count() -> None:
+    counts = []
+    for tiles, dp in (((5, 4), 2), ((10, 8), 8), ((50, 40), 200)):
+        cfg = palm.load_config(
+            "examples/wafer-t18b.toml",
+            overrides=[
+                f"hardware.tiles=[{tiles[0]}, {tiles[1]}]",
+                f"parallelism.dp={dp}",
+                f"training.global_batch={32 * dp}",
+            ],
+        )
+        counts.append(palm.simulate(cfg).events_simulated)
+    assert counts[0] == counts[1] == counts[2]
