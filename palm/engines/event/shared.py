@@ -23,6 +23,7 @@ number of events does not grow with the mesh.
 from __future__ import annotations
 
 from collections.abc import Sequence
+
 import simpy
 
 __all__ = ["DramSystem", "Arrival"]
@@ -49,7 +50,7 @@ class _Access:
         cores: Sequence[int],
         noc_bandwidth: float,
         latency: float,
-        done: Any,
+        done: Arrival,
     ) -> None:
         self.remaining = nbytes
         self.total = nbytes
@@ -65,12 +66,9 @@ class DramSystem:
     the access is through (including its fixed latency). ``busy_s`` and ``nbytes`` per channel
     record utilisation."""
 
-    def __init__(
-        self, env: simpy.Environment, bandwidth_Bps: Sequence[float], arrival: type[Any]
-    ) -> None:
+    def __init__(self, env: simpy.Environment, bandwidth_Bps: Sequence[float]) -> None:
         self.env = env
         self.bandwidth = list(bandwidth_Bps)
-        self._arrival = arrival
         self._active: list[_Access] = []
         self._users = [0] * len(self.bandwidth)
         self._last = 0.0
