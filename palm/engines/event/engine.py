@@ -153,7 +153,11 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
             )
         ]
         noc = flows.dram[s].noc
-        end = hold(noc, now, access.time(nbytes), nbytes, s) if noc.resources else now
+        end = now
+        if noc.resources and nbytes > 0:
+            # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of
+            # the access is the channels' time, during which those links carry other flows)
+            end = hold(noc, now, nbytes / access.noc.bandwidth_Bps, nbytes, s)
         return events, end
 
     def dram_wait(events: list[simpy.Event], end: float) -> Generator[simpy.Event, Any, None]:

@@ -1,0 +1,156 @@
+"""Network physics: shared and disjoint links, ring all-reduce closed form, both granularities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import palm
+from palm.cost.collectives import collective_time
+from palm.engines.event.fabric import Fabric, Flow
+from palm.hardware import Mesh2DHardware, PeakTflops
+from palm.network.loads import mesh_profile
+from palm.plan import build_plan
+from palm.workload.ops import Collective
+
+
+def _mesh(tiles: tuple[int, int], cores: tuple[int, int] = (1, 1)) -> Mesh2DHardware:
+    return Mesh2DHardware(
+        name="m",
+        tiles=tiles,
+        cores_per_tile=cores,
+        core_peak_tflops=PeakTflops(fp16=1.0),
+        sram_per_core_mib=64.0,
+        sram_bandwidth_per_core_gbps=1000.0,
+        intra_tile_link_gbps=100.0,
+        inter_tile_link_gbps=50.0,
+        intra_tile_link_latency_ns=1.0,
+        inter_tile_link_latency_ns=20.0,
+        dram_channels=4,
+        dram_channel_bandwidth_gbps=100.0,
+        dram_capacity_gib=16.0,
+        dram_response_ns=50.0,
+    )
+
+
+def test_two_flows_on_one_resource_take_twice_as_long_disjoint_ones_overlap() -> None:
+    fabric = Fabric()
+    a, b = fabric.resource("a", "link"), fabric.resource("b", "link")
+    shared = Flow((a,), (1.0,), "p2p")
+    assert fabric.reserve(shared, 0.0, 5.0, 100.0) == 5.0
+    assert fabric.reserve(shared, 0.0, 5.0, 100.0) == 10.0  # waits for the first
+    assert fabric.reserve(Flow((b,), (1.0,), "p2p"), 0.0, 5.0, 100.0) == 5.0  # overlaps
+    both = Flow((a, b), (1.0, 1.0), "p2p")
+    assert fabric.reserve(both, 1.0, 1.0, 10.0) == 11.0  # starts when every link is free
+    assert fabric.busy_s[a] == 11.0 and fabric.nbytes[a] == 210.0
+
+
+def test_transfers_sharing_a_link_split_its_bandwidth() -> None:
+    hw = _mesh((1, 4))
+    one = mesh_profile(hw, np.array([[0, 0]]), np.array([[0, 2]]))
+    two = mesh_profile(hw, np.array([[0, 0], [0, 1]]), np.array([[0, 2], [0, 3]]))  # share 1->2
+    apart = mesh_profile(hw, np.array([[0, 0], [0, 3]]), np.array([[0, 1], [0, 2]]))  # disjoint
+    nbytes = 1e6
+    assert two.time(nbytes) - two.latency_s == pytest.approx(2 * (one.time(nbytes) - one.latency_s))
+    assert apart.time(nbytes) - apart.latency_s == pytest.approx(nbytes / 50e9)
+    assert one.hops == 2 and one.latency_s == pytest.approx(40e-9)
+
+
+@pytest.mark.parametrize(
+    "tiles, ring",
+    [
+        ((2, 2), [(0, 0), (0, 1), (1, 1), (1, 0)]),
+        (
+            (4, 4),
+            [
+                (0, 0),
+                (0, 1),
+                (0, 2),
+                (0, 3),
+                (1, 3),
+                (2, 3),
+                (3, 3),
+                (3, 2),
+                (2, 2),
+                (1, 2),
+                (1, 1),
+                (2, 1),
+                (3, 1),
+                (3, 0),
+                (2, 0),
+                (1, 0),
+            ],
+        ),
+    ],
+)
+def test_uncontended_ring_allreduce_equals_closed_form(
+    tiles: tuple[int, int], ring: list[tuple[int, int]]
+) -> None:
+    hw = _mesh(tiles)
+    members = np.array(ring)
+    prof = mesh_profile(hw, members, np.roll(members, -1, axis=0))
+    n, nbytes, bw, lat = len(ring), 64e6, 50e9, 20e-9  # every edge crosses one tile boundary
+    expected = 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * lat
+    assert collective_time(Collective("all-reduce", nbytes), n=n, step=prof) == pytest.approx(
+        expected
+    )
+
+
+def _dp_ring_config(granularity: str) -> palm.SimConfig:
+    linear = {"type": "linear", "in_features": 512, "out_features": 512, "bias": False}
+    return palm.parse_config(
+        {
+            "model": {"name": "toy", "ops": [linear, linear]},
+            "hardware": {
+                "topology": "mesh2d",
+                "tiles": [2, 2],
+                "cores_per_tile": [1, 1],
+                "core_peak_tflops": {"fp16": 1.0},
+                "sram_per_core_mib": 64.0,
+                "sram_bandwidth_per_core_gbps": 1000.0,
+                "intra_tile_link_gbps": 100.0,
+                "inter_tile_link_gbps": 50.0,
+                "intra_tile_link_latency_ns": 1.0,
+                "inter_tile_link_latency_ns": 20.0,
+                "dram_channels": 4,
+                "dram_channel_bandwidth_gbps": 100.0,
+                "dram_capacity_gib": 16.0,
+                "dram_response_ns": 50.0,
+            },
+            "training": {
+                "global_batch": 16,
+                "micro_batch": 2,
+                "precision": "fp16",
+                "optimizer": "sgd",
+            },
+            "parallelism": {"tp": 1, "pp": 1, "dp": 4},
+            "placement": {"layout": "s-shape"},
+            "communication": {"noc_granularity": granularity},
+        }
+    )
+
+
+def test_a_stage_dp_allreduce_on_four_tiles_is_the_closed_form() -> None:
+    plan = build_plan(_dp_ring_config("group"))
+    nbytes = 2 * 512 * 512 * 2  # two layers of fp16 gradients
+    expected = 2 * 3 / 4 * nbytes / 50e9 + 2 * 3 * 20e-9
+    assert plan.stages[0].dp_allreduce_s == pytest.approx(expected)
+
+
+def test_group_and_link_granularity_agree() -> None:
+    group = palm.simulate(_dp_ring_config("group"))
+    link = palm.simulate(_dp_ring_config("link"))
+    assert link.iteration_time_s == pytest.approx(group.iteration_time_s, rel=1e-12)
+    assert link.events_simulated == group.events_simulated
+    wafer = [
+        palm.simulate(
+            palm.load_config(
+                "examples/wafer-t18b.toml",
+                overrides=[f'communication.noc_granularity="{g}"', "training.global_batch=8"],
+            )
+        )
+        for g in ("group", "link")
+    ]
+    assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.01)
+    assert wafer[1].iteration_time_s >= wafer[0].iteration_time_s * (1 - 1e-12)
+    assert len(wafer[1].links or ()) > len(wafer[0].links or ())
