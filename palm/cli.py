@@ -1,4 +1,4 @@
-"""Command-line front end of the simulator: ``simulate`` and ``presets``.
+"""Command-line front end of the simulator: ``simulate``, ``plot`` and ``presets``.
 
 The ``palm-tune`` entry point (:mod:`search.cli`) registers these next to the tuner's
 commands; this module knows nothing of the tuner. Every handler returns an exit code and lets
@@ -9,11 +9,15 @@ exits with 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
-from palm.api import ENGINES, simulate
-from palm.config import load_config
+from palm.api import DEFAULT_ENGINE, ENGINES, simulate_timeline
+from palm.config import apply_overrides, config_to_dict, load_config, parse_config
+from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS
 from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
@@ -25,29 +29,50 @@ __all__ = ["add_commands", "format_summary"]
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register ``simulate`` and ``presets`` on ``sub``."""
+    """Register ``simulate``, ``plot`` and ``presets`` on ``sub``."""
     p = sub.add_parser(
         "simulate",
         help="simulate one configuration (TOML) and print its throughput, memory and timings",
         description="Simulate one training or inference iteration of the configuration in FILE.",
     )
     p.add_argument("file", metavar="FILE", help="simulation configuration (TOML, SPEC sec. 3)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.FIELD=VALUE",
-        help="override a field, e.g. --set parallelism.tp=4 (repeatable)",
-    )
+    _add_overrides(p)
     p.add_argument(
         "--engine",
         choices=ENGINES,
-        default=ENGINES[0],
-        help=f"simulation engine (default: {ENGINES[0]})",
+        default=DEFAULT_ENGINE,
+        help=f"simulation engine (default: {DEFAULT_ENGINE})",
     )
-    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON object (with the resolved configuration)",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="OUT.json",
+        help="write a Chrome/Perfetto trace of the timeline (event engine)",
+    )
+    p.add_argument(
+        "--no-wall-time",
+        action="store_true",
+        help="report sim_wall_s as null, so that the same input gives byte-identical output",
+    )
     p.set_defaults(handler=_cmd_simulate)
+
+    g = sub.add_parser(
+        "plot",
+        help="draw the pipeline Gantt chart and the link-utilisation heat map (PNG)",
+        description="Simulate FILE with the event engine and write gantt.png and links.png to "
+        "--out. FILE is a configuration (TOML) or a result written by 'simulate --json', whose "
+        "stored configuration is simulated again (the simulator is deterministic).",
+    )
+    g.add_argument("file", metavar="RESULT_OR_CONFIG", help="configuration TOML or result JSON")
+    _add_overrides(g)
+    g.add_argument(
+        "--out", metavar="DIR", default="palm-plots", help="output directory (default: palm-plots)"
+    )
+    g.set_defaults(handler=_cmd_plot)
 
     q = sub.add_parser(
         "presets",
@@ -58,14 +83,76 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     q.set_defaults(handler=_cmd_presets)
 
 
+def _add_overrides(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.FIELD=VALUE",
+        help="override a field, e.g. --set parallelism.tp=4 (repeatable)",
+    )
+
+
 def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     config = load_config(args.file, overrides=args.overrides)
-    result = simulate(config, engine=args.engine)
+    if args.trace and args.engine != "event":
+        raise ConfigError("--trace", args.trace, "the event engine (--engine event) for a trace")
+    result, timeline = simulate_timeline(config, engine=args.engine)
+    if args.no_wall_time:
+        result = dataclasses.replace(result, sim_wall_s=None)
+    if args.trace:
+        assert timeline is not None
+        _write_trace(Path(args.trace), result, timeline, config)
     if args.json:
-        out.write(result.to_json() + "\n")
+        data = result.to_dict()
+        data["config"] = config_to_dict(config)
+        out.write(json.dumps(data, indent=2) + "\n")
     else:
         out.write(format_summary(config, result))
+        if args.trace:
+            out.write(f"\ntrace      {args.trace}\n")
+    return 0
+
+
+def _write_trace(path: Path, result: Result, timeline: Any, config: SimConfig) -> None:
+    from palm.trace import write_chrome_trace
+
+    try:
+        write_chrome_trace(path, result=result, timeline=timeline, config=config)
+    except OSError as exc:
+        raise ConfigError("--trace", str(path), f"a writable file path ({exc.strerror})") from None
+
+
+def load_config_or_result(path: str, overrides: list[str]) -> SimConfig:
+    """A configuration from a TOML file, or the one stored in a ``simulate --json`` result."""
+    if not path.endswith(".json"):
+        return load_config(path, overrides=overrides)
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("result file", path, "an existing JSON file") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("result file", path, f"valid JSON ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise ConfigError(
+            "result file", path, "a result written by 'palm-tune simulate --json' (with its config)"
+        )
+    return parse_config(apply_overrides(data["config"], overrides), base_dir=Path(path).parent)
+
+
+def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from palm.plots import plot_all
+
+    out = out or sys.stdout
+    config = load_config_or_result(args.file, args.overrides)
+    try:
+        paths = plot_all(args.out, config=config)
+    except OSError as exc:
+        raise ConfigError("--out", args.out, f"a writable directory ({exc.strerror})") from None
+    for path in paths:
+        out.write(f"wrote {path}\n")
     return 0
 
 
@@ -83,7 +170,8 @@ def format_summary(config: SimConfig, result: Result) -> str:
         + (f" x{par.chunks}" if par.chunks > 1 else "")
         + f", micro-batch {tr.micro_batch} x {result.micro_batches}, {tr.precision}, "
         + f"recompute {tr.recompute}, ZeRO {tr.zero}",
-        f"engine     {result.engine} ({result.sim_wall_s * 1e3:.1f} ms"
+        f"engine     {result.engine} ("
+        + (f"{result.sim_wall_s * 1e3:.1f} ms" if result.sim_wall_s is not None else "untimed")
         + (f", {result.events_simulated} events)" if result.events_simulated else ")"),
         "",
         f"throughput {result.throughput_samples_per_s:,.3f} {unit}/s"
@@ -160,8 +248,6 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 }
             )
     if args.json:
-        import json
-
         out.write(json.dumps({"models": models, "hardware": hardware}, indent=2) + "\n")
         return 0
     out.write("models\n")

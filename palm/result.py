@@ -70,7 +70,7 @@ class Result:
     memory_overflow_bytes: float
     engine: str
     events_simulated: int | None
-    sim_wall_s: float
+    sim_wall_s: float | None
     devices: int
     micro_batches: int
     sample_unit: str

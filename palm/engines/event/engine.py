@@ -54,7 +54,7 @@ class PhaseRecord:
     stage: int
     chunk: int
     micro_batch: int
-    kind: str  # "F", "B", "optimizer", "dp"
+    kind: str  # "F", "B" or "optimizer"
     start_s: float
     end_s: float
 
@@ -240,7 +240,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
                 if not arrival.processed:
                     yield arrival
                 received[s] += inbound
-            now = t0 = env.now
+            now = t0 = float(env.now)
             if forward and g == 0 and chunks[0].fetch_s > 0:
                 yield from dram_wait(*dram_read(s, now, chunks[0].fetch_bytes))
                 now = env.now

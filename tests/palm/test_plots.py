@@ -1,0 +1,228 @@
+"""Plots: files are real PNGs of a sensible size, the Gantt chart draws every pass, the heat
+map's values follow the per-link results, and a missing matplotlib is a ConfigError."""
+
+from __future__ import annotations
+
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import palm
+from palm.api import simulate_timeline
+from palm.engines.event.engine import Timeline
+from palm.engines.event.fabric import mesh_link_endpoints
+from palm.hardware.spec import Mesh2DHardware
+from palm.network.placement import make_placement
+from palm.plots import link_utilisation_grid, plot_all, plot_gantt, plot_link_heatmap
+
+pytest.importorskip("matplotlib")
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _toy(
+    granularity: str = "link", *, training: dict[str, object] | None = None, **parallelism: object
+) -> palm.SimConfig:
+    """Four 256x256 linear layers on a 2x2-tile mesh of 2x2 cores (16 cores); ``training`` and
+    ``parallelism`` override the defaults (TP=2 PP=4 DP=2, 1F1B)."""
+    linear = {"type": "linear", "in_features": 256, "out_features": 256, "bias": False}
+    return palm.parse_config(
+        {
+            "model": {"name": "toy", "ops": [linear] * 4},
+            "hardware": {
+                "topology": "mesh2d",
+                "tiles": [2, 2],
+                "cores_per_tile": [2, 2],
+                "core_peak_tflops": {"fp16": 1.0},
+                "sram_per_core_mib": 1.0,
+                "sram_bandwidth_per_core_gbps": 100.0,
+                "intra_tile_link_gbps": 100.0,
+                "inter_tile_link_gbps": 10.0,
+                "intra_tile_link_latency_ns": 1.0,
+                "inter_tile_link_latency_ns": 5.0,
+                "dram_channels": 4,
+                "dram_channel_bandwidth_gbps": 10.0,
+                "dram_capacity_gib": 1.0,
+                "dram_response_ns": 50.0,
+            },
+            "training": {
+                "global_batch": 8,
+                "micro_batch": 1,
+                "precision": "fp16",
+                "optimizer": "sgd",
+                **(training or {}),
+            },
+            "parallelism": {"tp": 2, "pp": 4, "dp": 2, **parallelism},
+            "communication": {"noc_granularity": granularity},
+        }
+    )
+
+
+def _simulate(config: palm.SimConfig) -> tuple[palm.Result, Timeline]:
+    result, timeline = simulate_timeline(config, engine="event")
+    assert timeline is not None
+    return result, timeline
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    """Width and height from the IHDR chunk of a PNG file (checking the signature)."""
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+    length, chunk = struct.unpack(">I4s", data[8:16])
+    assert chunk == b"IHDR" and length == 13
+    width, height = struct.unpack(">II", data[16:24])
+    return int(width), int(height)
+
+
+def _assert_picture(path: Path) -> None:
+    assert path.is_file()
+    width, height = _png_size(path)
+    assert width > 300 and height > 200
+
+
+def test_plot_all_writes_two_pngs(tmp_path: Path) -> None:
+    out = tmp_path / "new" / "plots"
+    paths = plot_all(out, config=_toy("group"))
+    assert paths == [out / "gantt.png", out / "links.png"]
+    for path in paths:
+        _assert_picture(path)
+
+
+def test_plot_all_needs_the_event_engine(tmp_path: Path) -> None:
+    with pytest.raises(palm.ConfigError) as info:
+        plot_all(tmp_path, config=_toy("group"), engine="analytical")
+    assert info.value.field == "engine"
+
+
+def test_gantt_draws_every_pass_on_its_stage_row(tmp_path: Path) -> None:
+    from palm.plots import _gantt_figure
+
+    config = _toy("link", schedule="interleaved-1f1b", interleave=2, pp=2, dp=4)
+    result, timeline = _simulate(config)
+    assert {p.chunk for p in timeline.phases} == {0, 1}
+    fig = _gantt_figure(timeline=timeline, result=result, config=config)
+    ax = fig.axes[0]
+    bars = [path for c in ax.collections for path in c.get_paths()]
+    assert len(bars) == len(timeline.phases)
+    # every bar sits on its stage's row: its vertical centre is the stage number
+    centres = sorted(round(float(p.get_extents().intervaly.mean()), 6) for p in bars)
+    assert centres == sorted(float(p.stage) for p in timeline.phases)
+    assert ax.get_ylim() == (1.5, -0.5)  # two rows, stage 0 on top
+    assert "toy" in ax.get_title() and "TP=2 PP=2 DP=4" in ax.get_title()
+    # micro-batch numbers are written in (some of) the bars
+    texts = {t.get_text() for t in ax.texts}
+    assert texts and texts <= {str(p.micro_batch) for p in timeline.phases}
+    path = tmp_path / "gantt.png"
+    plot_gantt(path, timeline=timeline, result=result, config=config)
+    _assert_picture(path)
+
+
+def _few_busy_links() -> palm.SimConfig:
+    """Inference with one stage and no tensor parallelism: the only traffic is the input read
+    from DRAM, so only the links leaving the cores next to the DRAM channels are busy."""
+    return _toy("link", training={"mode": "inference", "global_batch": 16}, tp=1, pp=1, dp=16)
+
+
+@pytest.mark.parametrize("few", [False, True])
+def test_link_grid_follows_the_links_leaving_each_core(few: bool) -> None:
+    config = _few_busy_links() if few else _toy("link")
+    result, _ = _simulate(config)
+    hw = config.hardware
+    assert isinstance(hw, Mesh2DHardware) and result.links is not None
+    grid = link_utilisation_grid(result=result, config=config)
+    assert grid.shape == hw.core_grid == (4, 4)
+    expected = np.zeros(hw.core_grid)
+    for link in result.links:
+        assert link.name.startswith("link[")
+        (r, c), _ = mesh_link_endpoints(hw, int(link.name[5:-1]))
+        expected[r, c] = max(expected[r, c], link.busy_fraction)
+    assert np.array_equal(grid, expected)
+    assert 0.0 < grid.max() <= 1.0 and grid.min() >= 0.0
+    if few:
+        idle = grid == 0.0
+        assert idle.sum() >= grid.size // 2  # a few busy links, the other cores at 0
+
+
+def test_group_grid_colours_each_stage_by_its_busiest_resource() -> None:
+    config = _toy("group")
+    result, _ = _simulate(config)
+    assert result.links is not None
+    fractions = {x.name: x.busy_fraction for x in result.links}
+    grid = link_utilisation_grid(result=result, config=config)
+    placement = make_placement(config)
+    for s in range(config.parallelism.pp):
+        own = [v for k, v in fractions.items() if k in (f"tp[{s}]", f"dp[{s}]")]
+        own += [v for k, v in fractions.items() if k.startswith(f"p2p[{s}->")]
+        cores = placement.stage_array(s).reshape(-1, 2)
+        assert np.all(grid[cores[:, 0], cores[:, 1]] == max(own))
+    assert not np.isnan(grid).any()  # every core belongs to a stage
+
+
+def test_heatmap_colours_busy_and_idle_cells_differently(tmp_path: Path) -> None:
+    from palm.plots import _heatmap_figure
+
+    config = _few_busy_links()
+    result, timeline = _simulate(config)
+    grid = link_utilisation_grid(result=result, config=config)
+    busiest = tuple(int(i) for i in np.unravel_index(int(np.argmax(grid)), grid.shape))
+    idle = tuple(int(i) for i in np.argwhere(grid == 0.0)[0])
+
+    fig = _heatmap_figure(result=result, config=config)
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())  # type: ignore[attr-defined]
+    ax = fig.axes[0]
+    image = ax.images[0]
+
+    def pixel(cell: tuple[int, ...]) -> np.ndarray:
+        # cell centre -> display pixel (origin bottom left) -> row of the buffer (top down)
+        x, y = ax.transData.transform((cell[1], cell[0]))
+        return pixels[pixels.shape[0] - 1 - int(round(y)), int(round(x)), :3].astype(int)
+
+    hot, cold = pixel(busiest), pixel(idle)
+    assert np.abs(hot - cold).sum() > 100
+    ends = np.asarray(image.cmap(image.norm(np.array([0.0, grid.max()]))))[:, :3] * 255
+    expected_cold, expected_hot = ends
+    assert np.abs(cold - expected_cold).max() <= 3
+    assert np.abs(hot - expected_hot).max() <= 3
+
+    path = tmp_path / "links.png"
+    plot_link_heatmap(path, result=result, timeline=timeline, config=config)
+    _assert_picture(path)
+
+
+def test_gpu_cluster_bar_chart(tmp_path: Path) -> None:
+    config = palm.load_config(EXAMPLES / "t18b-dgx-a100.toml")
+    result, timeline = _simulate(config)
+    path = tmp_path / "links.png"
+    plot_link_heatmap(path, result=result, timeline=timeline, config=config)
+    _assert_picture(path)
+    with pytest.raises(palm.ConfigError):
+        link_utilisation_grid(result=result, config=config)
+
+
+def test_heatmap_needs_per_link_results(tmp_path: Path) -> None:
+    config = _toy("group")
+    result = palm.simulate(config, engine="analytical")
+    assert result.links is None
+    with pytest.raises(palm.ConfigError) as info:
+        plot_link_heatmap(tmp_path / "x.png", result=result, config=config)
+    assert info.value.field == "engine"
+
+
+def test_missing_matplotlib_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _toy("group")
+    result, timeline = _simulate(config)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(palm.ConfigError) as info:
+        plot_gantt(tmp_path / "g.png", timeline=timeline, result=result, config=config)
+    assert info.value.field == "plot"
+    assert "palm-tune[plot]" in str(info.value)
+    with pytest.raises(palm.ConfigError):
+        plot_all(tmp_path / "out", config=config)
+    assert not (tmp_path / "out").exists()
