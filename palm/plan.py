@@ -33,7 +33,7 @@ from palm.network.loads import Profile, dram_channel_cores, mesh_profile, profil
 from palm.network.placement import Placement, make_placement
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
-from palm.workload.ops import Collective, Op, TransformerLayer
+from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
 
 __all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
 
@@ -162,6 +162,7 @@ class Plan:
     stages: tuple[StageCost, ...]
     chunks: tuple[ChunkCost, ...]
     training: bool
+    recompute: str
     tp_profiles: tuple[Profile, ...]
     dp_profiles: tuple[Profile, ...]
     send_profiles: tuple[Profile, ...]
@@ -290,7 +291,8 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     b, tp, p = tr.micro_batch, par.tp, rates.elem_bytes
     micro_batches = tr.global_batch // (par.dp * tr.micro_batch)
     states = state_bytes_per_param(tr)
-    recompute = tr.recompute if training else "none"
+    asked = tr.recompute if training else "none"
+    recompute: RecomputeMode = "full" if asked == "auto" else asked
 
     arrays = [placement.stage_array(s) for s in range(par.pp)]
     tp_prof = tuple(_ring_profile(config, a, 1, with_links=with_links) for a in arrays)
@@ -320,6 +322,40 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     stage_params = [0.0] * par.pp
     for c, (lo, hi) in enumerate(ranges):
         stage_params[c % par.pp] += sum(op.params_per_device(tp=tp) for op in workload.ops[lo:hi])
+
+    def stage_memory(s: int, mode: RecomputeMode) -> tuple[MemoryBreakdown, float]:
+        act = 0.0
+        for c in range(s, n_chunks, par.pp):
+            lo, hi = ranges[c]
+            ops = workload.ops[lo:hi]
+            if training:
+                act += sum(
+                    op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=mode)
+                    for op in ops
+                )
+            else:
+                act = max(act, max(op.output_bytes(batch=b, act_bytes=p) for op in ops) * 2)
+        in_flight = in_flight_microbatches(
+            parallelism=par, stage=s, micro_batches=micro_batches, training=training
+        )
+        memory = MemoryBreakdown.for_stage(
+            params=stage_params[s],
+            states=states,
+            zero=tr.zero if training else 0,
+            dp=par.dp,
+            activation_bytes_per_microbatch=act,
+            in_flight=in_flight,
+        )
+        return memory, in_flight
+
+    if asked == "auto":
+        # the least recompute that fits (paper sec. IV-A: recompute only when memory forces it)
+        capacity = hw.device_memory_bytes
+        mode: RecomputeMode
+        for mode in ("none", "selective"):
+            if all(stage_memory(s, mode)[0].total_bytes <= capacity for s in range(par.pp)):
+                recompute = mode
+                break
 
     cache: dict[Op, OpTimes] = {}
 
@@ -435,27 +471,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     for s in range(par.pp):
         mine = tuple(ch for ch in chunks if ch.stage == s)
         params = stage_params[s]
-        act = 0.0
-        for ch in mine:
-            ops = workload.ops[ch.first_op : ch.last_op + 1]
-            if training:
-                act += sum(
-                    op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
-                    for op in ops
-                )
-            else:
-                act = max(act, max(op.output_bytes(batch=b, act_bytes=p) for op in ops) * 2)
-        in_flight = in_flight_microbatches(
-            parallelism=par, stage=s, micro_batches=micro_batches, training=training
-        )
-        memory = MemoryBreakdown.for_stage(
-            params=params,
-            states=states,
-            zero=tr.zero if training else 0,
-            dp=par.dp,
-            activation_bytes_per_microbatch=act,
-            in_flight=in_flight,
-        )
+        memory, in_flight = stage_memory(s, recompute)
         grad_bytes = params * states.gradients if training else 0.0
         dp_s, buckets, opt_s, in_dram = 0.0, 0, 0.0, False
         if training:
@@ -502,6 +518,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         stages=tuple(stages),
         chunks=tuple(chunks),
         training=training,
+        recompute=recompute,
         tp_profiles=tp_prof,
         dp_profiles=dp_prof,
         send_profiles=send_prof,

@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b", "interleaved-1f1b")
-RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full")
+RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full", "auto")
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
 MODES: tuple[str, ...] = ("train", "inference")
 LAYOUTS: tuple[str, ...] = ("line", "s-shape", "explicit")
@@ -38,14 +38,15 @@ class TrainingConfig:
     """``[training]``. ``precision`` is the compute precision; training in a 16- or 8-bit
     precision is mixed precision with fp32 master weights. ``zero`` is the ZeRO stage
     (Rajbhandari et al. 2020): 1 shards optimizer states, 2 also gradients, 3 also weights
-    over the data-parallel group."""
+    over the data-parallel group. ``recompute = "auto"`` recomputes only when memory forces it:
+    the least of none, selective and full with which every stage fits."""
 
     mode: Literal["train", "inference"] = "train"
     global_batch: int = 8
     micro_batch: int = 1
     precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     optimizer: Literal["sgd", "adam"] = "adam"
-    recompute: Literal["none", "selective", "full"] = "none"
+    recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0
 
 

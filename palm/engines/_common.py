@@ -29,6 +29,10 @@ def hand_off_bytes(plan: Plan) -> tuple[list[float], list[float]]:
     return sent, received
 
 
+def cfg_recompute_auto(plan: Plan) -> bool:
+    return plan.training and plan.config.training.recompute == "auto"
+
+
 def dp_exposed_time(*, allreduce_s: float, buckets: int, last_backward_s: float) -> float:
     """Data-parallel gradient all-reduce time left after the last micro-batch's backward.
 
@@ -60,6 +64,8 @@ def assemble_result(
     dram: tuple[float, ...] | None = None,
     notes: tuple[str, ...] = (),
 ) -> Result:
+    if cfg_recompute_auto(plan):
+        notes = (*notes, f"recompute auto: {plan.recompute} (the least that fits in memory)")
     cfg = plan.config
     m = plan.micro_batches
     devices = plan.devices
