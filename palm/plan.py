@@ -27,7 +27,13 @@ import numpy as np
 from palm.config import validate
 from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.cost.compute import DeviceRates, OpTimes, device_rates, op_times
-from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, state_bytes_per_param
+from palm.cost.memory import (
+    MemoryBreakdown,
+    StateBytes,
+    in_flight_microbatches,
+    state_bytes_per_param,
+)
+from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
 from palm.network.loads import Profile, dram_channel_cores, mesh_profile, profile
 from palm.network.placement import Placement, make_placement
@@ -168,6 +174,7 @@ class Plan:
     send_profiles: tuple[Profile, ...]
     grad_profiles: tuple[Profile, ...]
     dram: tuple[DramAccess, ...] | None
+    sram: tuple[tuple[tuple[int, SramAllocation], ...], ...] = ()
 
     @property
     def devices(self) -> int:
@@ -357,6 +364,35 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 recompute = mode
                 break
 
+    # SRAM allocation per stage (mesh): op index -> allocation
+    allocations: list[dict[int, SramAllocation]] = [{} for _ in range(par.pp)]
+    if mesh:
+        per_param = 28.0 if tr.optimizer == "adam" else 12.0
+        for s in range(par.pp):
+            indices = [i for c in range(s, n_chunks, par.pp) for i in range(*ranges[c])]
+            feet = [
+                _footprint(
+                    workload.ops[i],
+                    batch=b,
+                    tp=tp,
+                    sp=sp,
+                    act_bytes=p,
+                    states=states,
+                    training=training,
+                )
+                for i in indices
+            ]
+            allocs = allocate_sram(
+                feet,
+                sram_bytes=rates.sram_bytes,
+                training=training,
+                full_recompute=recompute == "full",
+                update_bytes_per_weight_byte=per_param
+                / max(states.weights, 1e-30)
+                / (par.dp if tr.zero >= 1 else 1),
+            )
+            allocations[s] = dict(zip(indices, allocs, strict=True))
+
     cache: dict[Op, OpTimes] = {}
 
     def priced(op: Op) -> OpTimes:
@@ -395,17 +431,16 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         if training and tr.zero >= 3 and par.dp > 1:
             gather = Collective("all-gather", chunk_params * states.weights)
             zero3 = collective_time(gather, n=par.dp, step=dp_prof[stage])
-        # weights that do not fit in SRAM stream from DRAM in every pass
+        # DRAM traffic of the SRAM allocation (Algorithm 1), streamed alongside each pass
         stream_f = stream_b = 0.0
         bytes_f = bytes_b = 0.0
         fetch = fetch_bytes = 0.0
         if dram is not None:
-            if stage_params[stage] * states.weights > rates.sram_bytes:
-                bytes_f = chunk_params * states.weights
-                reread = bytes_f if (training and recompute == "full") else 0.0
-                bytes_b = (2 * bytes_f + reread) if training else 0.0  # read, write grads
-                stream_f = dram[stage].time(bytes_f)
-                stream_b = dram[stage].time(bytes_b)
+            mine = [allocations[stage][i] for i in range(lo, hi)]
+            bytes_f = sum(a.forward_bytes for a in mine)
+            bytes_b = sum(a.backward_bytes for a in mine)
+            stream_f = dram[stage].time(bytes_f)
+            stream_b = dram[stage].time(bytes_b)
             if c == 0:  # data fetch: token ids (int32) or 8-bit pixels
                 sample = workload.tokens_per_sample * 4 if workload.transformer else 3 * 224**2
                 fetch_bytes = b * sample / (tp * par.dp)
@@ -482,7 +517,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                     Collective("all-reduce", grad_bytes), n=par.dp, step=dp_prof[s]
                 )
                 buckets = max(1, math.ceil(grad_bytes / bucket_bytes))
-            in_dram = dram is not None and params * states.total > rates.sram_bytes
+            in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations[s].values())
             opt_s = _optimizer_time(
                 params,
                 config,
@@ -524,6 +559,23 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         send_profiles=send_prof,
         grad_profiles=grad_prof,
         dram=dram,
+        sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
+    )
+
+
+def _footprint(
+    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: int, states: StateBytes, training: bool
+) -> OpFootprint:
+    """Per-device sizes of ``op`` for Algorithm 1."""
+    params = op.params_per_device(tp=tp)
+    seq_split = tp if (sp and isinstance(op, TransformerLayer)) else 1
+    out_split = seq_split if isinstance(op, TransformerLayer) else tp
+    return OpFootprint(
+        name=op.name,
+        weights=params * states.weights,
+        states=params * (states.gradients + states.optimizer) if training else 0.0,
+        inputs=op.input_bytes(batch=batch, act_bytes=act_bytes) / seq_split,
+        outputs=op.output_bytes(batch=batch, act_bytes=act_bytes) / out_split,
     )
 
 

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Result", "StageResult", "LinkResult", "MemoryResult"]
+__all__ = ["Result", "StageResult", "LinkResult", "MemoryResult", "OperatorResult"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,19 @@ class LinkResult:
     name: str
     busy_fraction: float
     bytes: float
+
+
+@dataclass(frozen=True)
+class OperatorResult:
+    """The SRAM strategy chosen for one operator on one stage (paper Algorithm 1) and the DRAM
+    bytes it moves per device: per micro-batch forward and backward, per iteration update."""
+
+    stage: int
+    name: str
+    strategy: str
+    dram_forward_bytes: float
+    dram_backward_bytes: float
+    dram_update_bytes: float
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,7 @@ class Result:
     stages: tuple[StageResult, ...]
     links: tuple[LinkResult, ...] | None = None
     dram_channel_utilisation: tuple[float, ...] | None = None
+    operators: tuple[OperatorResult, ...] | None = None
     notes: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,6 +103,8 @@ class Result:
         out["notes"] = list(self.notes)
         if self.dram_channel_utilisation is not None:
             out["dram_channel_utilisation"] = list(self.dram_channel_utilisation)
+        if self.operators is not None:
+            out["operators"] = [dataclasses.asdict(o) for o in self.operators]
         return out
 
     def to_json(self, *, indent: int | None = 2) -> str:

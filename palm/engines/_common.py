@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from palm.plan import Plan
-from palm.result import LinkResult, MemoryResult, Result, StageResult
+from palm.result import LinkResult, MemoryResult, OperatorResult, Result, StageResult
 
 __all__ = ["assemble_result", "dp_exposed_time", "hand_off_bytes"]
 
@@ -140,5 +140,23 @@ def assemble_result(
         stages=tuple(stages),
         links=links,
         dram_channel_utilisation=dram,
+        operators=_operators(plan),
         notes=notes,
+    )
+
+
+def _operators(plan: Plan) -> tuple[OperatorResult, ...] | None:
+    if not plan.sram:
+        return None
+    return tuple(
+        OperatorResult(
+            stage=s,
+            name=a.name,
+            strategy=a.strategy,
+            dram_forward_bytes=a.forward_bytes,
+            dram_backward_bytes=a.backward_bytes,
+            dram_update_bytes=a.update_bytes,
+        )
+        for s, allocs in enumerate(plan.sram)
+        for _, a in allocs
     )

@@ -106,6 +106,10 @@ class Op:
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return 0.0
 
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        """Bytes of the activation this operator reads (one micro-batch, unsharded)."""
+        return 0.0
+
     def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         """Matrix multiplies re-run in the backward pass to rebuild dropped activations."""
         if recompute == "full":
@@ -174,6 +178,9 @@ class Linear(Op):
 
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return float(batch * self.tokens * self.out_features * act_bytes)
+
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.tokens * self.in_features * act_bytes)
 
 
 def _out_size(size: int, kernel: int, stride: int, padding: int) -> int:
@@ -251,6 +258,10 @@ class Conv2d(Op):
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return float(self._out_elems(batch) * act_bytes)
 
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        h, w = self.in_hw
+        return float(batch * h * w * self.in_channels * act_bytes)
+
 
 @dataclass(frozen=True)
 class Pool(Op):
@@ -287,6 +298,10 @@ class Pool(Op):
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         ho, wo = self.out_hw
         return float(batch * self.channels * ho * wo * act_bytes)
+
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        h, w = self.in_hw
+        return float(batch * self.channels * h * w * act_bytes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -448,6 +463,9 @@ class TransformerLayer(Op):
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.seq_len * self.hidden * act_bytes)
+
 
 @dataclass(frozen=True)
 class Embedding(Op):
@@ -500,6 +518,9 @@ class Embedding(Op):
 
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
+
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.seq_len * 4)  # int32 token ids
 
 
 @dataclass(frozen=True)
@@ -567,3 +588,6 @@ class Logits(Op):
 
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return 4.0 * batch  # the loss
+
+    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+        return float(batch * self.seq_len * self.hidden * act_bytes)

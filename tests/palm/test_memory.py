@@ -112,15 +112,33 @@ def test_memory_breakdown_is_frozen() -> None:
 def test_auto_recompute_is_the_least_that_fits() -> None:
     fits = {}
     for mode in ("none", "selective", "full"):
-        r = palm.simulate(_config(training__recompute=mode, parallelism__pp=1,
-                                  parallelism__dp=16, training__micro_batch=4))
+        r = palm.simulate(
+            _config(
+                training__recompute=mode,
+                parallelism__pp=1,
+                parallelism__dp=16,
+                training__micro_batch=4,
+            )
+        )
         fits[mode] = r.fits_memory
-    auto = palm.simulate(_config(training__recompute="auto", parallelism__pp=1,
-                                 parallelism__dp=16, training__micro_batch=4))
+    auto = palm.simulate(
+        _config(
+            training__recompute="auto",
+            parallelism__pp=1,
+            parallelism__dp=16,
+            training__micro_batch=4,
+        )
+    )
     chosen = next(m for m in ("none", "selective", "full") if fits[m])
     assert not fits["none"]  # this case needs recompute ...
     assert auto.notes == (f"recompute auto: {chosen} (the least that fits in memory)",)
     assert auto.fits_memory
-    same = palm.simulate(_config(training__recompute=chosen, parallelism__pp=1,
-                                 parallelism__dp=16, training__micro_batch=4))
+    same = palm.simulate(
+        _config(
+            training__recompute=chosen,
+            parallelism__pp=1,
+            parallelism__dp=16,
+            training__micro_batch=4,
+        )
+    )
     assert auto.iteration_time_s == same.iteration_time_s

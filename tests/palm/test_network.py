@@ -151,6 +151,8 @@ def test_group_and_link_granularity_agree() -> None:
         )
         for g in ("group", "link")
     ]
-    assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.01)
+    # on the wafer, per-link mode also sees DRAM reads crossing the links that tensor-parallel
+    # rings and hand-offs use: never faster than group mode, and close to it
     assert wafer[1].iteration_time_s >= wafer[0].iteration_time_s * (1 - 1e-12)
+    assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.05)
     assert len(wafer[1].links or ()) > len(wafer[0].links or ())
