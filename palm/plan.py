@@ -436,9 +436,9 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         bytes_f = bytes_b = 0.0
         fetch = fetch_bytes = 0.0
         if dram is not None:
-            mine = [allocations[stage][i] for i in range(lo, hi)]
-            bytes_f = sum(a.forward_bytes for a in mine)
-            bytes_b = sum(a.backward_bytes for a in mine)
+            chunk_allocs = [allocations[stage][i] for i in range(lo, hi)]
+            bytes_f = sum(a.forward_bytes for a in chunk_allocs)
+            bytes_b = sum(a.backward_bytes for a in chunk_allocs)
             stream_f = dram[stage].time(bytes_f)
             stream_b = dram[stage].time(bytes_b)
             if c == 0:  # data fetch: token ids (int32) or 8-bit pixels
