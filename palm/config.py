@@ -34,7 +34,7 @@ from palm.strategy import (
     SimConfig,
     TrainingConfig,
 )
-from palm.workload.model import ModelConfig, build_workload
+from palm.workload.model import ModelConfig, Workload, build_workload
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
 
@@ -498,6 +498,7 @@ def validate(config: SimConfig) -> None:
             f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
+    _validate_splits(config, workload)
     _validate_placement(config)
     comm = config.communication
     group = par.tp * par.dp
@@ -505,6 +506,54 @@ def validate(config: SimConfig) -> None:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
         )
+
+
+def _validate_splits(config: SimConfig, workload: Workload) -> None:
+    par = config.parallelism
+    group = par.tp * par.dp
+    wanted = {
+        "linear_split": (4, Linear, "(b, m, n, k)"),
+        "conv_split": (4, Conv2d, "(b, c, i, k)"),
+        "pool_split": (3, Pool, "(b, c, i)"),
+    }
+    for field, (length, cls, dims) in wanted.items():
+        split = getattr(par, field)
+        if not split:
+            continue
+        where = f"parallelism.{field}"
+        if len(split) != length or any(x < 1 for x in split) or math.prod(split) != group:
+            raise ConfigError(
+                where,
+                list(split),
+                f"{length} factors {dims} >= 1 whose product is "
+                f"the stage group size tp x dp = {group}",
+            )
+        for op in workload.ops:
+            if isinstance(op, cls):
+                _check_split_fits(op, split, where)
+
+
+def _check_split_fits(op: Op, split: tuple[int, ...], where: str) -> None:
+    if isinstance(op, Linear):
+        pairs = [
+            ("m", split[1], op.tokens),
+            ("n", split[2], op.out_features),
+            ("k", split[3], op.in_features),
+        ]
+    elif isinstance(op, Conv2d):
+        pairs = [
+            ("c", split[1], op.in_channels),
+            ("i", split[2], op.out_hw[0]),
+            ("k", split[3], op.out_channels),
+        ]
+    else:
+        assert isinstance(op, Pool)
+        pairs = [("c", split[1], op.channels), ("i", split[2], op.out_hw[0])]
+    for dim, factor, size in pairs:
+        if size % factor:
+            raise ConfigError(
+                where, list(split), f"a split whose {dim} divides {size} (operator {op.name})"
+            )
 
 
 def _validate_placement(config: SimConfig) -> None:

@@ -39,7 +39,16 @@ from palm.network.loads import Profile, dram_channel_cores, mesh_profile, profil
 from palm.network.placement import Placement, make_placement
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
-from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
+from palm.workload.ops import (
+    Collective,
+    Conv2d,
+    Linear,
+    Op,
+    Pool,
+    RecomputeMode,
+    TransformerLayer,
+)
+from palm.workload.opsplit import SplitOp
 
 __all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
 
@@ -291,7 +300,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     par, tr, hw = config.parallelism, config.training, config.hardware
     training = tr.mode == "train"
     mesh = isinstance(hw, Mesh2DHardware)
-    workload = build_workload(config.model)
+    workload = _with_splits(build_workload(config.model), config)
     rates = device_rates(hw, tr.precision)
     placement = make_placement(config)
     sp = par.sequence_parallel and par.tp > 1
@@ -403,8 +412,32 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             )
         return cache[key]
 
-    def coll_time(colls: Sequence[Collective], n: int, prof: Profile) -> float:
-        return sum(collective_time(x, n=n, step=prof) for x in colls)
+    group_cache: dict[tuple[int, str], tuple[Profile, int]] = {}
+
+    def group_profile(stage: int, group: str) -> tuple[Profile, int]:
+        """The ring profile and size of ``group`` ("tp", "dp" or a split group) in ``stage``."""
+        if group == "tp":
+            return tp_prof[stage], tp
+        if group == "dp":
+            return dp_prof[stage], par.dp
+        key = (stage, group)
+        if key not in group_cache:
+            shape_text, axis_text = group.split(":")
+            shape = tuple(int(x) for x in shape_text.split("x"))
+            arr = arrays[stage].reshape(*shape, 2) if mesh else arrays[stage].reshape(shape)
+            prof = _ring_profile(config, arr, int(axis_text), with_links=with_links)
+            group_cache[key] = (prof, shape[int(axis_text)])
+        return group_cache[key]
+
+    def coll_time(colls: Sequence[Collective], stage: int) -> float:
+        total = 0.0
+        for x in colls:
+            prof, n = group_profile(stage, x.group)
+            total += collective_time(x, n=n, step=prof)
+        return total
+
+    def sent_bytes(colls: Sequence[Collective], stage: int) -> float:
+        return sum(bytes_sent_per_member(x, n=group_profile(stage, x.group)[1]) for x in colls)
 
     chunks: list[ChunkCost] = []
     for c, (lo, hi) in enumerate(ranges):
@@ -465,8 +498,8 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 forward_compute_s=sum(t.forward_s for t in times),
                 backward_compute_s=sum(t.backward_s for t in times),
                 recompute_s=sum(t.recompute_s for t in times),
-                tp_forward_s=coll_time(f_coll, tp, tp_prof[stage]),
-                tp_backward_s=coll_time(b_coll, tp, tp_prof[stage]),
+                tp_forward_s=coll_time(f_coll, stage),
+                tp_backward_s=coll_time(b_coll, stage),
                 recv_forward_s=recv_f,
                 recv_backward_s=recv_b,
                 zero3_gather_s=zero3,
@@ -478,13 +511,13 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 recompute_flops=sum(t.recompute_flops for t in times),
                 tp_bytes_forward=sum(x.nbytes for x in f_coll),
                 tp_bytes_backward=sum(x.nbytes for x in b_coll),
-                tp_sent_forward=sum(bytes_sent_per_member(x, n=tp) for x in f_coll)
+                tp_sent_forward=sent_bytes(f_coll, stage)
                 + (
                     bytes_sent_per_member(Collective("all-gather", prev_out), n=tp)
                     if recv_f
                     else 0.0
                 ),
-                tp_sent_backward=sum(bytes_sent_per_member(x, n=tp) for x in b_coll)
+                tp_sent_backward=sent_bytes(b_coll, stage)
                 + (
                     bytes_sent_per_member(Collective("all-gather", full_out), n=tp)
                     if recv_b
@@ -510,13 +543,21 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         grad_bytes = params * states.gradients if training else 0.0
         dp_s, buckets, opt_s, in_dram = 0.0, 0, 0.0, False
         if training:
-            if par.dp > 1:
-                # ZeRO >= 1: reduce-scatter of gradients and all-gather of updated weights move
-                # the same bytes as one all-reduce (Rajbhandari et al. 2020, sec. 7).
-                dp_s = collective_time(
-                    Collective("all-reduce", grad_bytes), n=par.dp, step=dp_prof[s]
+            # gradient reductions, merged per group as DDP buckets merge them. ZeRO >= 1: the
+            # reduce-scatter of gradients and all-gather of updated weights move the same bytes
+            # as one all-reduce (Rajbhandari et al. 2020, sec. 7).
+            per_group: dict[str, float] = {}
+            for c in range(s, n_chunks, par.pp):
+                for op in workload.ops[ranges[c][0] : ranges[c][1]]:
+                    for x in op.update_collectives(tp=tp, dp=par.dp, grad_bytes=states.gradients):
+                        per_group[x.group] = per_group.get(x.group, 0.0) + x.nbytes
+            reduced = sum(per_group.values())
+            if reduced > 0:
+                dp_s = coll_time(
+                    [Collective("all-reduce", v, group=g) for g, v in sorted(per_group.items())], s
                 )
-                buckets = max(1, math.ceil(grad_bytes / bucket_bytes))
+                buckets = max(1, math.ceil(reduced / bucket_bytes))
+            grad_bytes = reduced
             in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations[s].values())
             opt_s = _optimizer_time(
                 params,
@@ -561,6 +602,25 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         dram=dram,
         sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
     )
+
+
+def _with_splits(workload: Workload, config: SimConfig) -> Workload:
+    """Wrap Linear, Conv2d and Pool operators in their Table III split, when one is set."""
+    par = config.parallelism
+    splits: dict[type[Op], tuple[int, ...]] = {
+        Linear: par.linear_split,
+        Conv2d: par.conv_split,
+        Pool: par.pool_split,
+    }
+    if not any(splits.values()):
+        return workload
+    ops = tuple(
+        SplitOp(name=op.name, inner=op, split=splits[type(op)], replicas=par.dp)
+        if splits.get(type(op))
+        else op
+        for op in workload.ops
+    )
+    return dataclasses.replace(workload, ops=ops)
 
 
 def _footprint(

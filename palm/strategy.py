@@ -55,7 +55,10 @@ class ParallelismConfig:
     """``[parallelism]``: tensor (``tp``), pipeline (``pp``) and data (``dp``) degrees, the
     pipeline schedule, ``interleave`` model chunks per device for the interleaved schedule,
     Megatron sequence parallelism, and the DP gradient bucket size (PyTorch DDP's default is
-    25 MiB)."""
+    25 MiB). ``linear_split = [b, m, n, k]``, ``conv_split = [b, c, i, k]`` and
+    ``pool_split = [b, c, i]`` run the Linear, Conv2d and Pool operators of a stage with the
+    operator-level splits of paper Table III (their product must be the stage group size
+    ``tp x dp``); empty keeps tensor parallelism by output features."""
 
     tp: int = 1
     pp: int = 1
@@ -64,6 +67,9 @@ class ParallelismConfig:
     interleave: int = 1
     sequence_parallel: bool = False
     dp_bucket_mib: float = 25.0
+    linear_split: tuple[int, ...] = ()
+    conv_split: tuple[int, ...] = ()
+    pool_split: tuple[int, ...] = ()
 
     @property
     def devices(self) -> int:

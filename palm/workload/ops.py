@@ -60,10 +60,13 @@ class Gemm:
 
 @dataclass(frozen=True)
 class Collective:
-    """A collective over a parallel group; ``nbytes`` is the full buffer each member holds."""
+    """A collective over a parallel group; ``nbytes`` is the full buffer each member holds.
+    ``group`` is ``"tp"`` (tensor-parallel group), ``"dp"`` (data-parallel group) or a split
+    group of :mod:`palm.workload.opsplit` (``"2x2x2x2:3"``)."""
 
     kind: Literal["all-reduce", "reduce-scatter", "all-gather", "all-to-all", "broadcast", "reduce"]
     nbytes: float
+    group: str = "tp"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,14 @@ class Op:
 
     def output_bytes(self, *, batch: int, act_bytes: int) -> float:
         return 0.0
+
+    def update_collectives(self, *, tp: int, dp: int, grad_bytes: float) -> tuple[Collective, ...]:
+        """Gradient reduction before the update: by default the data-parallel all-reduce of
+        every parameter the device holds (SPEC sec. 9)."""
+        nbytes = self.params_per_device(tp=tp) * grad_bytes
+        if dp <= 1 or nbytes <= 0:
+            return ()
+        return (Collective("all-reduce", nbytes, group="dp"),)
 
     def input_bytes(self, *, batch: int, act_bytes: int) -> float:
         """Bytes of the activation this operator reads (one micro-batch, unsharded)."""
