@@ -35,7 +35,13 @@ from palm.cost.memory import (
 )
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import Profile, dram_channel_cores, mesh_profile, profile
+from palm.network.loads import (
+    Profile,
+    dram_channel_cores,
+    mesh_profile,
+    profile,
+    ring_order,
+)
 from palm.network.placement import Placement, make_placement
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
@@ -260,8 +266,15 @@ def _flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
 
 
 def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: bool) -> Profile:
-    """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once."""
+    """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once; on a mesh
+    each ring is put in :func:`~palm.network.loads.ring_order`."""
     mesh = isinstance(config.hardware, Mesh2DHardware)
+    if mesh:
+        n = arr.shape[axis]
+        rings = np.moveaxis(arr, axis, -2).reshape(-1, n, 2)
+        if n >= 4:
+            rings = np.stack([ring_order(r) for r in rings])
+        arr, axis = rings, 1
     nxt = np.roll(arr, -1, axis=axis)
     return profile(
         config.hardware,

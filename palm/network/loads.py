@@ -215,3 +215,34 @@ def dram_channel_cores(hw: Mesh2DHardware) -> np.ndarray:
     p = len(perimeter)
     picks = [perimeter[int((k + 0.5) * p / n) % p] for k in range(n)]
     return np.asarray(picks, dtype=np.int64)
+
+
+def _cycle_template(rows: int, cols: int) -> np.ndarray | None:
+    """A Hamiltonian cycle through a ``rows x cols`` rectangle (needs an even side and at least
+    two rows and columns), as coordinates from (0, 0): along row 0, snake back over the other
+    columns, up column 0."""
+    if rows < 2 or cols < 2 or (rows % 2 and cols % 2):
+        return None
+    if rows % 2:  # make the row count even by transposing
+        t = _cycle_template(cols, rows)
+        return None if t is None else t[:, ::-1]
+    path = [(0, c) for c in range(cols)]
+    for r in range(1, rows):
+        span = range(cols - 1, 0, -1) if r % 2 else range(1, cols)
+        path.extend((r, c) for c in span)
+    path.extend((r, 0) for r in range(rows - 1, 0, -1))
+    return np.asarray(path, dtype=np.int64)
+
+
+def ring_order(members: np.ndarray) -> np.ndarray:
+    """The members of one mesh ring (``(n, 2)`` core coordinates) in the order a ring
+    collective would use: a Hamiltonian cycle of one-hop edges when they fill a rectangle with
+    an even side (a *ring-shaped* group, paper sec. V-C), their given order otherwise."""
+    lo, hi = members.min(axis=0), members.max(axis=0)
+    rows, cols = (hi - lo + 1).tolist()
+    if rows * cols != len(members):
+        return members
+    template = _cycle_template(rows, cols)
+    if template is None:
+        return members
+    return template + lo
