@@ -245,4 +245,5 @@ def ring_order(members: np.ndarray) -> np.ndarray:
     template = _cycle_template(rows, cols)
     if template is None:
         return members
-    return template + lo
+    ordered: np.ndarray = template + lo
+    return ordered
