@@ -28,6 +28,7 @@ from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
 from palm.strategy import (
+    INTER_GROUP_STRATEGIES,
     CommunicationConfig,
     ParallelismConfig,
     PlacementConfig,
@@ -502,6 +503,21 @@ def validate(config: SimConfig) -> None:
     _validate_placement(config)
     comm = config.communication
     group = par.tp * par.dp
+    boundaries = par.pp * par.chunks - 1
+    if comm.boundary_strategies:
+        if len(comm.boundary_strategies) != boundaries:
+            raise ConfigError(
+                "communication.boundary_strategies",
+                list(comm.boundary_strategies),
+                f"one strategy per pipeline boundary ({boundaries})",
+            )
+        for i, name in enumerate(comm.boundary_strategies):
+            if name not in INTER_GROUP_STRATEGIES:
+                raise ConfigError(
+                    f"communication.boundary_strategies[{i}]",
+                    name,
+                    f"one of {', '.join(INTER_GROUP_STRATEGIES)}",
+                )
     if comm.adapters > group:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"

@@ -35,7 +35,10 @@ from palm.cost.memory import (
 )
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
+from palm.network.intergroup import HandOff
+from palm.network.intergroup import hand_off as intergroup_hand_off
 from palm.network.loads import (
+    LinkLoad,
     Profile,
     dram_channel_cores,
     mesh_profile,
@@ -347,6 +350,48 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     send_prof = tuple(hand_off(c % par.pp, (c + 1) % par.pp) for c in range(n_chunks - 1))
     grad_prof = tuple(hand_off((c + 1) % par.pp, c % par.pp) for c in range(n_chunks - 1))
 
+    # on a mesh, hand-offs follow the inter-group strategy of each boundary (paper sec. V-C);
+    # the reduction of a Megatron layer's partial output moves into the hand-off
+    comm = config.communication
+    strategies = comm.boundary_strategies or (comm.inter_group,) * (n_chunks - 1)
+    forward_hand: list[HandOff | None] = [None] * (n_chunks - 1)
+    backward_hand: list[HandOff | None] = [None] * (n_chunks - 1)
+    partial_out = [False] * n_chunks  # last op's forward all-reduce taken by the hand-off
+    partial_in = [False] * n_chunks  # first op's input-gradient all-reduce taken likewise
+    if mesh:
+        assert isinstance(hw, Mesh2DHardware)
+        for c in range(n_chunks - 1):
+            last, first = workload.ops[ranges[c][1] - 1], workload.ops[ranges[c + 1][0]]
+            nbytes = last.output_bytes(batch=b, act_bytes=p)
+            partial_out[c] = tp > 1 and not sp and isinstance(last, TransformerLayer)
+            partial_in[c + 1] = (
+                training and tp > 1 and not sp and isinstance(first, TransformerLayer)
+            )
+            src, dst = arrays[c % par.pp], arrays[(c + 1) % par.pp]
+            forward_hand[c] = intergroup_hand_off(
+                hw,
+                src=src,
+                dst=dst,
+                nbytes=nbytes,
+                strategy=strategies[c],
+                adapters=comm.adapters,
+                partial=partial_out[c],
+                with_links=with_links,
+            )
+            if training:
+                backward_hand[c] = intergroup_hand_off(
+                    hw,
+                    src=dst,
+                    dst=src,
+                    nbytes=nbytes,
+                    strategy=strategies[c],
+                    adapters=comm.adapters,
+                    partial=partial_in[c + 1],
+                    with_links=with_links,
+                )
+        send_prof = tuple(_merged(h, send_prof[c]) for c, h in enumerate(forward_hand))
+        grad_prof = tuple(_merged(h, grad_prof[c]) for c, h in enumerate(backward_hand))
+
     # stage weights decide whether weights stay in SRAM (mesh) for all of the stage's chunks
     stage_params = [0.0] * par.pp
     for c, (lo, hi) in enumerate(ranges):
@@ -460,11 +505,15 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         f_coll = [
             x for op in ops for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
         ]
+        if partial_out[c]:
+            f_coll.pop()  # the last layer's output all-reduce happens in the hand-off
         b_coll: list[Collective] = []
         if training:
             b_coll = [
                 x for op in ops for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
             ]
+            if partial_in[c]:
+                b_coll.pop(0)  # the first layer's input-gradient all-reduce, likewise
             if recompute == "full":
                 b_coll += [
                     x
@@ -497,9 +546,9 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         prev_out = (
             workload.ops[ranges[c - 1][1] - 1].output_bytes(batch=b, act_bytes=p) if c else 0.0
         )
-        if tp > 1 and c > 0:
+        if tp > 1 and c > 0 and not mesh:  # Megatron scatter/gather (a mesh broadcasts)
             recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=tp_prof[stage])
-        if tp > 1 and training and c + 1 < n_chunks:
+        if tp > 1 and training and c + 1 < n_chunks and not mesh:
             recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=tp_prof[stage])
         chunks.append(
             ChunkCost(
@@ -540,9 +589,11 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 stream_bytes_backward=bytes_b,
                 fetch_bytes=fetch_bytes,
                 send_bytes=send_bytes,
-                send_s=send_prof[c].time(send_bytes) if c + 1 < n_chunks else 0.0,
+                send_s=_hand_off_time(forward_hand, send_prof, c, send_bytes, n_chunks),
                 grad_send_s=(
-                    grad_prof[c].time(send_bytes) if (training and c + 1 < n_chunks) else 0.0
+                    _hand_off_time(backward_hand, grad_prof, c, send_bytes, n_chunks)
+                    if training
+                    else 0.0
                 ),
             )
         )
@@ -615,6 +666,34 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         dram=dram,
         sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
     )
+
+
+def _hand_off_time(
+    hands: Sequence[HandOff | None],
+    profiles: Sequence[Profile],
+    c: int,
+    send_bytes: float,
+    n_chunks: int,
+) -> float:
+    if c + 1 >= n_chunks:
+        return 0.0
+    hand = hands[c] if c < len(hands) else None
+    return hand.total_s if hand is not None else profiles[c].time(send_bytes)
+
+
+def _merged(hand: HandOff | None, fallback: Profile) -> Profile:
+    """One profile standing for a whole hand-off, carrying the link loads of all its parts
+    (for the event engine's per-link mode)."""
+    if hand is None:
+        return fallback
+    links = [p.links for p in hand.profiles if p.links is not None]
+    merged = None
+    if links:
+        merged = LinkLoad(
+            np.concatenate([x.ids for x in links]), np.concatenate([x.loads for x in links])
+        )
+    first = hand.profiles[0]
+    return Profile(first.latency_s, first.bandwidth_Bps, first.hops, merged)
 
 
 def _with_splits(workload: Workload, config: SimConfig) -> Workload:

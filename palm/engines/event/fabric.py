@@ -105,16 +105,17 @@ def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hasha
 
 
 def _link_keys(plan: Plan, links: LinkLoad) -> dict[Hashable, float]:
-    if isinstance(plan.config.hardware, Mesh2DHardware):
-        return {
-            ("link", int(i)): float(x)
-            for i, x in zip(links.ids.tolist(), links.loads.tolist(), strict=True)
-        }
+    """Resource keys of the links a flow loads (summing repeated ids, e.g. the parts of a
+    hand-off)."""
+    mesh = isinstance(plan.config.hardware, Mesh2DHardware)
     devices = plan.devices
-    return {
-        (_CLUSTER_KINDS[int(i) // devices], int(i) % devices): float(x)
-        for i, x in zip(links.ids.tolist(), links.loads.tolist(), strict=True)
-    }
+    out: dict[Hashable, float] = {}
+    for i, x in zip(links.ids.tolist(), links.loads.tolist(), strict=True):
+        key: Hashable = (
+            ("link", int(i)) if mesh else (_CLUSTER_KINDS[int(i) // devices], int(i) % devices)
+        )
+        out[key] = out.get(key, 0.0) + float(x)
+    return out
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,146 @@
+"""Moving an activation from one tile group to the next on a mesh (paper sec. V-C, Eq. 7, 8).
+
+When a stage hands its output to the next stage, the source group may hold it as *partial*
+results (the last operator's partial sums, e.g. Megatron's row-parallel output before its
+all-reduce) and every member of the destination group needs it whole. ``a`` *adapter* tiles
+carry it across: the source members nearest the destination and the destination members
+nearest the source; every other member is served by its nearest adapter.
+
+* Strategy 1, ``allreduce-broadcast`` (Eq. 7): ``T = T_SG_AR + T_inter + T_DG_B``: all-reduce
+  in the source group (ring), each source adapter sends the activation to its destination
+  adapter, each destination adapter broadcasts it to the members it serves.
+* Strategy 2, ``reduce-adapters`` (Eq. 8): ``T = T_SG_R + T_inter + T_adapters_AR + T_DG_B``:
+  each source adapter gathers the partial results of the members it serves and sums them, sends
+  that partial sum across, the destination adapters all-reduce their partial sums (ring), and
+  each broadcasts the result to the members it serves.
+
+Reduce and broadcast between an adapter and its members are direct transfers, all at once (the
+adapter's links carry them all), not pipelined along a ring; the all-reduces are rings. When the
+source data is already complete (``partial = False``) the reductions are skipped. All replicas
+of a stage (data parallelism) do the same at the same time, so their transfers share links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from palm.cost.collectives import collective_time
+from palm.hardware.spec import Mesh2DHardware
+from palm.network.loads import Profile, mesh_profile, ring_order
+from palm.workload.ops import Collective
+
+__all__ = ["HandOff", "hand_off", "choose_adapters", "INTER_GROUP_STRATEGIES"]
+
+INTER_GROUP_STRATEGIES: tuple[str, ...] = ("allreduce-broadcast", "reduce-adapters")
+
+
+@dataclass(frozen=True)
+class HandOff:
+    """The parts of one hand-off (seconds) and the link loads of its flows (link mode)."""
+
+    reduce_s: float
+    transfer_s: float
+    adapters_allreduce_s: float
+    broadcast_s: float
+    profiles: tuple[Profile, ...] = ()
+
+    @property
+    def total_s(self) -> float:
+        return self.reduce_s + self.transfer_s + self.adapters_allreduce_s + self.broadcast_s
+
+
+def choose_adapters(members: np.ndarray, toward: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the ``count`` members of a group (``(n, 2)`` cores) nearest the centroid of
+    ``toward`` (Manhattan distance; ties by member order)."""
+    centre = toward.mean(axis=0)
+    dist = np.abs(members - centre).sum(axis=1)
+    return np.argsort(dist, kind="stable")[:count]
+
+
+def _serving(members: np.ndarray, adapters: np.ndarray) -> np.ndarray:
+    """For each member, the index (into ``adapters``) of its nearest adapter."""
+    dist = np.abs(members[:, None, :] - members[adapters][None, :, :]).sum(axis=2)
+    return dist.argmin(axis=1)
+
+
+def hand_off(
+    hw: Mesh2DHardware,
+    *,
+    src: np.ndarray,
+    dst: np.ndarray,
+    nbytes: float,
+    strategy: str,
+    adapters: int,
+    partial: bool,
+    with_links: bool = False,
+) -> HandOff:
+    """Time of handing ``nbytes`` (one replica's activation) from every replica's source group
+    ``src[d]`` to its destination group ``dst[d]`` (arrays of shape ``(replicas, n, 2)``)."""
+    if strategy not in INTER_GROUP_STRATEGIES:
+        raise ValueError(f"unknown inter-group strategy {strategy!r}")
+    n = src.shape[1]
+    a = max(1, min(adapters, n, dst.shape[1]))
+    reduce_pairs: list[tuple[np.ndarray, np.ndarray]] = []
+    cross: list[tuple[np.ndarray, np.ndarray]] = []
+    bcast: list[tuple[np.ndarray, np.ndarray]] = []
+    adapter_rings: list[np.ndarray] = []
+    source_rings: list[np.ndarray] = []
+    for s_members, d_members in zip(src, dst, strict=True):
+        s_ad = choose_adapters(s_members, d_members, a)
+        d_ad = choose_adapters(d_members, s_members, a)
+        # pair adapters in a consistent spatial order
+        s_ad = s_ad[np.lexsort((s_members[s_ad, 1], s_members[s_ad, 0]))]
+        d_ad = d_ad[np.lexsort((d_members[d_ad, 1], d_members[d_ad, 0]))]
+        cross.append((s_members[s_ad], d_members[d_ad]))
+        serve_d = _serving(d_members, d_ad)
+        bcast.append((d_members[d_ad][serve_d], d_members))
+        if partial:
+            serve_s = _serving(s_members, s_ad)
+            reduce_pairs.append((s_members, s_members[s_ad][serve_s]))
+            source_rings.append(ring_order(s_members) if n >= 4 else s_members)
+            adapter_rings.append(d_members[d_ad])
+
+    def prof(pairs: list[tuple[np.ndarray, np.ndarray]]) -> Profile:
+        return mesh_profile(
+            hw,
+            np.concatenate([p[0] for p in pairs]),
+            np.concatenate([p[1] for p in pairs]),
+            with_links=with_links,
+        )
+
+    def ring(rings: list[np.ndarray]) -> Profile:
+        stacked = np.stack(rings)
+        return mesh_profile(
+            hw,
+            stacked.reshape(-1, 2),
+            np.roll(stacked, -1, axis=1).reshape(-1, 2),
+            with_links=with_links,
+        )
+
+    transfer_p, broadcast_p = prof(cross), prof(bcast)
+    profiles = [transfer_p, broadcast_p]
+    reduce_s = adapters_ar = 0.0
+    if partial:
+        if strategy == "allreduce-broadcast":
+            source_p = ring(source_rings)
+            profiles.append(source_p)
+            reduce_s = collective_time(Collective("all-reduce", nbytes), n=n, step=source_p)
+        else:
+            reduce_p = prof(reduce_pairs)
+            profiles.append(reduce_p)
+            reduce_s = reduce_p.time(nbytes)
+            if a > 1:
+                adapters_p = ring(adapter_rings)
+                profiles.append(adapters_p)
+                adapters_ar = collective_time(
+                    Collective("all-reduce", nbytes), n=a, step=adapters_p
+                )
+    return HandOff(
+        reduce_s=reduce_s,
+        transfer_s=transfer_p.time(nbytes),
+        adapters_allreduce_s=adapters_ar,
+        broadcast_s=broadcast_p.time(nbytes),
+        profiles=tuple(profiles),
+    )
