@@ -99,9 +99,9 @@ class CommunicationConfig:
     """``[communication]`` (paper sec. V-C): how activations cross between stage tile groups:
     strategy 1 ``allreduce-broadcast`` (Eq. 7) or strategy 2 ``reduce-adapters`` (Eq. 8) with
     ``adapters`` tiles per group; ``boundary_strategies`` sets one strategy per pipeline
-    boundary (``pp x interleave - 1`` of them) instead. ``noc_granularity`` chooses how finely the event engine
-    models contention: ``group`` aggregates the links of each stage group (the default; cost
-    independent of the tile count) and ``link`` keeps every link (small meshes)."""
+    boundary (``pp x interleave - 1`` of them) instead. ``noc_granularity`` chooses how finely
+    the event engine models contention: ``group`` aggregates the links of each stage group (the
+    default; cost independent of the tile count) and ``link`` keeps every link (small meshes)."""
 
     inter_group: Literal["allreduce-broadcast", "reduce-adapters"] = "allreduce-broadcast"
     adapters: int = 1

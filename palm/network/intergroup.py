@@ -56,13 +56,15 @@ def choose_adapters(members: np.ndarray, toward: np.ndarray, count: int) -> np.n
     ``toward`` (Manhattan distance; ties by member order)."""
     centre = toward.mean(axis=0)
     dist = np.abs(members - centre).sum(axis=1)
-    return np.argsort(dist, kind="stable")[:count]
+    order: np.ndarray = np.argsort(dist, kind="stable")[:count]
+    return order
 
 
 def _serving(members: np.ndarray, adapters: np.ndarray) -> np.ndarray:
     """For each member, the index (into ``adapters``) of its nearest adapter."""
     dist = np.abs(members[:, None, :] - members[adapters][None, :, :]).sum(axis=2)
-    return dist.argmin(axis=1)
+    nearest: np.ndarray = dist.argmin(axis=1)
+    return nearest
 
 
 def hand_off(
