@@ -1,4 +1,4 @@
-"""Command-line front end of the simulator: ``simulate``, ``plot`` and ``presets``.
+"""Command-line front end of the simulator: ``simulate``, ``plot``, ``validate``, ``presets``.
 
 The ``palm-tune`` entry point (:mod:`search.cli`) registers these next to the tuner's
 commands; this module knows nothing of the tuner. Every handler returns an exit code and lets
@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from palm.api import DEFAULT_ENGINE, ENGINES, simulate_timeline
+from palm.api import DEFAULT_ENGINE, ENGINES, simulate, simulate_timeline
 from palm.config import apply_overrides, config_to_dict, load_config, parse_config
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS
 from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
+from palm.validation import load_cases
 from palm.workload.model import build_workload
 from palm.workload.presets import MODEL_PRESETS, MODEL_SOURCES
 
@@ -73,6 +74,30 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "--out", metavar="DIR", default="palm-plots", help="output directory (default: palm-plots)"
     )
     g.set_defaults(handler=_cmd_plot)
+
+    v = sub.add_parser(
+        "validate",
+        help="compare the simulator with published runs and print the errors",
+        description="Simulate every case of a validation file (default: the packaged visible "
+        "cases, Megatron SC21 Table 1) and print predicted against published iteration time "
+        "with the signed error, then the mean and max absolute error. Reports, does not judge: "
+        "the exit code is 0 whatever the errors.",
+    )
+    v.add_argument(
+        "file",
+        metavar="FILE",
+        nargs="?",
+        default=None,
+        help="validation JSON of the same shape as shared/validation/visible.json",
+    )
+    v.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=DEFAULT_ENGINE,
+        help=f"simulation engine (default: {DEFAULT_ENGINE})",
+    )
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.set_defaults(handler=_cmd_validate)
 
     q = sub.add_parser(
         "presets",
@@ -153,6 +178,64 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise ConfigError("--out", args.out, f"a writable directory ({exc.strerror})") from None
     for path in paths:
         out.write(f"wrote {path}\n")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    rows = []
+    for case in load_cases(args.file):
+        result = simulate(case.config, engine=args.engine)
+        par, tr = case.config.parallelism, case.config.training
+        predicted = result.iteration_time_s
+        rows.append(
+            {
+                "id": case.case_id,
+                "plan": {
+                    "tp": par.tp,
+                    "pp": par.pp,
+                    "dp": par.dp,
+                    "schedule": par.schedule,
+                    "interleave": par.chunks,
+                    "micro_batch": tr.micro_batch,
+                    "global_batch": tr.global_batch,
+                    "recompute": tr.recompute,
+                },
+                "predicted_iteration_time_s": predicted,
+                "published_iteration_time_s": case.published_iteration_time_s,
+                "error": predicted / case.published_iteration_time_s - 1.0,
+                "source": case.source,
+            }
+        )
+    errors = [abs(float(r["error"])) for r in rows]  # type: ignore[arg-type]
+    summary = {
+        "engine": args.engine,
+        "cases": rows,
+        "mean_abs_error": sum(errors) / len(errors),
+        "max_abs_error": max(errors),
+    }
+    if args.json:
+        out.write(json.dumps(summary, indent=2) + "\n")
+        return 0
+    out.write(
+        f"{'case':<26} {'TP':>3} {'PP':>3} {'DP':>3} {'schedule':<20} {'mb':>3}  "
+        f"{'predicted (s)':>13} {'published (s)':>13} {'error':>7}\n"
+    )
+    for r in rows:
+        plan = r["plan"]
+        assert isinstance(plan, dict)
+        sched = str(plan["schedule"]) if plan["pp"] > 1 else "-"
+        if plan["interleave"] > 1:
+            sched += f" x{plan['interleave']}"
+        out.write(
+            f"{r['id']:<26} {plan['tp']:>3} {plan['pp']:>3} {plan['dp']:>3} {sched:<20} "
+            f"{plan['micro_batch']:>3}  {r['predicted_iteration_time_s']:>13.3f} "
+            f"{r['published_iteration_time_s']:>13.3f} {r['error']:>+7.1%}\n"
+        )
+    out.write(
+        f"\n{len(rows)} cases, engine {args.engine}: mean absolute error "
+        f"{summary['mean_abs_error']:.1%}, max {summary['max_abs_error']:.1%}\n"
+    )
     return 0
 
 
