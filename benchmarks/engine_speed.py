@@ -47,45 +47,61 @@ def _time(config: palm.SimConfig, repeats: int) -> tuple[palm.Result, float]:
     return result, statistics.median(walls)
 
 
-def wafer_config(preset: str, *, tiles: tuple[int, int] = (5, 4), dp: int = 2,
-                 channels: int = 18) -> palm.SimConfig:
+def wafer_config(
+    preset: str, *, tiles: tuple[int, int] = (5, 4), dp: int = 2, channels: int = 18
+) -> palm.SimConfig:
     """The paper's wafer baseline (sec. V-B): TP=8, DP=2, PP=20, line layout, 32 micro-batches
     of one sequence per pipeline; larger wafers grow DP (each stage's tile group) to match and
     keep one DRAM channel per outer tile side."""
-    return palm.load_config(WAFER, overrides=[
-        f'model.preset="{preset}"', f"hardware.tiles=[{tiles[0]}, {tiles[1]}]",
-        f"parallelism.dp={dp}", f"training.global_batch={32 * dp}",
-        f"hardware.dram_channels={channels}",
-        f"hardware.dram_capacity_gib={512.0 * channels}",
-    ])
+    return palm.load_config(
+        WAFER,
+        overrides=[
+            f'model.preset="{preset}"',
+            f"hardware.tiles=[{tiles[0]}, {tiles[1]}]",
+            f"parallelism.dp={dp}",
+            f"training.global_batch={32 * dp}",
+            f"hardware.dram_channels={channels}",
+            f"hardware.dram_capacity_gib={512.0 * channels}",
+        ],
+    )
 
 
 def cases_table(repeats: int) -> str:
-    rows = ["| case | plan (TP, PP, DP) | micro-batches | iteration (s) | events | wall (s) |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| case | plan (TP, PP, DP) | micro-batches | iteration (s) | events | wall (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for case in load_cases():
         par = case.config.parallelism
         result, wall = _time(case.config, repeats)
-        rows.append(f"| {case.case_id} | {par.tp}, {par.pp}, {par.dp} | {result.micro_batches} | "
-                    f"{result.iteration_time_s:.3f} | {result.events_simulated} | {wall:.3f} |")
+        rows.append(
+            f"| {case.case_id} | {par.tp}, {par.pp}, {par.dp} | {result.micro_batches} | "
+            f"{result.iteration_time_s:.3f} | {result.events_simulated} | {wall:.3f} |"
+        )
     for preset in ("t-18b", "t-76b", "t-145b"):
         cfg = wafer_config(preset)
         result, wall = _time(cfg, repeats)
-        rows.append(f"| wafer-palm {preset} | 8, 20, 2 | {result.micro_batches} | "
-                    f"{result.iteration_time_s:.3f} | {result.events_simulated} | {wall:.3f} |")
+        rows.append(
+            f"| wafer-palm {preset} | 8, 20, 2 | {result.micro_batches} | "
+            f"{result.iteration_time_s:.3f} | {result.events_simulated} | {wall:.3f} |"
+        )
     return "\n".join(rows)
 
 
 def scaling_table(repeats: int) -> str:
-    rows = ["| wafer (tiles) | cores | DP | DRAM channels | iteration (s) | events | wall (s) |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| wafer (tiles) | cores | DP | DRAM channels | iteration (s) | events | wall (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for tiles, dp in (((5, 4), 2), ((10, 8), 8), ((20, 16), 32), ((50, 40), 200)):
         channels = 2 * (tiles[0] + tiles[1])
         cfg = wafer_config("t-18b", tiles=tiles, dp=dp, channels=channels)
         result, wall = _time(cfg, repeats)
         cores = cfg.hardware.device_count  # type: ignore[union-attr]
-        rows.append(f"| {tiles[0]} x {tiles[1]} | {cores} | {dp} | {channels} | "
-                    f"{result.iteration_time_s:.3f} | {result.events_simulated} | {wall:.3f} |")
+        rows.append(
+            f"| {tiles[0]} x {tiles[1]} | {cores} | {dp} | {channels} | "
+            f"{result.iteration_time_s:.3f} | {result.events_simulated} | {wall:.3f} |"
+        )
     return "\n".join(rows)
 
 
