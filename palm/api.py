@@ -25,14 +25,14 @@ def simulate(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Result:
     Raises :class:`~palm.errors.ConfigError` for an invalid configuration; a configuration
     that does not fit in memory is simulated all the same and reported by ``fits_memory``.
     """
-    return simulate_timeline(config, engine=engine)[0]
+    return simulate_timeline(config, engine=engine, record=False)[0]
 
 
 def simulate_timeline(
-    config: SimConfig, *, engine: str = DEFAULT_ENGINE
+    config: SimConfig, *, engine: str = DEFAULT_ENGINE, record: bool = True
 ) -> tuple[Result, Timeline | None]:
     """Like :func:`simulate`, also returning the event engine's timeline (``None`` for the
-    analytical engine), for traces and plots."""
+    analytical engine), for traces and plots; ``record=False`` skips recording it."""
     if engine not in ENGINES:
         raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
     start = time.perf_counter()
@@ -40,7 +40,9 @@ def simulate_timeline(
     if engine == "event":
         link_mode = config.communication.noc_granularity == "link"
         plan = build_plan(config, with_links=link_mode or not _is_mesh(config))
-        result, timeline = run_event(plan, granularity=config.communication.noc_granularity)
+        result, timeline = run_event(
+            plan, granularity=config.communication.noc_granularity, record=record
+        )
     else:
         result = run_analytical(build_plan(config))
     if not (math.isfinite(result.iteration_time_s) and result.iteration_time_s > 0):

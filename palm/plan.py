@@ -42,6 +42,7 @@ from palm.network.loads import (
     Profile,
     dram_channel_cores,
     mesh_profile,
+    nearest_channel,
     profile,
     ring_order,
 )
@@ -272,6 +273,8 @@ def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: 
     """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once; on a mesh
     each ring is put in :func:`~palm.network.loads.ring_order`."""
     mesh = isinstance(config.hardware, Mesh2DHardware)
+    if arr.shape[axis] == 1:
+        return Profile(0.0, float("inf"), 0)  # a group of one: nothing to exchange
     if mesh:
         n = arr.shape[axis]
         rings = np.moveaxis(arr, axis, -2).reshape(-1, n, 2)
@@ -292,8 +295,7 @@ def _dram_access(
     hw: Mesh2DHardware, cores: np.ndarray, channels_at: np.ndarray, *, with_links: bool
 ) -> DramAccess:
     """Each core reads from its nearest channel (Manhattan distance, lowest index on ties)."""
-    dist = np.abs(cores[:, None, :] - channels_at[None, :, :]).sum(axis=2)
-    nearest = dist.argmin(axis=1)
+    nearest = nearest_channel(hw, cores)
     noc = mesh_profile(hw, channels_at[nearest], cores, with_links=with_links)
     per_channel = np.bincount(nearest, minlength=len(channels_at))
     used = tuple(int(i) for i in np.nonzero(per_channel)[0])

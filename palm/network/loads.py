@@ -94,26 +94,38 @@ def mesh_profile(
     c0 = int(min(c1.min(), c2.min()))
     nr = int(max(r1.max(), r2.max())) - r0 + 1
     nc = int(max(c1.max(), c2.max())) - c0 + 1
-    diff = np.zeros((4, nr, nc + 1), dtype=np.float64)  # horizontal: along columns
-    vdiff = np.zeros((4, nc, nr + 1), dtype=np.float64)  # vertical: along rows, per column
     rr1, cc1, rr2, cc2 = r1 - r0, c1 - c0, r2 - r0, c2 - c0
     east = cc2 > cc1
     west = cc2 < cc1
-    # eastward links (r, c) -> (r, c+1) for c in [c1, c2)
-    np.add.at(diff[EAST], (rr1[east], cc1[east]), 1.0)
-    np.add.at(diff[EAST], (rr1[east], cc2[east]), -1.0)
-    # westward links (r, c) -> (r, c-1) for c in (c2, c1]: index by source column
-    np.add.at(diff[WEST], (rr1[west], cc2[west] + 1), 1.0)
-    np.add.at(diff[WEST], (rr1[west], cc1[west] + 1), -1.0)
     south = rr2 > rr1
     north = rr2 < rr1
-    # vertical leg on column c2
-    np.add.at(vdiff[SOUTH], (cc2[south], rr1[south]), 1.0)
-    np.add.at(vdiff[SOUTH], (cc2[south], rr2[south]), -1.0)
-    np.add.at(vdiff[NORTH], (cc2[north], rr2[north] + 1), 1.0)
-    np.add.at(vdiff[NORTH], (cc2[north], rr1[north] + 1), -1.0)
-    h_load = np.cumsum(diff, axis=2)[:, :, :nc]  # [dir, row, col]
-    v_load = np.cumsum(vdiff, axis=2)[:, :, :nr]  # [dir, col, row]
+    h_size, v_size = nr * (nc + 1), nc * (nr + 1)
+
+    def spread(
+        rows_: np.ndarray, start: np.ndarray, stop: np.ndarray, width: int, size: int
+    ) -> np.ndarray:
+        # difference array of +1 at start and -1 at stop on each row, via bincount
+        plus = np.bincount(rows_ * width + start, minlength=size)
+        minus = np.bincount(rows_ * width + stop, minlength=size)
+        return (plus - minus).astype(np.float64)
+
+    diff = np.stack(
+        [
+            # eastward links (r, c) -> (r, c+1) for c in [c1, c2)
+            spread(rr1[east], cc1[east], cc2[east], nc + 1, h_size),
+            # westward links (r, c) -> (r, c-1) for c in (c2, c1]: indexed by source column
+            spread(rr1[west], cc2[west] + 1, cc1[west] + 1, nc + 1, h_size),
+        ]
+    ).reshape(2, nr, nc + 1)
+    vdiff = np.stack(
+        [
+            # the vertical leg runs on column c2
+            spread(cc2[south], rr1[south], rr2[south], nr + 1, v_size),
+            spread(cc2[north], rr2[north] + 1, rr1[north] + 1, nr + 1, v_size),
+        ]
+    ).reshape(2, nc, nr + 1)
+    h_load = np.cumsum(diff, axis=2)[:, :, :nc]  # [east | west, row, col]
+    v_load = np.cumsum(vdiff, axis=2)[:, :, :nr]  # [south | north, col, row]
 
     cols = np.arange(c0, c0 + nc)
     rows = np.arange(r0, r0 + nr)
@@ -127,8 +139,8 @@ def mesh_profile(
     for load, bw in (
         (h_load[EAST], east_bw[None, :]),
         (h_load[WEST], west_bw[None, :]),
-        (v_load[SOUTH], south_bw[None, :]),
-        (v_load[NORTH], north_bw[None, :]),
+        (v_load[SOUTH - 2], south_bw[None, :]),
+        (v_load[NORTH - 2], north_bw[None, :]),
     ):
         if load.any():
             worst = max(worst, float((load / bw).max()))
@@ -149,9 +161,9 @@ def _mesh_link_ids(
         ids.append(((r + r0) * cols_total + (c + c0)) * 4 + d)
         loads.append(h_load[d][r, c])
     for d in (SOUTH, NORTH):
-        c, r = np.nonzero(v_load[d])
+        c, r = np.nonzero(v_load[d - 2])
         ids.append(((r + r0) * cols_total + (c + c0)) * 4 + d)
-        loads.append(v_load[d][c, r])
+        loads.append(v_load[d - 2][c, r])
     return LinkLoad(np.concatenate(ids), np.concatenate(loads))
 
 
@@ -247,3 +259,44 @@ def ring_order(members: np.ndarray) -> np.ndarray:
         return members
     ordered: np.ndarray = template + lo
     return ordered
+
+
+def nearest_channel(
+    hw: Mesh2DHardware, cores: np.ndarray, *, exhaustive_below: int = 1 << 20
+) -> np.ndarray:
+    """Index of the DRAM channel nearest each core (Manhattan distance; ties to the lowest
+    index), without a cores x channels distance matrix: channels sit on the perimeter, so the
+    nearest one is among the two neighbours of the core's projection on each side. Below
+    ``exhaustive_below`` distances the matrix is cheaper and used instead."""
+    channels = dram_channel_cores(hw)
+    rows, cols = hw.core_grid
+    cores = np.asarray(cores, dtype=np.int64).reshape(-1, 2)
+    if rows <= 2 or cols <= 2 or len(cores) * len(channels) < exhaustive_below:
+        dist = np.abs(cores[:, None, :] - channels[None, :, :]).sum(axis=2)
+        nearest: np.ndarray = dist.argmin(axis=1)
+        return nearest
+    best_d = np.full(len(cores), np.iinfo(np.int64).max)
+    best_i = np.full(len(cores), np.iinfo(np.int64).max)
+    sides = (
+        (channels[:, 0] == 0, 1, cores[:, 1]),
+        (channels[:, 0] == rows - 1, 1, cores[:, 1]),
+        (channels[:, 1] == 0, 0, cores[:, 0]),
+        (channels[:, 1] == cols - 1, 0, cores[:, 0]),
+    )
+    for on_side, along, position in sides:
+        idx = np.nonzero(on_side)[0]
+        if len(idx) == 0:
+            continue
+        order = idx[np.argsort(channels[idx, along], kind="stable")]
+        coords = channels[order, along]
+        at = np.searchsorted(coords, position)
+        for shift in (-1, 0):
+            j = np.clip(at + shift, 0, len(order) - 1)
+            # every channel at the same coordinate along this side (there is at most one per
+            # perimeter cell, but keep ties exact)
+            cand = order[j]
+            d = np.abs(cores - channels[cand]).sum(axis=1)
+            better = (d < best_d) | ((d == best_d) & (cand < best_i))
+            best_d = np.where(better, d, best_d)
+            best_i = np.where(better, cand, best_i)
+    return best_i

@@ -156,3 +156,27 @@ def test_group_and_link_granularity_agree() -> None:
     assert wafer[1].iteration_time_s >= wafer[0].iteration_time_s * (1 - 1e-12)
     assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.05)
     assert len(wafer[1].links or ()) > len(wafer[0].links or ())
+
+
+@pytest.mark.parametrize(
+    "tiles, channels", [((5, 4), 18), ((37, 23), 7), ((16, 16), 64), ((9, 31), 40)]
+)
+def test_fast_nearest_channel_equals_the_exhaustive_search(
+    tiles: tuple[int, int], channels: int
+) -> None:
+    import dataclasses
+
+    from palm.hardware import HARDWARE_PRESETS
+    from palm.network.loads import dram_channel_cores, nearest_channel
+
+    hw = dataclasses.replace(
+        HARDWARE_PRESETS["wafer-palm"],
+        tiles=tiles,  # type: ignore[type-var]
+        dram_channels=channels,
+    )
+    rows, cols = hw.core_grid
+    cores = np.array([(r, c) for r in range(rows) for c in range(cols)])
+    at = dram_channel_cores(hw)
+    exhaustive = np.abs(cores[:, None, :] - at[None, :, :]).sum(axis=2).argmin(axis=1)
+    fast = nearest_channel(hw, cores, exhaustive_below=0)
+    assert np.array_equal(fast, exhaustive)

@@ -87,27 +87,30 @@ class Timeline:
         return [FlowRecord(*x) for x in self.raw_flows]
 
 
-class _CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it schedules."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scheduled = 0
-
-    def schedule(self, event: simpy.events.Event, priority: Any = 1, delay: float = 0) -> None:
-        self.scheduled += 1
-        super().schedule(event, priority, delay)
+def _discard(_item: object) -> None:
+    """Stands in for a list's append when the timeline is not recorded."""
 
 
-def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeline]:
-    """Simulate one iteration of ``plan``; returns the result and its timeline."""
+def _events_scheduled(env: simpy.Environment) -> int:
+    """Events the environment scheduled: SimPy numbers every scheduled event from one counter
+    (``Environment._eid``, an ``itertools.count``; SimPy 4, simpy/core.py); reading the next
+    number costs one more, hence the minus one."""
+    counter = env._eid  # noqa: SLF001 - reading SimPy's own event counter
+    return int(next(counter))
+
+
+def run_event(
+    plan: Plan, *, granularity: str = "group", record: bool = True
+) -> tuple[Result, Timeline]:
+    """Simulate one iteration of ``plan``; returns the result and its timeline (empty unless
+    ``record``)."""
     wall = time.perf_counter()
     par = plan.config.parallelism
     p, v, m = par.pp, par.chunks, plan.micro_batches
     n_chunks = p * v
     training = plan.training
     fabric, flows = build_fabric(plan, granularity)
-    env = _CountingEnvironment()
+    env = simpy.Environment()
     timeline = Timeline()
     chunks = plan.chunks
     act = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
@@ -121,6 +124,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
     done_last: list[float] = []
     phases = timeline.raw_phases
     flow_log = timeline.raw_flows
+    keep = record
 
     def hold(flow: Flow, now: float, duration: float, nbytes: float, stage: int) -> float:
         if duration <= 0:
@@ -128,7 +132,8 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         if not flow.resources:
             return now + duration
         end = fabric.reserve(flow, now, duration, nbytes)
-        flow_log.append((flow.kind, flow.resources, end - duration, end, stage))
+        if keep:
+            flow_log.append((flow.kind, flow.resources, end - duration, end, stage))
         return end
 
     dram_system: DramSystem | None = None
@@ -225,8 +230,9 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         tp_flow, exclusive = flows.tp[s], flows.tp_exclusive[s]
         dp_flow = flows.dp[s]
         timeout = env.timeout
-        record = phases.append
-        log_flow = flow_log.append
+        record = phases.append if keep else _discard
+        log_flow = flow_log.append if keep else _discard
+        tp_busy = tp_bytes = 0.0
         stage_busy = 0.0
         dp_proc = None
         for index, (kind, j, mb) in enumerate(program):
@@ -252,7 +258,8 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
                 streaming = dram_read(s, now, stream_bytes)
             fold = comm > 0 and exclusive
             if fold and streaming is None:
-                fabric.account(tp_flow, comm, sent)
+                tp_busy += comm
+                tp_bytes += sent
                 log_flow(("tp", tp_flow.resources, end, end + comm, s))
                 end += comm
             if end > now:
@@ -262,7 +269,8 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
                 yield from dram_wait(*streaming)
                 now = env.now
                 if fold:  # the collectives follow the pass, which waited for its weights
-                    fabric.account(tp_flow, comm, sent)
+                    tp_busy += comm
+                    tp_bytes += sent
                     log_flow(("tp", tp_flow.resources, now, now + comm, s))
                     yield timeout(comm)
                     now = env.now
@@ -283,6 +291,8 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
             elif forward:
                 done_last.append(now)
         busy[s] = stage_busy
+        if tp_busy:
+            fabric.account(tp_flow, tp_busy, tp_bytes)
         pipe_end[s] = env.now
         if dp_proc is not None:
             yield dp_proc
@@ -293,7 +303,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
                 yield from dram_wait(*dram_read(s, env.now, st.optimizer_bytes))
             else:
                 yield env.timeout(st.optimizer_s)
-            phases.append((s, 0, 0, "optimizer", t0, env.now))
+            record((s, 0, 0, "optimizer", t0, env.now))
         stage_end[s] = env.now
 
     for s in range(p):
@@ -322,7 +332,7 @@ def run_event(plan: Plan, *, granularity: str = "group") -> tuple[Result, Timeli
         bubble_s=bubble,
         sent_bytes=sent_bytes,
         received_bytes=received,
-        events=env.scheduled,
+        events=_events_scheduled(env),
         wall_s=time.perf_counter() - wall,
         links=links,
         dram=dram,

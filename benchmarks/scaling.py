@@ -1,0 +1,188 @@
+"""How the simulator's cost scales: tile count, micro-batches, layers, pipeline stages, and the
+two engines side by side.
+
+Usage:
+    python benchmarks/scaling.py [--repeats 3] [--write-docs]
+
+Pins itself to one core and reports the median wall time of ``palm.simulate`` over
+``--repeats`` runs (plan + engine) and the number of events. With --write-docs the tables go to
+docs/benchmarks.md between their markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import palm
+from palm.validation import load_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+
+GPT_1B = {
+    "name": "gpt-1.3b",
+    "family": "gpt",
+    "layers": 24,
+    "hidden": 2048,
+    "heads": 16,
+    "ffn_hidden": 8192,
+    "seq_len": 1024,
+    "vocab": 51200,
+}
+
+
+def _time(config: palm.SimConfig, repeats: int, engine: str = "event") -> tuple[palm.Result, float]:
+    walls, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = palm.simulate(config, engine=engine)
+        walls.append(time.perf_counter() - start)
+    assert result is not None
+    return result, statistics.median(walls)
+
+
+def _table(header: str, rows: Iterable[tuple[Any, ...]]) -> str:
+    cols = header.count("|") - 1
+    return "\n".join(
+        [header, "|" + "---|" * cols] + ["| " + " | ".join(str(x) for x in r) + " |" for r in rows]
+    )
+
+
+def tiles(repeats: int) -> str:
+    """A 1.3B GPT, layer-wise (PP = 1), one replica per core, on square meshes of 4 x 4 to
+    633 x 633 cores (paper sec. III-A), one DRAM channel per outer core side, 64 micro-batches."""
+    rows = []
+    for n in (4, 16, 64, 211, 633):
+        cfg = palm.parse_config(
+            {
+                "model": GPT_1B,
+                "hardware": {
+                    "preset": "wafer-palm",
+                    "tiles": [n, n],
+                    "cores_per_tile": [1, 1],
+                    "dram_channels": 4 * n,
+                    "dram_capacity_gib": 512.0 * 4 * n,
+                },
+                "training": {
+                    "global_batch": 64 * n * n,
+                    "micro_batch": 1,
+                    "precision": "fp16",
+                    "recompute": "full",
+                },
+                "parallelism": {"tp": 1, "pp": 1, "dp": n * n},
+            }
+        )
+        result, wall = _time(cfg, repeats)
+        rows.append((f"{n} x {n}", n * n, result.events_simulated, f"{wall:.3f}"))
+    return _table("| cores | count | events | wall (s) |", rows)
+
+
+def _wafer(overrides: list[str]) -> palm.SimConfig:
+    return palm.load_config(ROOT / "examples" / "wafer-t18b.toml", overrides=overrides)
+
+
+def microbatches(repeats: int) -> str:
+    rows = []
+    for m in (8, 32, 128, 512):
+        result, wall = _time(_wafer([f"training.global_batch={2 * m}"]), repeats)
+        rows.append((m, result.events_simulated, f"{wall:.3f}", f"{wall / m * 1e3:.2f}"))
+    return _table("| micro-batches | events | wall (s) | wall per micro-batch (ms) |", rows)
+
+
+def _cluster(layers: int, pp: int, m: int) -> palm.SimConfig:
+    return palm.parse_config(
+        {
+            "model": {
+                **GPT_1B,
+                "name": f"gpt-{layers}l",
+                "layers": layers,
+                "hidden": 4096,
+                "heads": 32,
+                "ffn_hidden": 16384,
+                "seq_len": 2048,
+            },
+            "hardware": {"preset": "dgx-a100"},
+            "training": {
+                "global_batch": 4 * m,
+                "micro_batch": 1,
+                "precision": "fp16",
+                "recompute": "full",
+            },
+            "parallelism": {"tp": 8, "pp": pp, "dp": 4},
+        }
+    )
+
+
+def layers(repeats: int) -> str:
+    rows = []
+    for n in (24, 48, 96, 192):
+        result, wall = _time(_cluster(n, 8, 64), repeats)
+        rows.append((n, result.events_simulated, f"{wall:.3f}"))
+    return _table("| layers (PP = 8, 64 micro-batches) | events | wall (s) |", rows)
+
+
+def stages(repeats: int) -> str:
+    rows = []
+    for pp in (1, 2, 4, 8, 16, 32, 64):
+        result, wall = _time(_cluster(64, pp, 64), repeats)
+        rows.append((pp, result.events_simulated, f"{wall:.3f}"))
+    return _table("| pipeline stages (64 layers, 64 micro-batches) | events | wall (s) |", rows)
+
+
+def engines(repeats: int) -> str:
+    rows = []
+    for case in load_cases():
+        ev, w_ev = _time(case.config, repeats, "event")
+        an, w_an = _time(case.config, repeats, "analytical")
+        rows.append(
+            (
+                case.case_id,
+                f"{w_an * 1e3:.1f}",
+                f"{w_ev * 1e3:.1f}",
+                f"{ev.iteration_time_s / an.iteration_time_s - 1:+.2%}",
+            )
+        )
+    return _table("| case | analytical wall (ms) | event wall (ms) | event vs analytical |", rows)
+
+
+SECTIONS: dict[str, Callable[[int], str]] = {
+    "scaling-tiles": tiles,
+    "scaling-microbatches": microbatches,
+    "scaling-layers": layers,
+    "scaling-stages": stages,
+    "engines": engines,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=3, help="runs per point (median reported)")
+    ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    args = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    doc = DOC.read_text(encoding="utf-8") if args.write_docs else ""
+    for name, fn in SECTIONS.items():
+        text = fn(args.repeats)
+        print(f"## {name}\n\n{text}\n")
+        if args.write_docs:
+            marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
+            if not marker.search(doc):
+                print(f"no markers for {name} in {DOC}", file=sys.stderr)
+                return 1
+            doc = marker.sub(lambda mo, t=text: mo.group(1) + t + "\n" + mo.group(2), doc)
+    if args.write_docs:
+        DOC.write_text(doc, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
