@@ -499,6 +499,20 @@ def validate(config: SimConfig) -> None:
             f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
+    if par.tp > 1 and not workload.transformer:
+        for op in workload.ops:
+            width = (
+                op.out_features
+                if isinstance(op, Linear)
+                else (op.out_channels if isinstance(op, Conv2d) else 0)
+            )
+            split = par.linear_split if isinstance(op, Linear) else par.conv_split
+            if width and not split and width % par.tp:
+                raise ConfigError(
+                    "parallelism.tp",
+                    par.tp,
+                    f"a divisor of every operator's output width ({op.name} has {width})",
+                )
     _validate_splits(config, workload)
     _validate_placement(config)
     comm = config.communication

@@ -21,8 +21,10 @@ Sends are asynchronous (the sender goes on computing). Layers of a chunk are fol
 event per phase, and a tensor-parallel flow whose resources nothing else uses is folded into the
 compute event (it can never wait).
 
-Inference (sec. V-A3): forwards only; throughput is measured in the steady state, from the
-spacing of the micro-batches leaving the last chunk, without fill and drain.
+Inference (sec. V-A3): forwards only, with double buffering between stages (a stage runs at
+most two micro-batches ahead of the next); at least ``2 x chunks + 16`` micro-batches are
+simulated and the throughput is the steady-state spacing of those leaving the last chunk over
+the second half of the run, without fill and drain.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ class Timeline:
         return [FlowRecord(*x) for x in self.raw_flows]
 
 
+#: inference: how many micro-batches a stage may run ahead of the next (double buffering)
+_BUFFER = 2
+#: inference: micro-batches simulated beyond two per chunk, so that the steady state is reached
+_STEADY_EXTRA = 16
+
+
 def _discard(_item: object) -> None:
     """Stands in for a list's append when the timeline is not recorded."""
 
@@ -109,11 +117,15 @@ def run_event(
     p, v, m = par.pp, par.chunks, plan.micro_batches
     n_chunks = p * v
     training = plan.training
+    if not training:  # simulate long enough to reach the steady state, measured below
+        m = max(m, 2 * n_chunks + _STEADY_EXTRA)
     fabric, flows = build_fabric(plan, granularity)
     env = simpy.Environment()
     timeline = Timeline()
     chunks = plan.chunks
     act = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
+    # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead of the next
+    started = [[env.event() for _ in range(m)] for _ in range(n_chunks)] if not training else []
     grad = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
     pipe_end = [0.0] * p
     stage_end = [0.0] * p
@@ -246,6 +258,12 @@ def run_event(
                 if not arrival.processed:
                     yield arrival
                 received[s] += inbound
+            if started:
+                if g < last_chunk and mb >= _BUFFER:
+                    ahead = started[g + 1][mb - _BUFFER]
+                    if not ahead.processed:
+                        yield ahead
+                started[g][mb].succeed()
             now = t0 = float(env.now)
             if forward and g == 0 and chunks[0].fetch_s > 0:
                 yield from dram_wait(*dram_read(s, now, chunks[0].fetch_bytes))
@@ -316,13 +334,16 @@ def run_event(
         bubble = [max(0.0, pipe_end[s] - busy[s]) for s in range(p)]
     else:
         done_last.sort()
-        # steady-state spacing of micro-batches leaving the pipeline (one micro-batch: its span)
-        t = m * (done_last[-1] - done_last[0]) / (m - 1) if m >= 2 else max(busy)
+        # steady-state spacing of the micro-batches leaving the pipeline, over the second half
+        # of the run (the first half fills it), for the configured number of micro-batches
+        half = done_last[len(done_last) // 2 :]
+        period = (half[-1] - half[0]) / (len(half) - 1)
+        t = plan.micro_batches * period
         exposed = [0.0] * p
         bubble = [0.0] * p
     timeline.resource_labels = [resource_label(k) for k in fabric.keys]
     timeline.resource_kinds = list(fabric.kinds)
-    links, dram = _network_results(fabric, t, plan, dram_system)
+    links, dram = _network_results(fabric, float(env.now), plan, dram_system)
     result = assemble_result(
         plan,
         engine="event",
@@ -355,8 +376,9 @@ def _network_results(
             continue
         links.append(LinkResult(name=resource_label(key), busy_fraction=fraction, bytes=nbytes))
     if dram_system is not None:
-        for ch, busy_s in enumerate(dram_system.busy_s):
-            dram[ch] = min(1.0, busy_s / t) if t > 0 else 0.0
+        # bandwidth used: bytes moved over what the channel could move in the time
+        for ch, moved in enumerate(dram_system.nbytes):
+            dram[ch] = min(1.0, moved / (dram_system.bandwidth[ch] * t)) if t > 0 else 0.0
     hw = plan.config.hardware
     if not isinstance(hw, Mesh2DHardware):
         return tuple(links), None
