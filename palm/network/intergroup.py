@@ -102,7 +102,8 @@ def hand_off(
             serve_s = _serving(s_members, s_ad)
             reduce_pairs.append((s_members, s_members[s_ad][serve_s]))
             source_rings.append(ring_order(s_members) if n >= 4 else s_members)
-            adapter_rings.append(d_members[d_ad])
+            adapters_here = d_members[d_ad]
+            adapter_rings.append(ring_order(adapters_here) if a >= 4 else adapters_here)
 
     def prof(pairs: list[tuple[np.ndarray, np.ndarray]]) -> Profile:
         return mesh_profile(

@@ -22,7 +22,7 @@ event per phase, and a tensor-parallel flow whose resources nothing else uses is
 compute event (it can never wait).
 
 Inference (sec. V-A3): forwards only, with double buffering between stages (a stage runs at
-most two micro-batches ahead of the next); at least ``2 x chunks + 16`` micro-batches are
+most two micro-batches ahead of the next); at least ``2 x chunks + 96`` micro-batches are
 simulated and the throughput is the steady-state spacing of those leaving the last chunk over
 the second half of the run, without fill and drain.
 """
@@ -92,7 +92,7 @@ class Timeline:
 #: inference: how many micro-batches a stage may run ahead of the next (double buffering)
 _BUFFER = 2
 #: inference: micro-batches simulated beyond two per chunk, so that the steady state is reached
-_STEADY_EXTRA = 16
+_STEADY_EXTRA = 96
 
 
 def _discard(_item: object) -> None:

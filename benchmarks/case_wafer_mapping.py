@@ -1,0 +1,666 @@
+"""Case study 2 (PALM paper sec. V-B, Fig. 10): stage layout and TP placement of T-18B, T-76B
+and T-145B on the paper's wafer.
+
+Usage:
+    python benchmarks/case_wafer_mapping.py [--quick] [--out docs/figures] [--write-docs]
+
+``examples/wafer-t18b.toml`` (``wafer-palm``, PP=20, one 16-core tile per stage, 1F1B, full
+recompute, micro-batch 1) with ``model.preset`` set to each model and (TP, DP) in (1, 16),
+(2, 8), (4, 4), (8, 2), (16, 1), 32 micro-batches per pipeline (``global_batch = 32 DP``), stage
+layout ``line`` or ``s-shape`` and TP placement ``compact`` or ``strided``. Every point is run
+by the event engine twice: with palm's default ``group`` NoC granularity and with ``link``
+granularity, where every mesh link is an exclusive resource (the paper's model, sec. IV-C, and
+the only one in which a strided TP ring can contend with other flows).
+
+Also reported: the paper's baseline (TP=8, DP=2, line, compact) against the paper's own
+simulator outputs (``paper_simulator_outputs`` of the validation file), what dominates the
+baseline, and a *diagnostic* rerun of the baseline with the DRAM traffic of the SRAM
+allocation scaled by 0.005, the factor the paper's reference code applies to wafers (SPEC
+sec. 9). The diagnostic is not palm's answer; it only shows where the gap to the paper comes
+from. Writes ``wafer_mapping.png`` and ``wafer_crosscheck.png`` into ``--out`` and, with
+``--write-docs``, the tables into ``docs/case-studies.md`` between its ``case_wafer_mapping``
+markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import re
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import palm
+from palm.engines.event.engine import run_event
+from palm.hardware import Mesh2DHardware
+from palm.network.loads import dram_channel_cores
+from palm.plan import Plan, build_plan
+from palm.validation import default_validation_file
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "case-studies.md"
+BASE = ROOT / "examples" / "wafer-t18b.toml"
+NAME = "case_wafer_mapping"
+
+MODELS: tuple[str, ...] = ("t-18b", "t-76b", "t-145b")
+SPLITS: tuple[tuple[int, int], ...] = ((1, 16), (2, 8), (4, 4), (8, 2), (16, 1))
+MAPPINGS: tuple[tuple[str, str], ...] = (
+    ("line", "compact"),
+    ("line", "strided"),
+    ("s-shape", "compact"),
+    ("s-shape", "strided"),
+)
+GRANULARITIES: tuple[str, ...] = ("group", "link")
+BASELINE = (8, 2)
+REFERENCE_DRAM_FACTOR = 0.005  # the paper's reference code, for wafers (SPEC sec. 9)
+QUICK_MODELS: tuple[str, ...] = ("t-18b",)
+QUICK_SPLITS: tuple[tuple[int, int], ...] = ((2, 8), (8, 2))
+
+
+def config(
+    model: str, tp: int, dp: int, layout: str, tp_group: str, granularity: str = "group"
+) -> palm.SimConfig:
+    return palm.load_config(
+        BASE,
+        overrides=[
+            f'model.preset="{model}"',
+            f"parallelism.tp={tp}",
+            f"parallelism.dp={dp}",
+            f"training.global_batch={32 * dp}",
+            f'placement.layout="{layout}"',
+            f'placement.tp_group="{tp_group}"',
+            f'communication.noc_granularity="{granularity}"',
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class Point:
+    model: str
+    tp: int
+    dp: int
+    layout: str
+    tp_group: str
+    granularity: str
+    throughput: float
+    fits: bool
+
+    @property
+    def mapping(self) -> tuple[str, str]:
+        return (self.layout, self.tp_group)
+
+
+def sweep(models: Sequence[str], splits: Sequence[tuple[int, int]]) -> list[Point]:
+    points = []
+    for model in models:
+        for tp, dp in splits:
+            for layout, group in MAPPINGS:
+                for gran in GRANULARITIES:
+                    r = palm.simulate(config(model, tp, dp, layout, group, gran), engine="event")
+                    points.append(
+                        Point(
+                            model,
+                            tp,
+                            dp,
+                            layout,
+                            group,
+                            gran,
+                            r.throughput_samples_per_s,
+                            r.fits_memory,
+                        )
+                    )
+    return points
+
+
+def paper_numbers() -> dict[str, float]:
+    data = json.loads(default_validation_file().read_text(encoding="utf-8"))
+    out: dict[str, float] = data["paper_simulator_outputs"]["wafer_samples_per_s"]
+    return out
+
+
+def scaled_dram(plan: Plan, factor: float) -> Plan:
+    """``plan`` with the DRAM bytes of the SRAM allocation (weight streams and the optimizer
+    step) times ``factor``, re-priced by each stage's own :class:`~palm.plan.DramAccess`.
+    A diagnostic of the reference code's wafer factor, not a model change."""
+    assert plan.dram is not None
+    chunks = []
+    for ch in plan.chunks:
+        access = plan.dram[ch.stage]
+        f_bytes = ch.stream_bytes_forward * factor
+        b_bytes = ch.stream_bytes_backward * factor
+        chunks.append(
+            dataclasses.replace(
+                ch,
+                stream_bytes_forward=f_bytes,
+                stream_bytes_backward=b_bytes,
+                stream_forward_s=access.time(f_bytes),
+                stream_backward_s=access.time(b_bytes),
+            )
+        )
+    stages = []
+    for st in plan.stages:
+        opt_bytes = st.optimizer_bytes * factor
+        opt_s = plan.dram[st.stage].time(opt_bytes) if st.optimizer_in_dram else st.optimizer_s
+        stages.append(
+            dataclasses.replace(
+                st,
+                chunks=tuple(c for c in chunks if c.stage == st.stage),
+                optimizer_bytes=opt_bytes if st.optimizer_in_dram else st.optimizer_bytes,
+                optimizer_s=opt_s,
+            )
+        )
+    return dataclasses.replace(plan, chunks=tuple(chunks), stages=tuple(stages))
+
+
+@dataclass(frozen=True)
+class Anatomy:
+    """What the baseline of one model spends its time on."""
+
+    model: str
+    throughput: float
+    throughput_link: float
+    diagnostic: float
+    diagnostic_s_shape: float
+    diagnostic_strided: float
+    paper: float
+    iteration_s: float
+    mfu: float
+    bubble: float
+    strategies: str
+    compute_ms: float
+    stream_ms: float
+    tp_ms: float
+    tp_strided_ms: float
+    hand_off_ms: float
+    slowest_hand_off_ms: tuple[float, float]
+    dram_gb: float
+    channel_max: float
+    channel_mean: float
+    busy_min_s: float
+    busy_median_s: float
+    busy_max_s: float
+    busiest: int
+    busiest_channels: str
+
+
+def anatomy(model: str, paper: float) -> Anatomy:
+    tp, dp = BASELINE
+    cfg = config(model, tp, dp, "line", "compact")
+    plan = build_plan(cfg)
+    result, _ = run_event(plan)
+    link = palm.simulate(config(model, tp, dp, "line", "compact", "link"))
+    diag, _ = run_event(scaled_dram(plan, REFERENCE_DRAM_FACTOR))
+    strided = build_plan(config(model, tp, dp, "line", "strided"))
+    s_shape = build_plan(config(model, tp, dp, "s-shape", "compact"))
+    diag_strided, _ = run_event(scaled_dram(strided, REFERENCE_DRAM_FACTOR))
+    diag_s_shape, _ = run_event(scaled_dram(s_shape, REFERENCE_DRAM_FACTOR))
+    mid = plan.chunks[len(plan.chunks) // 2]
+    mid_strided = strided.chunks[len(plan.chunks) // 2]
+    counts = collections.Counter(o.strategy for o in result.operators or ())
+    busy = [s.busy_s for s in result.stages]
+    busiest = int(np.argmax(busy))
+    channels = result.dram_channel_utilisation or (0.0,)
+    access = plan.dram[busiest] if plan.dram is not None else None
+    where = ""
+    if access is not None:
+        sharers = [
+            s
+            for s, a in enumerate(plan.dram or ())
+            if set(a.channels) & set(access.channels) and s != busiest
+        ]
+        hw = cfg.hardware
+        assert isinstance(hw, Mesh2DHardware)
+        routers = dram_channel_cores(hw).tolist()
+        core = plan.placement.stage_array(busiest).reshape(-1, 2)[0]
+        tile = (int(core[0]) // hw.cores_per_tile[0], int(core[1]) // hw.cores_per_tile[1])
+        where = (
+            f"tile {tile}; channel(s) "
+            + ", ".join(f"{c} at router {tuple(routers[c])}" for c in access.channels)
+            + f" ({sum(access.cores_per_channel)} cores, NoC {access.noc.bandwidth_Bps / 1e9:.0f}"
+            f" GB/s per core), shared with stage(s) {', '.join(map(str, sharers)) or 'none'}"
+        )
+    return Anatomy(
+        model=model,
+        throughput=result.throughput_samples_per_s,
+        throughput_link=link.throughput_samples_per_s,
+        diagnostic=diag.throughput_samples_per_s,
+        diagnostic_s_shape=diag_s_shape.throughput_samples_per_s,
+        diagnostic_strided=diag_strided.throughput_samples_per_s,
+        paper=paper,
+        iteration_s=result.iteration_time_s,
+        mfu=result.mfu,
+        bubble=result.bubble_fraction,
+        strategies=", ".join(f"{k} x{v}" for k, v in sorted(counts.items())),
+        compute_ms=1e3 * (mid.forward_compute_s + mid.backward_compute_s + mid.recompute_s),
+        stream_ms=1e3 * (mid.stream_forward_s + mid.stream_backward_s),
+        tp_ms=1e3 * (mid.tp_forward_s + mid.tp_backward_s),
+        tp_strided_ms=1e3 * (mid_strided.tp_forward_s + mid_strided.tp_backward_s),
+        hand_off_ms=1e3 * (mid.send_s + mid.grad_send_s),
+        slowest_hand_off_ms=(
+            1e3 * max(c.send_s for c in plan.chunks),
+            1e3 * max(c.send_s for c in s_shape.chunks),
+        ),
+        dram_gb=(mid.stream_bytes_forward + mid.stream_bytes_backward) / 1e9,
+        channel_max=max(channels),
+        channel_mean=statistics.fmean(channels),
+        busy_min_s=min(busy),
+        busy_median_s=statistics.median(busy),
+        busy_max_s=max(busy),
+        busiest=busiest,
+        busiest_channels=where,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------
+
+
+def _label(model: str) -> str:
+    return model.upper()
+
+
+def throughput_table(points: Sequence[Point], granularity: str) -> str:
+    mine = [p for p in points if p.granularity == granularity]
+    by = {(p.model, p.tp, p.dp, p.mapping): p for p in mine}
+    head = " | ".join(f"{lay} / {grp}" for lay, grp in MAPPINGS)
+    rows = [
+        f"| model | TP, DP | {head} | fits memory | best mapping | spread |",
+        "|---|---|" + "---|" * len(MAPPINGS) + "---|---|---|",
+    ]
+    models = list(dict.fromkeys(p.model for p in mine))
+    splits = list(dict.fromkeys((p.tp, p.dp) for p in mine))
+    for model in models:
+        for tp, dp in splits:
+            row = [by[(model, tp, dp, m)] for m in MAPPINGS]
+            values = [p.throughput for p in row]
+            best = MAPPINGS[int(np.argmax(values))]
+            spread = (max(values) - min(values)) / min(values)
+            cells = " | ".join(f"{v:.4f}" for v in values)
+            fits = "yes" if all(p.fits for p in row) else "**no**"
+            rows.append(
+                f"| {_label(model)} | {tp}, {dp} | {cells} | {fits} | "
+                f"{best[0]} / {best[1]} | {100 * spread:.2f}% |"
+            )
+    return "\n".join(rows)
+
+
+def best_split_table(points: Sequence[Point]) -> str:
+    rows = [
+        "| model | granularity | best (TP, DP), any | best (TP, DP) that fits | paper's best |",
+        "|---|---|---|---|---|",
+    ]
+    paper_best = {"t-18b": "(2, 8)", "t-76b": "(2, 8)", "t-145b": "(4, 4)"}
+    for model in dict.fromkeys(p.model for p in points):
+        for gran in GRANULARITIES:
+            mine = [p for p in points if p.model == model and p.granularity == gran]
+            top = max(mine, key=lambda p: p.throughput)
+            fitting = [p for p in mine if p.fits]
+            fit = max(fitting, key=lambda p: p.throughput) if fitting else None
+            fit_text = (
+                f"({fit.tp}, {fit.dp}) {fit.layout} / {fit.tp_group}: {fit.throughput:.4f}"
+                if fit
+                else "none"
+            )
+            rows.append(
+                f"| {_label(model)} | {gran} | ({top.tp}, {top.dp}) {top.layout} / "
+                f"{top.tp_group}: {top.throughput:.4f} | {fit_text} | "
+                f"{paper_best.get(model, '?')} |"
+            )
+    return "\n".join(rows)
+
+
+def ordering_table(points: Sequence[Point]) -> str:
+    """How often s-shape beats line and compact beats strided (same everything else)."""
+    by = {(p.model, p.tp, p.dp, p.mapping, p.granularity): p.throughput for p in points}
+    rows = [
+        "| granularity | comparison | wins | ties (< 0.01%) | losses | median change | range |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    keys = sorted({(p.model, p.tp, p.dp) for p in points})
+    for gran in GRANULARITIES:
+        for name, pairs in (
+            (
+                "s-shape vs line",
+                [(("s-shape", g), ("line", g)) for g in ("compact", "strided")],
+            ),
+            (
+                "compact vs strided (TP = 2, 4, 8)",
+                [((lay, "compact"), (lay, "strided")) for lay in ("line", "s-shape")],
+            ),
+        ):
+            changes = []
+            for model, tp, dp in keys:
+                if "compact" in name and (tp == 1 or dp == 1):
+                    continue  # one TP group per stage or TP = 1: the two placements coincide
+                for a, b in pairs:
+                    x, y = by[(model, tp, dp, a, gran)], by[(model, tp, dp, b, gran)]
+                    changes.append((x - y) / y)
+            if not changes:
+                continue
+            wins = sum(c > 1e-4 for c in changes)
+            losses = sum(c < -1e-4 for c in changes)
+            ties = len(changes) - wins - losses
+            rows.append(
+                f"| {gran} | {name} | {wins} | {ties} | {losses} | "
+                f"{100 * statistics.median(changes):+.2f}% | "
+                f"{100 * min(changes):+.2f}% .. {100 * max(changes):+.2f}% |"
+            )
+    return "\n".join(rows)
+
+
+def split_table(models: Sequence[str], splits: Sequence[tuple[int, int]]) -> str:
+    """Per (TP, DP), line / compact: what a middle stage's core does per sample."""
+    rows = [
+        "| model | TP, DP | DRAM bytes per core per sample (GB) | DRAM stream / compute, one pass "
+        "| TP collectives per micro-batch (ms) | DP all-reduce per iteration (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model in models:
+        for tp, dp in splits:
+            plan = build_plan(config(model, tp, dp, "line", "compact"))
+            ch = plan.chunks[len(plan.chunks) // 2]
+            per_mb = ch.stream_bytes_forward + ch.stream_bytes_backward
+            per_sample = per_mb * plan.micro_batches / plan.samples_per_iteration
+            stream = ch.stream_forward_s + ch.stream_backward_s
+            compute = ch.forward_compute_s + ch.backward_compute_s + ch.recompute_s
+            tp_ms = 1e3 * (ch.tp_forward_s + ch.tp_backward_s)
+            dp_ms = 1e3 * plan.stages[ch.stage].dp_allreduce_s
+            rows.append(
+                f"| {_label(model)} | {tp}, {dp} | {per_sample / 1e9:.3f} | "
+                f"{stream / compute:.2f} | {tp_ms:.2f} | {dp_ms:.1f} |"
+            )
+    return "\n".join(rows)
+
+
+def crosscheck_table(anatomies: Sequence[Anatomy]) -> str:
+    f = REFERENCE_DRAM_FACTOR
+    rows = [
+        "| model | palm, group (samples/s) | palm, link | paper | palm / paper "
+        f"| diagnostic: DRAM traffic x {f} | diagnostic / paper "
+        "| diagnostic: s-shape vs line | diagnostic: strided vs compact |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for a in anatomies:
+        rows.append(
+            f"| {_label(a.model)} | {a.throughput:.4f} | {a.throughput_link:.4f} | "
+            f"{a.paper:.4f} | {a.throughput / a.paper:.3f} | {a.diagnostic:.4f} | "
+            f"{a.diagnostic / a.paper:.3f} | "
+            f"{100 * (a.diagnostic_s_shape / a.diagnostic - 1):+.3f}% | "
+            f"{100 * (a.diagnostic_strided / a.diagnostic - 1):+.3f}% |"
+        )
+    return "\n".join(rows)
+
+
+def anatomy_table(anatomies: Sequence[Anatomy]) -> str:
+    rows = [
+        "| baseline (TP=8, DP=2, line, compact) | "
+        + " | ".join(_label(a.model) for a in anatomies)
+        + " |",
+        "|---|" + "---|" * len(anatomies),
+    ]
+
+    def line(name: str, cells: Sequence[str]) -> None:
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+
+    line("iteration (s)", [f"{a.iteration_s:.2f}" for a in anatomies])
+    line("MFU", [f"{100 * a.mfu:.1f}%" for a in anatomies])
+    line("bubble fraction", [f"{100 * a.bubble:.0f}%" for a in anatomies])
+    line("SRAM strategies (Algorithm 1), operators", [a.strategies for a in anatomies])
+    line(
+        "middle stage, one micro-batch: compute F+B+recompute (ms)",
+        [f"{a.compute_ms:.1f}" for a in anatomies],
+    )
+    line(
+        "middle stage, one micro-batch: DRAM stream F+B (ms)",
+        [f"{a.stream_ms:.1f}" for a in anatomies],
+    )
+    line(
+        "middle stage, one micro-batch: DRAM bytes per core F+B (GB)",
+        [f"{a.dram_gb:.2f}" for a in anatomies],
+    )
+    line(
+        "middle stage, one micro-batch: TP collectives compact / strided (ms)",
+        [f"{a.tp_ms:.2f} / {a.tp_strided_ms:.2f}" for a in anatomies],
+    )
+    line(
+        "middle stage, one micro-batch: hand-offs F+B (ms)",
+        [f"{a.hand_off_ms:.2f}" for a in anatomies],
+    )
+    line(
+        "slowest forward hand-off, line / s-shape (ms)",
+        [f"{a.slowest_hand_off_ms[0]:.3f} / {a.slowest_hand_off_ms[1]:.3f}" for a in anatomies],
+    )
+    line(
+        "DRAM channel utilisation, max / mean",
+        [f"{100 * a.channel_max:.0f}% / {100 * a.channel_mean:.0f}%" for a in anatomies],
+    )
+    line(
+        "stage busy time min / median / max (s)",
+        [f"{a.busy_min_s:.1f} / {a.busy_median_s:.1f} / {a.busy_max_s:.1f}" for a in anatomies],
+    )
+    line(
+        "busiest stage and its DRAM",
+        [f"stage {a.busiest}: {a.busiest_channels}" for a in anatomies],
+    )
+    return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------------
+
+_COLOURS = ("#1f77b4", "#9ecae1", "#d62728", "#fcae91")
+
+
+def plot_mapping(points: Sequence[Point], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    models = list(dict.fromkeys(p.model for p in points))
+    splits = list(dict.fromkeys((p.tp, p.dp) for p in points))
+    by = {(p.model, p.tp, p.dp, p.mapping, p.granularity): p for p in points}
+    fig, axes = plt.subplots(
+        3, len(models), figsize=(max(4.9 * len(models), 10.0), 10.0), dpi=110, squeeze=False
+    )
+    x = np.arange(len(splits))
+    width = 0.2
+    for col, model in enumerate(models):
+        ax = axes[0, col]
+        for k, mapping in enumerate(MAPPINGS):
+            pts = [by[(model, tp, dp, mapping, "group")] for tp, dp in splits]
+            bars = ax.bar(
+                x + (k - 1.5) * width,
+                [p.throughput for p in pts],
+                width,
+                color=_COLOURS[k],
+                edgecolor="black",
+                linewidth=0.4,
+            )
+            for bar, p in zip(bars, pts, strict=True):
+                if not p.fits:
+                    bar.set_hatch("xxx")
+        ax.set_title(f"{_label(model)}: throughput (event, group)", fontsize=10)
+        ax.set_ylabel("samples/s")
+        ax.set_xticks(x, [f"TP={tp}\nDP={dp}" for tp, dp in splits], fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+        for row, gran in ((1, "group"), (2, "link")):
+            ax = axes[row, col]
+            for k, mapping in enumerate(MAPPINGS[1:], start=1):
+                change = [
+                    100
+                    * (
+                        by[(model, tp, dp, mapping, gran)].throughput
+                        / by[(model, tp, dp, MAPPINGS[0], gran)].throughput
+                        - 1
+                    )
+                    for tp, dp in splits
+                ]
+                ax.bar(
+                    x + (k - 2) * width,
+                    change,
+                    width,
+                    color=_COLOURS[k],
+                    edgecolor="black",
+                    linewidth=0.4,
+                )
+            ax.axhline(0.0, color="black", linewidth=0.8)
+            ax.set_title(f"{_label(model)}: change vs line / compact ({gran})", fontsize=10)
+            ax.set_ylabel("throughput change [%]")
+            ax.set_xticks(x, [f"TP={tp}\nDP={dp}" for tp, dp in splits], fontsize=8)
+            ax.grid(True, axis="y", alpha=0.3)
+    handles = [
+        Patch(facecolor=_COLOURS[k], edgecolor="black", label=f"{lay} / {grp}")
+        for k, (lay, grp) in enumerate(MAPPINGS)
+    ]
+    handles.append(Patch(facecolor="white", edgecolor="black", hatch="xxx", label="does not fit"))
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.965),
+        ncol=len(handles),
+        fontsize=9,
+        frameon=False,
+    )
+    fig.suptitle(
+        "wafer-palm, PP=20, 32 micro-batches: layout / TP placement (cf. paper Fig. 10)",
+        fontsize=11,
+        y=0.99,
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.935))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "wafer_mapping.png"
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.8, 4.4), dpi=120)
+    x = np.arange(len(anatomies))
+    series = (
+        ("palm (event, group)", [a.throughput for a in anatomies], "#1f77b4"),
+        ("palm (event, link)", [a.throughput_link for a in anatomies], "#9ecae1"),
+        (
+            f"diagnostic: DRAM traffic x {REFERENCE_DRAM_FACTOR}",
+            [a.diagnostic for a in anatomies],
+            "#bbbbbb",
+        ),
+        ("paper (its simulator)", [a.paper for a in anatomies], "#ff7f0e"),
+    )
+    width = 0.2
+    for k, (label, values, colour) in enumerate(series):
+        bars = ax.bar(
+            x + (k - 1.5) * width,
+            values,
+            width,
+            label=label,
+            color=colour,
+            edgecolor="black",
+            linewidth=0.4,
+        )
+        for bar, v in zip(bars, values, strict=True):
+            ax.annotate(
+                f"{v:.2f}",
+                (bar.get_x() + bar.get_width() / 2, v),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+                xytext=(0, 1),
+                textcoords="offset points",
+            )
+    ax.set_yscale("log")
+    ticks = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0)
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_ylim(0.08, 14.0)
+    ax.set_xticks(x, [_label(a.model) for a in anatomies])
+    ax.set_ylabel("samples/s (log)")
+    ax.set_title("Baseline TP=8, DP=2, PP=20, line, compact vs the paper (Table VII)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "wafer_crosscheck.png"
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def write_section(doc: Path, name: str, text: str) -> None:
+    """Replace the block between ``<!-- BEGIN name -->`` and ``<!-- END name -->``."""
+    content = doc.read_text(encoding="utf-8")
+    marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
+    if not marker.search(content):
+        raise SystemExit(f"no markers for {name} in {doc}")
+    content = marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), content)
+    doc.write_text(content, encoding="utf-8")
+
+
+def report(points: Sequence[Point], anatomies: Sequence[Anatomy]) -> str:
+    models = list(dict.fromkeys(p.model for p in points))
+    splits = list(dict.fromkeys((p.tp, p.dp) for p in points))
+    return "\n\n".join(
+        (
+            "Throughput (samples/s), event engine, `group` granularity (palm's default). "
+            "**no**: some stage needs more memory than its cores have (simulated all the same).",
+            throughput_table(points, "group"),
+            "The same with `link` granularity (every mesh link an exclusive resource):",
+            throughput_table(points, "link"),
+            "Best parallel split per model:",
+            best_split_table(points),
+            "Why the split matters little: a middle stage's core, line / compact:",
+            split_table(models, splits),
+            "Does the paper's ordering hold? One comparison per (model, TP, DP) and the other "
+            "mapping choice; change = throughput ratio - 1:",
+            ordering_table(points),
+            "Cross-check of the baseline against the paper's own simulator (Table VII):",
+            crosscheck_table(anatomies),
+            "What the baseline spends its time on (event engine, `group`):",
+            anatomy_table(anatomies),
+        )
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="T-18B, two (TP, DP) splits only")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
+    ap.add_argument("--write-docs", action="store_true", help="update docs/case-studies.md")
+    ap.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    models = QUICK_MODELS if args.quick else MODELS
+    splits = QUICK_SPLITS if args.quick else SPLITS
+    points = sweep(models, splits)
+    paper = paper_numbers()
+    anatomies = [anatomy(m, paper[_label(m)]) for m in models]
+    text = report(points, anatomies)
+    print(text)
+    for path in (plot_mapping(points, args.out), plot_crosscheck(anatomies, args.out)):
+        print(f"\nwrote {path}")
+    if args.write_docs:
+        write_section(args.doc, NAME, text)
+        print(f"updated {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

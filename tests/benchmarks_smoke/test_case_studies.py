@@ -1,0 +1,136 @@
+"""Smoke tests of the three case-study scripts (benchmarks/case_*.py, docs/case-studies.md):
+each runs in --quick mode into a temporary folder, writes real PNGs and prints its tables, and
+its quick results pass a few physical checks."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _load(name: str) -> ModuleType:
+    path = ROOT / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_case_study", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while decorating
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def congestion() -> ModuleType:
+    return _load("case_congestion")
+
+
+@pytest.fixture(scope="module")
+def wafer() -> ModuleType:
+    return _load("case_wafer_mapping")
+
+
+@pytest.fixture(scope="module")
+def intergroup() -> ModuleType:
+    return _load("case_intergroup")
+
+
+def _assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE, path
+    assert len(data) > 10_000, path  # a drawn figure, not an empty canvas
+
+
+def test_congestion_quick(
+    congestion: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert congestion.main(["--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| tasks |" in out and "| 1 | 0.0% |" in out
+    _assert_png(tmp_path / "congestion.png")
+
+
+def test_congestion_error_is_never_negative_and_zero_alone(congestion: ModuleType) -> None:
+    points = congestion.study(congestion.QUICK_SIZES_MB, congestion.QUICK_MAX_TASKS)
+    assert len(points) == len(congestion.SCENARIOS) * 2 * congestion.QUICK_MAX_TASKS
+    for p in points:
+        assert p.event_s >= p.analytical_s * (1 - 1e-12), p  # contention never speeds up
+        if p.tasks == 1:  # one task alone costs exactly its closed form
+            assert p.error == pytest.approx(0.0, abs=1e-12), p
+    # two tasks on one tile's ring serialise: the all-to-all waits for the all-reduce
+    two = [p for p in points if p.scenario == "one tile" and p.tasks == 2]
+    assert all(p.error == pytest.approx(1 / 3, rel=1e-9) for p in two)
+
+
+def test_congestion_writes_its_doc_section(congestion: ModuleType, tmp_path: Path) -> None:
+    doc = tmp_path / "case-studies.md"
+    doc.write_text(
+        "intro\n<!-- BEGIN case_congestion -->\nold\n<!-- END case_congestion -->\nafter\n",
+        encoding="utf-8",
+    )
+    argv = ["--quick", "--out", str(tmp_path), "--write-docs", "--doc", str(doc)]
+    assert congestion.main(argv) == 0
+    text = doc.read_text(encoding="utf-8")
+    assert text.startswith("intro\n<!-- BEGIN case_congestion -->\n")
+    assert text.endswith("<!-- END case_congestion -->\nafter\n")
+    assert "old" not in text and "| tasks |" in text
+
+
+def test_wafer_mapping_quick(
+    wafer: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert wafer.main(["--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| T-18B | 8, 2 |" in out
+    assert "palm / paper" in out
+    _assert_png(tmp_path / "wafer_mapping.png")
+    _assert_png(tmp_path / "wafer_crosscheck.png")
+
+
+def test_wafer_mapping_quick_points(wafer: ModuleType) -> None:
+    points = wafer.sweep(wafer.QUICK_MODELS, wafer.QUICK_SPLITS)
+    assert len(points) == 2 * len(wafer.MAPPINGS) * len(wafer.GRANULARITIES)
+    assert all(p.throughput > 0 and p.fits for p in points)  # T-18B fits at TP=2 and TP=8
+    # the baseline is DRAM-bound: cutting the DRAM traffic can only make it faster
+    a = wafer.anatomy("t-18b", paper=7.3457)
+    assert a.stream_ms > a.compute_ms
+    assert a.diagnostic > a.throughput
+
+
+def test_intergroup_quick(
+    intergroup: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert intergroup.main(["--quick", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| adapters | S1 total |" in out and "ring-shaped (12 tiles)" in out
+    _assert_png(tmp_path / "intergroup.png")
+    _assert_png(tmp_path / "intergroup_size.png")
+
+
+def test_intergroup_ring_allreduce_is_the_closed_form(intergroup: ModuleType) -> None:
+    """Strategy 1's source all-reduce on the 3 x 4 ring-shaped group is palm's closed form
+    2 (n-1)/n B/bw + 2 (n-1) lat for n = 12 on one-hop links, whatever the adapter count."""
+    nbytes = intergroup.activation_bytes()
+    expected = (
+        2 * 11 / 12 * nbytes / (intergroup.LINK_GBPS * 1e9) + 2 * 11 * intergroup.HOP_NS * 1e-9
+    )
+    points = intergroup.study(intergroup.QUICK_ADAPTERS)
+    ring = [
+        p for p in points if p.shape == intergroup.SHAPES[0] and p.strategy == "allreduce-broadcast"
+    ]
+    assert ring
+    for p in ring:
+        assert p.parts.reduce_s == pytest.approx(expected, rel=1e-12)
+        assert p.parts.adapters_allreduce_s == 0.0
+    for p in points:
+        parts = p.parts
+        total = parts.reduce_s + parts.transfer_s + parts.adapters_allreduce_s + parts.broadcast_s
+        assert min(parts.reduce_s, parts.transfer_s, parts.broadcast_s) >= 0
+        assert p.total_s == pytest.approx(total)
