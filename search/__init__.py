@@ -1,7 +1,21 @@
-"""The tuner: objective, pruning, samplers, storages, study API and the ``palm-tune`` CLI.
+"""The tuner: objective, pruning, samplers, storages, study API and the ``palm-tune`` CLI."""
 
-The search itself arrives with the autotuner issue; for now this package holds the command-line
-entry point.
-"""
+from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
+from search.objective import Objective, TrialFailed, hardware_cost
+from search.study_file import OBJECTIVES, SAMPLERS, StudySpec, load_study
 
-__all__: list[str] = []
+__all__ = [
+    "OBJECTIVES",
+    "SAMPLERS",
+    "Objective",
+    "StudySpec",
+    "TrialFailed",
+    "TuningStudy",
+    "best_config",
+    "best_trial",
+    "counts",
+    "create_study",
+    "hardware_cost",
+    "load_study",
+    "optimize",
+]

@@ -15,6 +15,7 @@ from typing import NoReturn
 
 import palm
 from palm.cli import add_commands as add_simulator_commands
+from search.commands import add_commands as add_tuner_commands
 from palm.errors import ConfigError
 
 __all__ = ["main", "build_parser"]
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"palm-tune {palm.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_simulator_commands(sub)
+    add_tuner_commands(sub)
     return parser
 
 

@@ -1,3 +1,41 @@
-"""Search spaces that turn an Optuna trial into a simulator configuration (autotuner issue)."""
+"""Search spaces: turn an Optuna trial into a simulator configuration (SPEC sec. 6).
 
-__all__: list[str] = []
+A :class:`Space` is a tuple of parts (:mod:`spaces.parts`) applied in order to a draft of the
+study's base configuration; every part samples only valid values. :func:`space_from_table`
+builds one from a study file's ``[space]`` table.
+"""
+
+from spaces._math import divisors, factorizations, lehmer_to_permutation, permutation_to_lehmer
+from spaces.context import SpaceContext
+from spaces.parts import (
+    Choice,
+    HardwareKnob,
+    InterGroup,
+    Layout,
+    MicroBatch,
+    OpSplit,
+    Parallelism,
+    Schedule,
+    SpacePart,
+)
+from spaces.space import SPACE_KEYS, Space, space_from_table
+
+__all__ = [
+    "SPACE_KEYS",
+    "Choice",
+    "HardwareKnob",
+    "InterGroup",
+    "Layout",
+    "MicroBatch",
+    "OpSplit",
+    "Parallelism",
+    "Schedule",
+    "Space",
+    "SpaceContext",
+    "SpacePart",
+    "divisors",
+    "factorizations",
+    "lehmer_to_permutation",
+    "permutation_to_lehmer",
+    "space_from_table",
+]

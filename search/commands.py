@@ -1,0 +1,339 @@
+"""The tuner's commands: ``tune``, ``best``, ``report``, ``dashboard`` (SPEC sec. 6)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+import optuna
+
+from palm.errors import ConfigError
+from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
+from search.objective import RESULT_FIELDS
+from search.storage import DEFAULT_STORAGE, artifact_dir, open_storage
+from search.study_file import SAMPLERS
+
+__all__ = ["add_commands", "upload_best_artifacts"]
+
+_JOURNAL_FOR_WORKERS = "journal:///palm-tune.journal"
+
+
+def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    t = sub.add_parser(
+        "tune",
+        help="search the fastest configuration described by a study file (Optuna)",
+        description="Run a study: each trial is a configuration from the study's space, checked "
+        "for memory and simulated; running it again continues the same study.",
+    )
+    t.add_argument("study", metavar="STUDY.toml", help="study file (see studies/)")
+    t.add_argument("--trials", type=int, help="trials to add (default: the study file's budget)")
+    t.add_argument("--timeout", type=float, metavar="S", help="stop starting trials after S s")
+    _storage_args(t)
+    t.add_argument("--sampler", choices=SAMPLERS, help="override the study file's sampler")
+    t.add_argument("--seed", type=int, help="override the study file's seed")
+    t.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes on this machine (default 1; more than one needs a "
+        f"journal or PostgreSQL storage, {_JOURNAL_FOR_WORKERS} by default)",
+    )
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(handler=_cmd_tune)
+
+    b = sub.add_parser(
+        "best",
+        help="print the best trial's parameters, values, configuration",
+        description="Print the best trial of a study (the one with the most "
+        "throughput on the Pareto front of a multi-objective study).",
+    )
+    _storage_args(b)
+    b.add_argument(
+        "--json",
+        action="store_true",
+        help="print as JSON (keys params, values, config and the result fields)",
+    )
+    b.set_defaults(handler=_cmd_best)
+
+    r = sub.add_parser(
+        "report",
+        help="write plots of a study (history, importance, Pareto, "
+        "best trial's Gantt chart and heat map)",
+        description="Write PNG plots of a study to --out.",
+    )
+    _storage_args(r)
+    r.add_argument("--out", metavar="DIR", default="palm-report", help="output directory")
+    r.set_defaults(handler=_cmd_report)
+
+    d = sub.add_parser(
+        "dashboard",
+        help="start optuna-dashboard on a storage (extra: dashboard)",
+        description="Serve optuna-dashboard for the storage, with the artifact "
+        "store that holds the best trials' traces and plots.",
+    )
+    d.add_argument(
+        "--storage",
+        metavar="URL",
+        default=DEFAULT_STORAGE,
+        help=f"storage URL (default: {DEFAULT_STORAGE})",
+    )
+    d.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
+    d.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    d.set_defaults(handler=_cmd_dashboard)
+
+
+def _storage_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--storage",
+        metavar="URL",
+        default=None,
+        help=f"sqlite:///FILE (default {DEFAULT_STORAGE}), journal:///FILE or postgresql://...",
+    )
+    p.add_argument(
+        "--study-name",
+        metavar="NAME",
+        help="study in the storage (default: the study file's name, or the only study there)",
+    )
+
+
+def _describe(config_tables: dict[str, Any]) -> str:
+    par, tr = config_tables["parallelism"], config_tables["training"]
+    plc = config_tables.get("placement", {})
+    parts = [
+        f"TP={par['tp']} PP={par['pp']} DP={par['dp']}",
+        f"micro-batch {tr['micro_batch']}",
+        f"recompute {tr['recompute']}",
+        f"ZeRO {tr['zero']}",
+    ]
+    if par["pp"] > 1:
+        sched = par["schedule"] + (f" x{par['interleave']}" if par["interleave"] > 1 else "")
+        parts.append(f"schedule {sched}")
+    if config_tables["hardware"].get("topology") == "mesh2d":
+        parts.append(f"layout {plc.get('layout')}, TP {plc.get('tp_group')}")
+    return ", ".join(parts)
+
+
+def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    storage = args.storage
+    if storage is None:
+        storage = _JOURNAL_FOR_WORKERS if args.workers > 1 else DEFAULT_STORAGE
+    if args.trials is not None and args.trials < 1:
+        raise ConfigError("--trials", args.trials, "an integer >= 1")
+    tuning = create_study(
+        args.study,
+        storage=storage,
+        study_name=args.study_name,
+        sampler=args.sampler,
+        seed=args.seed,
+    )
+    before = len(tuning.study.trials)
+    optimize(
+        tuning,
+        n_trials=args.trials,
+        timeout=args.timeout,
+        workers=args.workers,
+        progress=not args.no_progress,
+    )
+    study = tuning.study
+    c = counts(study)
+    out.write(
+        f"\nstudy      {study.study_name} in {storage}: {len(study.trials)} trials "
+        f"({len(study.trials) - before} new)\n"
+    )
+    out.write(
+        f"trials     {c['complete']} completed, {c['pruned']} pruned for memory, "
+        f"{c['failed']} failed\n"
+    )
+    try:
+        best = best_trial(study)
+    except ConfigError:
+        out.write("best       none: no trial completed\n")
+        return 0
+    result = best.user_attrs.get("result", {})
+    out.write(f"best       trial {best.number}: {_describe(best.user_attrs['config'])}\n")
+    out.write(
+        f"           {result.get('throughput_samples_per_s', float('nan')):,.4g} samples/s, "
+        f"iteration {result.get('iteration_time_s', float('nan')):.4g} s, "
+        f"peak memory {result.get('peak_memory_bytes', 0) / 2**30:.1f} GiB\n"
+    )
+    note = upload_best_artifacts(tuning, best)
+    if note:
+        out.write(f"artifacts  {note}\n")
+    flag = f" --storage {storage}" if storage != DEFAULT_STORAGE else ""
+    out.write(
+        f"next       palm-tune best{flag} --study-name {study.study_name}  |  "
+        f"palm-tune report{flag} --study-name {study.study_name}  |  "
+        f"palm-tune dashboard --storage {storage}\n"
+    )
+    return 0
+
+
+def upload_best_artifacts(tuning: TuningStudy, best: optuna.trial.FrozenTrial) -> str:
+    """Attach the best trial's Chrome trace and plots as Optuna artifacts (once per trial)."""
+    key = f"artifacts:trial{best.number}"
+    if tuning.study.user_attrs.get(key):
+        return "already attached for the best trial"
+    from optuna.artifacts import FileSystemArtifactStore, upload_artifact
+
+    from palm.api import simulate_timeline
+    from palm.trace import write_chrome_trace
+
+    store_dir = artifact_dir(tuning.storage_url)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    store = FileSystemArtifactStore(str(store_dir))
+    config = best_config(tuning)
+    names = []
+    with tempfile.TemporaryDirectory() as tmp:
+        result, timeline = simulate_timeline(config, engine="event")
+        assert timeline is not None
+        trace = Path(tmp) / f"trial{best.number}-trace.json"
+        write_chrome_trace(trace, result=result, timeline=timeline, config=config)
+        files = [trace]
+        try:
+            from palm.plots import plot_all
+
+            files += plot_all(Path(tmp) / "plots", config=config)
+        except ConfigError:
+            pass  # no matplotlib: the trace alone
+        for f in files:
+            upload_artifact(study_or_trial=tuning.study, file_path=str(f), artifact_store=store)
+            names.append(f.name)
+    tuning.study.set_user_attr(key, names)
+    return f"trial {best.number}: {', '.join(names)} in {store_dir}"
+
+
+def _open(args: argparse.Namespace) -> optuna.Study:
+    url = args.storage or DEFAULT_STORAGE
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+        raise ConfigError("--storage", url, "an existing study storage (run palm-tune tune first)")
+    backend = open_storage(url)
+    names = [s.study_name for s in optuna.get_all_study_summaries(backend)]
+    name = args.study_name
+    if name is None:
+        if len(names) != 1:
+            raise ConfigError(
+                "--study-name", None, f"one of the studies in {url}: {', '.join(names) or '(none)'}"
+            )
+        name = names[0]
+    if name not in names:
+        raise ConfigError(
+            "--study-name", name, f"one of the studies in {url}: {', '.join(names) or '(none)'}"
+        )
+    return optuna.load_study(study_name=name, storage=backend)
+
+
+def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    study = _open(args)
+    trial = best_trial(study)
+    result = trial.user_attrs.get("result", {})
+    data: dict[str, Any] = {
+        "study": study.study_name,
+        "number": trial.number,
+        "params": trial.params,
+        "values": trial.values,
+        "config": trial.user_attrs.get("config"),
+    }
+    data.update({k: result.get(k) for k in RESULT_FIELDS})
+    if args.json:
+        out.write(json.dumps(data, indent=2) + "\n")
+        return 0
+    out.write(f"study   {study.study_name}, trial {trial.number}\n")
+    out.write(f"plan    {_describe(data['config'])}\n")
+    out.write(f"values  {', '.join(f'{v:,.6g}' for v in trial.values)}\n")
+    out.write(
+        f"        {result.get('throughput_samples_per_s', 0):,.4g} samples/s, "
+        f"iteration {result.get('iteration_time_s', 0):.4g} s, MFU "
+        f"{result.get('mfu', 0):.1%}\n"
+    )
+    out.write("params  " + ", ".join(f"{k}={v}" for k, v in trial.params.items()) + "\n")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    study = _open(args)
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from optuna.visualization import matplotlib as ovm
+    except ImportError:
+        raise ConfigError(
+            "report", "matplotlib", "the plot extra: pip install 'palm-tune[plot]'"
+        ) from None
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    objectives = study.user_attrs.get("objectives", ["throughput"])
+
+    def save(name: str, make: Any) -> None:
+        try:
+            make()
+        except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+            out.write(f"skipped {name}: {exc}\n")
+            plt.close("all")
+            return
+        path = out_dir / f"{name}.png"
+        plt.gcf().set_size_inches(9, 5.5)
+        plt.tight_layout()
+        plt.savefig(path, dpi=110)
+        plt.close("all")
+        written.append(path)
+
+    if len(study.directions) == 1:
+        save("history", lambda: ovm.plot_optimization_history(study))
+        if len(complete) >= 2:
+            save("importance", lambda: ovm.plot_param_importances(study))
+    else:
+        for i, name in enumerate(objectives):
+            save(
+                f"history-{name}",
+                lambda i=i, name=name: ovm.plot_optimization_history(
+                    study, target=lambda t, i=i: t.values[i], target_name=name
+                ),
+            )
+        save("pareto", lambda: ovm.plot_pareto_front(study, target_names=list(objectives)))
+    if complete:
+        from palm.plots import plot_all
+
+        config = best_config(study)
+        written += plot_all(out_dir / "best", config=config)
+    for path in written:
+        out.write(f"wrote {path}\n")
+    return 0
+
+
+def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    try:
+        from optuna_dashboard import run_server
+    except ImportError:
+        raise ConfigError(
+            "dashboard",
+            "optuna-dashboard",
+            "the dashboard extra: pip install 'palm-tune[dashboard]'",
+        ) from None
+    from optuna.artifacts import FileSystemArtifactStore
+
+    storage = open_storage(args.storage)
+    store_dir = artifact_dir(args.storage)
+    store_dir.mkdir(parents=True, exist_ok=True)
+    (out or sys.stdout).write(
+        f"optuna-dashboard on http://{args.host}:{args.port}/ "
+        f"(storage {args.storage}, artifacts {store_dir}); Ctrl-C stops\n"
+    )
+    (out or sys.stdout).flush()
+    run_server(
+        storage,
+        host=args.host,
+        port=args.port,
+        artifact_store=FileSystemArtifactStore(str(store_dir)),
+    )
+    return 0

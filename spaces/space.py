@@ -1,0 +1,177 @@
+"""A search space: parts applied in order to a draft of the base configuration."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from palm.config import config_to_dict
+from palm.errors import ConfigError
+from palm.strategy import INTER_GROUP_STRATEGIES, LAYOUTS, RECOMPUTE_MODES, SCHEDULES, TP_GROUPS
+from spaces.context import SpaceContext
+from spaces.parts import (
+    Choice,
+    Draft,
+    HardwareKnob,
+    InterGroup,
+    Layout,
+    MicroBatch,
+    OpSplit,
+    Parallelism,
+    Schedule,
+    SpacePart,
+)
+
+__all__ = ["Space", "space_from_table", "SPACE_KEYS"]
+
+SPACE_KEYS = (
+    "parallelism",
+    "splits",
+    "micro_batch",
+    "schedule",
+    "interleave",
+    "recompute",
+    "zero",
+    "sequence_parallel",
+    "tp_group",
+    "layout",
+    "inter_group",
+    "adapters",
+    "hardware",
+)
+
+
+@dataclass(frozen=True)
+class Space:
+    """Parts applied in order; :meth:`sample` turns a trial into configuration tables."""
+
+    parts: tuple[SpacePart, ...]
+
+    def sample(self, trial: optuna.Trial, ctx: SpaceContext) -> Draft:
+        draft: Draft = copy.deepcopy(config_to_dict(ctx.base))
+        for part in self.parts:
+            part.apply(trial, draft, ctx)
+        return draft
+
+
+def _choices(
+    table: Mapping[str, Any],
+    key: str,
+    allowed: tuple[Any, ...] | None = None,
+    kind: type[int] | None = None,
+) -> tuple[Any, ...]:
+    value = table[key]
+    where = f"space.{key}"
+    if not isinstance(value, list) or not value:
+        raise ConfigError(where, value, "a non-empty array of choices")
+    for v in value:
+        if allowed is not None and v not in allowed:
+            raise ConfigError(where, v, f"choices among {', '.join(map(str, allowed))}")
+        if kind is int and (
+            isinstance(v, bool) or not isinstance(v, int) or v < (0 if key == "zero" else 1)
+        ):
+            raise ConfigError(where, v, "positive integer choices")
+    return tuple(value)
+
+
+def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
+    """Build a :class:`Space` from a study file's ``[space]`` table."""
+    for key in table:
+        if key not in SPACE_KEYS:
+            raise ConfigError(
+                f"space.{key}", table[key], f"a space part among {', '.join(SPACE_KEYS)}"
+            )
+    parts: list[SpacePart] = []
+    par = table.get("parallelism", False)
+    if par is True:
+        parts.append(Parallelism())
+    elif isinstance(par, Mapping):
+        for k, v in par.items():
+            if (
+                k not in ("tp", "pp")
+                or not isinstance(v, list)
+                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
+            ):
+                raise ConfigError(f"space.parallelism.{k}", v, "tp or pp with an array of degrees")
+        parts.append(Parallelism(tp=tuple(par.get("tp", ())), pp=tuple(par.get("pp", ()))))
+    elif par is not False:
+        raise ConfigError("space.parallelism", par, "true, false or a table with tp / pp")
+    if "splits" in table:
+        for field in _choices(table, "splits", ("linear_split", "conv_split", "pool_split")):
+            parts.append(OpSplit(field))
+    if "micro_batch" in table:
+        parts.append(MicroBatch(_choices(table, "micro_batch", kind=int)))
+    elif par is not False:
+        parts.append(MicroBatch((ctx.base.training.micro_batch, 1)))
+    if "schedule" in table:
+        inter = _choices(table, "interleave", kind=int) if "interleave" in table else (2, 3, 4)
+        parts.append(Schedule(_choices(table, "schedule", SCHEDULES), inter))
+    elif par is not False:
+        parts.append(
+            Schedule(
+                (
+                    ctx.base.parallelism.schedule
+                    if ctx.base.parallelism.schedule != "interleaved-1f1b"
+                    else "1f1b",
+                )
+            )
+        )
+    if "recompute" in table:
+        parts.append(Choice("training", "recompute", _choices(table, "recompute", RECOMPUTE_MODES)))
+    if "zero" in table:
+        parts.append(Choice("training", "zero", _choices(table, "zero", (0, 1, 2, 3))))
+    if "sequence_parallel" in table:
+        parts.append(
+            Choice(
+                "parallelism",
+                "sequence_parallel",
+                _choices(table, "sequence_parallel", (True, False)),
+            )
+        )
+    if "tp_group" in table:
+        parts.append(Choice("placement", "tp_group", _choices(table, "tp_group", TP_GROUPS)))
+    if "layout" in table:
+        parts.append(Layout(_choices(table, "layout", LAYOUTS)))
+    elif par is not False and ctx.base.placement.layout == "explicit":
+        raise ConfigError(
+            "space.layout", None, "a layout choice: searching parallelism changes the stage tiles"
+        )
+    if "inter_group" in table or "adapters" in table:
+        strategies = (
+            _choices(table, "inter_group", INTER_GROUP_STRATEGIES)
+            if "inter_group" in table
+            else (ctx.base.communication.inter_group,)
+        )
+        adapters = table.get("adapters", False)
+        if not isinstance(adapters, bool):
+            raise ConfigError("space.adapters", adapters, "true or false")
+        parts.append(InterGroup(strategies, adapters))
+    hardware = table.get("hardware", {})
+    if not isinstance(hardware, Mapping):
+        raise ConfigError("space.hardware", hardware, "a table of hardware fields")
+    for field, spec in hardware.items():
+        parts.append(_knob(field, spec, ctx))
+    return Space(tuple(parts))
+
+
+def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:
+    where = f"space.hardware.{field}"
+    current = getattr(ctx.base.hardware, field, None)
+    if isinstance(current, bool) or not isinstance(current, (int, float)):
+        raise ConfigError(
+            where,
+            spec,
+            f"a numeric field of the {ctx.base.hardware.topology} "
+            "hardware (e.g. sram_per_core_mib, inter_tile_link_gbps)",
+        )
+    if not isinstance(spec, Mapping) or "low" not in spec or "high" not in spec:
+        raise ConfigError(where, spec, "a table with low and high (and optionally log)")
+    low, high, log = spec["low"], spec["high"], spec.get("log", False)
+    ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high))
+    if not ok or not 0 < low < high or not isinstance(log, bool):
+        raise ConfigError(where, spec, "0 < low < high, log = true or false")
+    return HardwareKnob(field, float(low), float(high), log, integer=isinstance(current, int))
