@@ -15,8 +15,8 @@ from typing import NoReturn
 
 import palm
 from palm.cli import add_commands as add_simulator_commands
-from search.commands import add_commands as add_tuner_commands
 from palm.errors import ConfigError
+from search.commands import add_commands as add_tuner_commands
 
 __all__ = ["main", "build_parser"]
 

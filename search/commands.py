@@ -294,12 +294,13 @@ def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
             save("importance", lambda: ovm.plot_param_importances(study))
     else:
         for i, name in enumerate(objectives):
-            save(
-                f"history-{name}",
-                lambda i=i, name=name: ovm.plot_optimization_history(
-                    study, target=lambda t, i=i: t.values[i], target_name=name
-                ),
-            )
+
+            def history(i: int = i, name: str = name) -> Any:
+                return ovm.plot_optimization_history(
+                    study, target=lambda t: t.values[i], target_name=name
+                )
+
+            save(f"history-{name}", history)
         save("pareto", lambda: ovm.plot_pareto_front(study, target_names=list(objectives)))
     if complete:
         from palm.plots import plot_all
@@ -313,7 +314,7 @@ def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
-        from optuna_dashboard import run_server
+        from optuna_dashboard import run_server  # type: ignore[import-untyped,unused-ignore]
     except ImportError:
         raise ConfigError(
             "dashboard",
