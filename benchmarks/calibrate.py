@@ -23,13 +23,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import palm
 from palm.validation import ValidationCase, load_cases
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -167,14 +169,7 @@ def main() -> int:
     text, chosen = run(args.file)
     print(text)
     if args.write_docs:
-        doc = DOC.read_text(encoding="utf-8")
-        marker = re.compile(r"(<!-- BEGIN calibration -->\n).*?(<!-- END calibration -->)", re.S)
-        if not marker.search(doc):
-            print(f"no calibration markers in {DOC}", file=sys.stderr)
-            return 1
-        DOC.write_text(
-            marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), doc), encoding="utf-8"
-        )
+        write_section(DOC, "calibration", text)
     return 0
 
 

@@ -27,7 +27,6 @@ The error is ``(event - analytical) / event``, as in Fig. 7. Writes the figure
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -43,6 +42,9 @@ from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.loads import LinkLoad, dram_channel_cores, mesh_profile, ring_order
 from palm.plan import DramAccess
 from palm.workload.ops import Collective
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
@@ -327,16 +329,6 @@ def plot(points: Sequence[Point], out: Path) -> Path:
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
     return path
-
-
-def write_section(doc: Path, name: str, text: str) -> None:
-    """Replace the block between ``<!-- BEGIN name -->`` and ``<!-- END name -->``."""
-    content = doc.read_text(encoding="utf-8")
-    marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
-    if not marker.search(content):
-        raise SystemExit(f"no markers for {name} in {doc}")
-    content = marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), content)
-    doc.write_text(content, encoding="utf-8")
 
 
 def report(points: Sequence[Point], sizes_mb: Sequence[float], max_tasks: int) -> str:

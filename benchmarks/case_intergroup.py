@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +35,9 @@ import numpy as np
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.intergroup import HandOff, choose_adapters, hand_off
 from palm.network.loads import mesh_profile, ring_order
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
@@ -434,16 +436,6 @@ def plot(points: Sequence[Point], out: Path) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
-
-
-def write_section(doc: Path, name: str, text: str) -> None:
-    """Replace the block between ``<!-- BEGIN name -->`` and ``<!-- END name -->``."""
-    content = doc.read_text(encoding="utf-8")
-    marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
-    if not marker.search(content):
-        raise SystemExit(f"no markers for {name} in {doc}")
-    content = marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), content)
-    doc.write_text(content, encoding="utf-8")
 
 
 def plot_sizes(sweeps: Sequence[SizePoint], out: Path) -> Path:

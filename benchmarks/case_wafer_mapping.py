@@ -28,7 +28,6 @@ import argparse
 import collections
 import dataclasses
 import json
-import re
 import statistics
 import sys
 from collections.abc import Sequence
@@ -43,6 +42,9 @@ from palm.hardware import Mesh2DHardware
 from palm.network.loads import dram_channel_cores
 from palm.plan import Plan, build_plan
 from palm.validation import default_validation_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
@@ -603,16 +605,6 @@ def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
 
 
 # --------------------------------------------------------------------------------------------
-
-
-def write_section(doc: Path, name: str, text: str) -> None:
-    """Replace the block between ``<!-- BEGIN name -->`` and ``<!-- END name -->``."""
-    content = doc.read_text(encoding="utf-8")
-    marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
-    if not marker.search(content):
-        raise SystemExit(f"no markers for {name} in {doc}")
-    content = marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), content)
-    doc.write_text(content, encoding="utf-8")
 
 
 def report(points: Sequence[Point], anatomies: Sequence[Anatomy]) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import statistics
 import sys
 import time
@@ -22,6 +21,9 @@ from pathlib import Path
 
 import palm
 from palm.validation import load_cases
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -105,13 +107,6 @@ def scaling_table(repeats: int) -> str:
     return "\n".join(rows)
 
 
-def _write(doc: str, name: str, text: str) -> str:
-    marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
-    if not marker.search(doc):
-        raise SystemExit(f"no markers for {name} in {DOC}")
-    return marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), doc)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5, help="runs per case (median reported)")
@@ -124,10 +119,8 @@ def main() -> int:
     print(f"# event engine, median of {args.repeats}; {machine}\n")
     print(cases + "\n\n" + scaling)
     if args.write_docs:
-        doc = DOC.read_text(encoding="utf-8")
-        doc = _write(doc, "speed", cases + f"\n\nMedian of {args.repeats} runs; {machine}.")
-        doc = _write(doc, "scaling", scaling)
-        DOC.write_text(doc, encoding="utf-8")
+        write_section(DOC, "speed", cases + f"\n\nMedian of {args.repeats} runs; {machine}.")
+        write_section(DOC, "scaling", scaling)
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import time
 from collections import Counter
@@ -39,6 +38,9 @@ from pathlib import Path
 import palm
 from palm.api import simulate_timeline
 from palm.plan import build_plan
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "tiled-inference.md"
@@ -336,17 +338,6 @@ def run(*, quick: bool) -> tuple[str, list[Row]]:
     return table(rows, quick=quick), rows
 
 
-def write_docs(text: str, doc: Path = DOC) -> bool:
-    content = doc.read_text(encoding="utf-8")
-    marker = re.compile(rf"(<!-- BEGIN {MARKER} -->\n).*?(<!-- END {MARKER} -->)", re.S)
-    if not marker.search(content):
-        return False
-    doc.write_text(
-        marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), content), encoding="utf-8"
-    )
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="a handful of plans per case")
@@ -356,9 +347,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     text, _ = run(quick=args.quick)
     print(text)
     print(f"\n({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    if args.write_docs and not write_docs(text):
-        print(f"no {MARKER} markers in {DOC}", file=sys.stderr)
-        return 1
+    if args.write_docs:
+        write_section(DOC, MARKER, text)
     return 0
 
 

@@ -12,12 +12,14 @@ docs/validation.md between its BEGIN/END markers.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 from palm.api import ENGINES
 from palm.validation import load_cases, run_cases
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -62,16 +64,7 @@ def main() -> int:
     text = table(args.engine, args.file)
     print(text)
     if args.write_docs:
-        doc = DOC.read_text(encoding="utf-8")
-        marker = re.compile(
-            rf"(<!-- BEGIN {args.engine} -->\n).*?(<!-- END {args.engine} -->)", re.S
-        )
-        if not marker.search(doc):
-            print(f"no markers for {args.engine} in {DOC}", file=sys.stderr)
-            return 1
-        DOC.write_text(
-            marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), doc), encoding="utf-8"
-        )
+        write_section(DOC, args.engine, text)
     return 0
 
 

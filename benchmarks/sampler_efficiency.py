@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
@@ -29,6 +28,9 @@ from optuna.trial import TrialState
 from search.objective import Objective
 from search.samplers import make_sampler
 from search.study_file import StudySpec, study_from_tables
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "results.md"
@@ -128,14 +130,7 @@ def main() -> int:
     text = run(args.seeds)
     print(text)
     if args.write_docs:
-        doc = DOC.read_text(encoding="utf-8")
-        marker = re.compile(r"(<!-- BEGIN samplers -->\n).*?(<!-- END samplers -->)", re.S)
-        if not marker.search(doc):
-            print(f"no sampler markers in {DOC}", file=sys.stderr)
-            return 1
-        DOC.write_text(
-            marker.sub(lambda mo: mo.group(1) + text + "\n" + mo.group(2), doc), encoding="utf-8"
-        )
+        write_section(DOC, "samplers", text)
     return 0
 
 

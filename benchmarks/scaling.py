@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import time
@@ -23,6 +22,9 @@ from typing import Any
 
 import palm
 from palm.validation import load_cases
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -169,18 +171,11 @@ def main() -> int:
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    doc = DOC.read_text(encoding="utf-8") if args.write_docs else ""
     for name, fn in SECTIONS.items():
         text = fn(args.repeats)
         print(f"## {name}\n\n{text}\n")
         if args.write_docs:
-            marker = re.compile(rf"(<!-- BEGIN {name} -->\n).*?(<!-- END {name} -->)", re.S)
-            if not marker.search(doc):
-                print(f"no markers for {name} in {DOC}", file=sys.stderr)
-                return 1
-            doc = marker.sub(lambda mo, t=text: mo.group(1) + t + "\n" + mo.group(2), doc)
-    if args.write_docs:
-        DOC.write_text(doc, encoding="utf-8")
+            write_section(DOC, name, text)
     return 0
 
 
