@@ -32,8 +32,8 @@ class ConfigError(PalmError, ValueError):
         self.value = value
         self.allowed = allowed
         shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        if len(shown) > 80:  # keep both ends: a path's file name is at its end
+            shown = shown[:30] + "..." + shown[-47:]
         message = f"{field} = {shown} is not allowed: expected {allowed}"
         super().__init__(" ".join(message.split()))
 

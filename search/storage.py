@@ -16,6 +16,7 @@ heartbeat in Optuna 5, so every trial records its worker (host and process id) a
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 from pathlib import Path
@@ -48,12 +49,9 @@ def worker_id() -> str:
 
 
 def _journal_path(url: str) -> Path | None:
+    # like SQLAlchemy's sqlite URLs: journal:///relative/path, journal:////absolute/path
     if url.startswith("journal:///"):
-        return (
-            Path(url[len("journal:///") - 1 :])
-            if url.startswith("journal:////")
-            else Path(url[len("journal:///") :])
-        )
+        return Path(url[len("journal:///") :])
     if url.endswith(".journal") and "://" not in url:
         return Path(url)
     return None
@@ -67,6 +65,13 @@ def open_storage(url: str | None) -> BaseStorage:
         if journal is not None:
             journal.parent.mkdir(parents=True, exist_ok=True)
             return JournalStorage(JournalFileBackend(str(journal)))
+        if (
+            url.startswith("postgresql://")
+            and importlib.util.find_spec("psycopg") is None
+            and importlib.util.find_spec("psycopg2") is not None
+        ):
+            # SQLAlchemy 2.1 defaults to psycopg 3; the postgres extra installs psycopg2
+            url = "postgresql+psycopg2://" + url[len("postgresql://") :]
         if url.startswith(("sqlite:", "postgresql", "mysql")):
             return RDBStorage(
                 url,

@@ -148,6 +148,7 @@ class Layout:
         par = draft["parallelism"]
         group, pp = par["tp"] * par["dp"], par["pp"]
         valid = [c for c in self.choices if c != "explicit" or (group % per_tile == 0 and pp > 1)]
+        valid = valid or ["line"]  # explicit asked for but this plan cannot be bound by tiles
         layout = _pick(trial, "layout|" + ",".join(valid), valid)
         draft["placement"]["layout"] = layout
         draft["placement"]["stage_tiles"] = []

@@ -106,7 +106,7 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
     if "micro_batch" in table:
         parts.append(MicroBatch(_choices(table, "micro_batch", kind=int)))
     elif par is not False:
-        parts.append(MicroBatch((ctx.base.training.micro_batch, 1)))
+        parts.append(MicroBatch(tuple(dict.fromkeys((ctx.base.training.micro_batch, 1)))))
     if "schedule" in table:
         inter = _choices(table, "interleave", kind=int) if "interleave" in table else (2, 3, 4)
         parts.append(Schedule(_choices(table, "schedule", SCHEDULES), inter))

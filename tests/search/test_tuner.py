@@ -1,0 +1,436 @@
+"""Tests of the tuner (``search``, SPEC sec. 6): the objective's memory pruning and failure
+recording, study files' errors, and the quickstart end to end through ``palm-tune``.
+
+Study files are written into ``tmp_path`` with ``base`` pointing at the repository's examples by
+absolute path; storages live in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+import palm
+import search
+import search.objective
+from palm.errors import ConfigError
+from search.cli import main
+from search.objective import RESULT_FIELDS
+
+REPO = Path(__file__).resolve().parents[2]
+WAFER = REPO / "examples" / "wafer-t18b.toml"
+QUICKSTART = REPO / "studies" / "quickstart.toml"
+
+pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _study_file(tmp_path: Path, name: str, study: str, space: str = "") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(f"[study]\n{study.strip()}\n\n[space]\n{space.strip()}\n", encoding="utf-8")
+    return path
+
+
+def _palm_tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
+    return subprocess.run(
+        [sys.executable, "-m", "search.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=180,
+        check=False,
+    )
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("palm-tune: error: "), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+# ------------------------------------------------------------------------------------------
+# the objective
+# ------------------------------------------------------------------------------------------
+
+
+def test_memory_overflow_trials_are_pruned_with_the_overflow_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # t-39b without recompute on the wafer: low TP / high DP plans need more than a core holds
+    path = _study_file(
+        tmp_path,
+        "overflow",
+        f"""
+name = "overflow"
+base = "{WAFER}"
+set = ["model.preset=\\"t-39b\\"", "training.global_batch=32", "training.recompute=\\"none\\""]
+sampler = "random"
+trials = 12
+seed = 1
+""",
+        "parallelism = true\nmicro_batch = [1, 2]",
+    )
+    simulated: list[palm.SimConfig] = []
+    real = search.objective.simulate
+
+    def spy(config: palm.SimConfig, **kwargs: Any) -> palm.Result:
+        simulated.append(config)
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(search.objective, "simulate", spy)
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
+    search.optimize(tuning)
+    trials = tuning.study.trials
+    assert len(trials) == 12
+    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert pruned, "no trial overflowed: the study no longer tests pruning"
+    assert complete, "every trial overflowed: the study no longer tests feasible trials"
+    assert len(pruned) + len(complete) == 12
+    for t in pruned:
+        overflow = t.constraints["memory_overflow_bytes"]
+        assert overflow > 0
+        assert t.user_attrs["memory_overflow_bytes"] == pytest.approx(overflow)
+        assert t.user_attrs["peak_memory_bytes"] > overflow
+        assert "result" not in t.user_attrs  # pruned before the event simulation
+    for t in complete:
+        assert t.constraints["memory_overflow_bytes"] <= 0
+        assert t.user_attrs["memory_overflow_bytes"] == 0
+        assert t.user_attrs["result"]["fits_memory"] is True
+        assert t.values == [t.user_attrs["result"]["throughput_samples_per_s"]]
+    # memory is checked first: only feasible plans reach the simulator
+    assert 1 <= len(simulated) <= len(complete)
+    c = search.counts(tuning.study)
+    assert (c["complete"], c["pruned"], c["failed"]) == (len(complete), len(pruned), 0)
+
+
+def test_a_tiny_sram_override_prunes_every_trial(tmp_path: Path) -> None:
+    path = _study_file(
+        tmp_path,
+        "tiny",
+        f"""
+base = "{WAFER}"
+set = ["hardware.dram_capacity_gib=0.001", "hardware.sram_per_core_mib=0.01"]
+sampler = "random"
+trials = 3
+seed = 0
+""",
+        'recompute = ["full", "selective"]',
+    )
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
+    search.optimize(tuning)
+    assert search.counts(tuning.study) == {"complete": 0, "pruned": 3, "failed": 0, "running": 0}
+    for t in tuning.study.trials:
+        assert t.constraints["memory_overflow_bytes"] > 0
+        assert t.user_attrs["memory_overflow_bytes"] > 0
+    with pytest.raises(ConfigError, match="at least one completed trial"):
+        search.best_config(tuning)
+
+
+def test_a_simulator_error_fails_the_trial_with_its_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _study_file(
+        tmp_path,
+        "boom",
+        f"""
+base = "{WAFER}"
+set = ["training.global_batch=16"]
+sampler = "random"
+trials = 5
+seed = 0
+""",
+        """
+recompute = ["full", "selective"]
+tp_group = ["compact", "strided"]
+hardware = { inter_tile_link_gbps = { low = 128, high = 512 } }
+""",
+    )
+    real = search.objective.simulate
+    calls = []
+
+    def flaky(config: palm.SimConfig, **kwargs: Any) -> palm.Result:
+        calls.append(config)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return real(config, **kwargs)
+
+    monkeypatch.setattr(search.objective, "simulate", flaky)
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
+    search.optimize(tuning)  # the failure does not stop the study
+    trials = tuning.study.trials
+    assert len(trials) == 5
+    failed = [t for t in trials if t.state == TrialState.FAIL]
+    assert len(failed) == 1
+    (bad,) = failed
+    assert "boom" in bad.user_attrs["error"]
+    assert "RuntimeError" in bad.user_attrs["error"]
+    assert "config" in bad.user_attrs  # what failed is kept
+    later = [t for t in trials if t.number > bad.number]
+    assert later and all(t.state == TrialState.COMPLETE for t in later)
+    c = search.counts(tuning.study)
+    assert c == {"complete": 4, "pruned": 0, "failed": 1, "running": 0}
+
+
+def test_identical_configurations_are_served_from_the_cache(tmp_path: Path) -> None:
+    path = _study_file(
+        tmp_path,
+        "cache",
+        f"""
+base = "{WAFER}"
+set = ["training.global_batch=16"]
+sampler = "random"
+trials = 6
+seed = 0
+""",
+        'tp_group = ["compact", "strided"]',
+    )
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
+    search.optimize(tuning)
+    by_choice: dict[str, set[float]] = {}
+    for t in tuning.study.trials:
+        assert t.state == TrialState.COMPLETE
+        by_choice.setdefault(t.params["tp_group"], set()).add(t.values[0])
+    assert all(len(v) == 1 for v in by_choice.values())  # same plan, same value
+    assert any(t.user_attrs.get("cached") for t in tuning.study.trials)
+
+
+# ------------------------------------------------------------------------------------------
+# bad study files: exit 2, one line naming the field, no traceback
+# ------------------------------------------------------------------------------------------
+
+BAD_STUDIES: dict[str, tuple[str, str]] = {
+    # id: (file content, what the error line must name)
+    "malformed-toml": ("[study\nbase = 1\n", "valid TOML"),
+    "unknown-sampler": (
+        f'[study]\nbase = "{WAFER}"\nsampler = "annealing"\n',
+        "study.sampler",
+    ),
+    "unknown-objective": (
+        f'[study]\nbase = "{WAFER}"\nobjectives = ["latency"]\n',
+        "study.objectives",
+    ),
+    "bad-space-key": (
+        f'[study]\nbase = "{WAFER}"\n\n[space]\nparalelism = true\n',
+        "space.paralelism",
+    ),
+    "missing-base": ('[study]\nname = "nobase"\ntrials = 3\n', "study.base"),
+    "base-file-missing": ('[study]\nbase = "nope.toml"\n', "config file"),
+    "unknown-hardware-field": (
+        f'[study]\nbase = "{WAFER}"\n\n[space]\nhardware.warp_gbps = {{ low = 1, high = 2 }}\n',
+        "space.hardware.warp_gbps",
+    ),
+    "zero-trials": (f'[study]\nbase = "{WAFER}"\ntrials = 0\n', "study.trials"),
+    "unknown-study-key": (f'[study]\nbase = "{WAFER}"\nbudget = 3\n', "study.budget"),
+    "unknown-engine": (f'[study]\nbase = "{WAFER}"\nengine = "quantum"\n', "study.engine"),
+    "bad-override": (f'[study]\nbase = "{WAFER}"\nset = ["parallelism.tp=7"]\n', "tp"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STUDIES))
+def test_a_bad_study_file_exits_2_with_one_line_naming_the_field(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, field = BAD_STUDIES[case]
+    path = tmp_path / "bad.toml"
+    path.write_text(text, encoding="utf-8")
+    code = main(["tune", str(path), "--storage", f"sqlite:///{tmp_path}/s.db", "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    line = _one_error_line(err)
+    assert field in line, line
+
+
+def test_a_missing_base_config_is_named_even_in_a_deep_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deep = tmp_path / ("d" * 40) / ("e" * 40)
+    deep.mkdir(parents=True)
+    path = deep / "study.toml"
+    path.write_text('[study]\nbase = "no-such-config.toml"\n', encoding="utf-8")
+    code = main(["tune", str(path), "--storage", f"sqlite:///{tmp_path}/s.db"])
+    line = _one_error_line(capsys.readouterr().err)
+    assert code == 2
+    assert "no-such-config.toml" in line, line
+
+
+def test_bad_study_file_errors_through_the_real_process(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(BAD_STUDIES["malformed-toml"][0], encoding="utf-8")
+    proc = _palm_tune("tune", str(path), "--storage", f"sqlite:///{tmp_path}/s.db", cwd=tmp_path)
+    assert proc.returncode == 2
+    line = _one_error_line(proc.stderr)
+    assert "study file" in line and "valid TOML" in line and "line 1" in line
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--trials", "0"], "--trials"),
+        (["--workers", "0"], "--workers"),
+        (["--workers", "2"], "--storage"),  # SQLite cannot serve several workers
+    ],
+)
+def test_bad_tune_options_exit_2(
+    args: list[str], field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["tune", str(QUICKSTART), "--storage", f"sqlite:///{tmp_path}/s.db", *args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert field in _one_error_line(err)
+
+
+def test_a_missing_study_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["tune", str(tmp_path / "nope.toml"), "--storage", f"sqlite:///{tmp_path}/s.db"])
+    assert code == 2
+    assert "nope.toml" in _one_error_line(capsys.readouterr().err)
+
+
+# ------------------------------------------------------------------------------------------
+# quickstart end to end
+# ------------------------------------------------------------------------------------------
+
+
+def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
+    storage = "sqlite:///x.db"  # relative: a fresh working directory
+    db = tmp_path / "x.db"
+
+    # tune: the summary
+    proc = _palm_tune(
+        "tune",
+        str(QUICKSTART),
+        "--storage",
+        storage,
+        "--trials",
+        "8",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert re.search(r"^study\s+quickstart in sqlite:///x\.db: 8 trials \(8 new\)$", out, re.M), out
+    m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned for memory, (\d+) failed$", out, re.M)
+    assert m, out
+    assert sum(map(int, m.groups())) == 8
+    assert re.search(r"^best\s+trial \d+: TP=\d+ PP=\d+ DP=\d+", out, re.M), out
+    assert "samples/s" in out
+    assert "Traceback" not in proc.stderr
+
+    study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
+    assert len(study.trials) == 8
+    c = search.counts(study)
+    assert [c["complete"], c["pruned"], c["failed"]] == list(map(int, m.groups()))
+
+    # best --json
+    proc = _palm_tune("best", "--storage", storage, "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    best = json.loads(proc.stdout)
+    assert {"params", "values", "config", *RESULT_FIELDS} <= set(best)
+    assert best["values"] == [study.best_value]
+    assert best["params"] == study.best_trial.params
+    assert best["throughput_samples_per_s"] == study.best_value
+    assert best["fits_memory"] is True and best["engine"] == "event"
+    assert best["memory_overflow_bytes"] == 0
+    assert best["config"]["model"]["name"] == "t-18b"
+
+    # tune again continues the same study
+    proc = _palm_tune(
+        "tune",
+        str(QUICKSTART),
+        "--storage",
+        storage,
+        "--trials",
+        "2",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "10 trials (2 new)" in proc.stdout
+    study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
+    assert len(study.trials) == 10
+    assert len(optuna.get_all_study_summaries(f"sqlite:///{db}")) == 1
+
+    # the best trial as a configuration re-simulates identically
+    tuning = search.create_study(QUICKSTART, storage=f"sqlite:///{db}")
+    assert len(tuning.study.trials) == 10  # loaded, not created
+    config = search.best_config(tuning)
+    assert isinstance(config, palm.SimConfig)
+    result = palm.simulate(config)
+    best_trial = search.best_trial(tuning.study)
+    assert result.throughput_samples_per_s == best_trial.values[0]
+    assert result.throughput_samples_per_s == tuning.study.best_value
+    assert search.best_config(study) == config
+
+    # a different study file under the same name fails loudly
+    other = _study_file(
+        tmp_path,
+        "other",
+        f"""
+name = "quickstart"
+base = "{WAFER}"
+set = ["training.global_batch=32"]
+trials = 2
+seed = 0
+""",
+        "parallelism = true\nmicro_batch = [1, 2]",
+    )
+    proc = _palm_tune("tune", str(other), "--storage", storage, "--trials", "1", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    line = _one_error_line(proc.stderr)
+    assert "study file" in line and "quickstart" in line and "--study-name" in line
+    with pytest.raises(ConfigError, match="study file"):
+        search.create_study(other, storage=f"sqlite:///{db}")
+    multi = _study_file(
+        tmp_path,
+        "multi",
+        f"""
+name = "quickstart"
+base = "{WAFER}"
+objectives = ["throughput", "memory"]
+""",
+    )
+    with pytest.raises(ConfigError, match="study.objectives"):
+        search.create_study(multi, storage=f"sqlite:///{db}")
+    assert len(optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}").trials) == 10
+
+    # report
+    proc = _palm_tune("report", "--storage", storage, "--out", "rep", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    for png in (tmp_path / "rep" / "history.png", tmp_path / "rep" / "best" / "gantt.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+        assert f"wrote {png.relative_to(tmp_path)}" in proc.stdout
+
+
+def test_seeded_single_process_runs_are_reproducible(tmp_path: Path) -> None:
+    path = _study_file(
+        tmp_path,
+        "seeded",
+        f"""
+base = "{WAFER}"
+set = ["training.global_batch=16"]
+sampler = "tpe"
+trials = 4
+seed = 7
+""",
+        'parallelism = true\nmicro_batch = [1, 2]\nrecompute = ["full", "selective"]',
+    )
+    runs = []
+    for i in range(2):
+        tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s{i}.db")
+        search.optimize(tuning)
+        runs.append([(t.params, t.state, t.values) for t in tuning.study.trials])
+    assert runs[0] == runs[1]
