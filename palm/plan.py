@@ -9,10 +9,8 @@ between the devices of neighbouring chunks, and (on a mesh) the DRAM reads of ea
 cores from their nearest edge channel. The analytical engine adds these up; the event engine
 schedules them on shared resources.
 
-Transformer layers are split evenly between chunks, the embedding riding with the first and the
-logits with the last, as Megatron-LM does; when the layers do not divide evenly, or for other
-operator chains, chunks are balanced by forward FLOPs (the contiguous split that minimises the
-largest chunk). Identical operators are priced once.
+How the chain is cut is :mod:`palm.partition`; how a stage reaches DRAM is
+:mod:`palm.network.dram`. Identical operators are priced once.
 """
 
 from __future__ import annotations
@@ -35,18 +33,18 @@ from palm.cost.memory import (
 )
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
+from palm.network.dram import DramAccess, dram_access
 from palm.network.intergroup import HandOff
 from palm.network.intergroup import hand_off as intergroup_hand_off
 from palm.network.loads import (
     LinkLoad,
     Profile,
     dram_channel_cores,
-    mesh_profile,
-    nearest_channel,
     profile,
     ring_order,
 )
 from palm.network.placement import Placement, make_placement
+from palm.partition import chunk_ranges, partition
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
 from palm.workload.ops import (
@@ -61,34 +59,6 @@ from palm.workload.ops import (
 from palm.workload.opsplit import SplitOp
 
 __all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
-
-
-@dataclass(frozen=True)
-class DramAccess:
-    """How one stage's cores reach DRAM (paper Eq. 4, 5): each core reads its nearest channel,
-    so channel ``i`` serves ``cores_per_channel[i]`` cores; ``noc`` is the profile of all those
-    reads crossing the mesh at once. A read of ``b`` bytes per core takes, on channel ``i``,
-
-        response + NoC latency + b * max(cores_i / channel_bandwidth, 1 / NoC bandwidth)
-
-    and the access is done when its slowest channel is."""
-
-    channels: tuple[int, ...]
-    cores_per_channel: tuple[int, ...]
-    noc: Profile
-    channel_bandwidth_Bps: float
-    response_s: float
-
-    def channel_time(self, index: int, nbytes_per_core: float) -> float:
-        if nbytes_per_core <= 0:
-            return 0.0
-        per_byte = max(
-            self.cores_per_channel[index] / self.channel_bandwidth_Bps, 1.0 / self.noc.bandwidth_Bps
-        )
-        return self.response_s + self.noc.latency_s + nbytes_per_core * per_byte
-
-    def time(self, nbytes_per_core: float) -> float:
-        return max(self.channel_time(i, nbytes_per_core) for i in range(len(self.channels)))
 
 
 @dataclass(frozen=True)
@@ -208,63 +178,6 @@ class Plan:
         return self.config.hardware.device_memory_bytes
 
 
-def partition(costs: Sequence[float], parts: int) -> list[tuple[int, int]]:
-    """Contiguous split of ``costs`` into ``parts`` non-empty ranges ``[start, end)``
-    minimising the largest sum (binary search on the bound, then a greedy cut that leaves
-    enough items for the remaining parts)."""
-    n = len(costs)
-    if not 1 <= parts <= n:
-        raise ValueError(f"cannot cut {n} items into {parts} parts")
-    lo, hi = max(costs), sum(costs)
-
-    def cuts(bound: float) -> list[tuple[int, int]] | None:
-        ranges: list[tuple[int, int]] = []
-        start, acc = 0, 0.0
-        for i, c in enumerate(costs):
-            remaining_parts = parts - len(ranges) - 1
-            must_cut = n - i == remaining_parts  # exactly one item left per remaining part
-            if i > start and (acc + c > bound or must_cut):
-                ranges.append((start, i))
-                start, acc = i, 0.0
-                if len(ranges) == parts:
-                    return None
-            acc += c
-        ranges.append((start, n))
-        return ranges if len(ranges) == parts and acc <= bound else None
-
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        if cuts(mid) is None:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo <= 1e-9 * max(hi, 1e-30):
-            break
-    found = cuts(hi)
-    assert found is not None
-    return found
-
-
-def _chunk_ranges(
-    workload: Workload, parts: int, unit_cost: Sequence[float]
-) -> list[tuple[int, int]]:
-    ops = workload.ops
-    if workload.transformer:
-        layers = workload.blocks
-        if layers % parts == 0:
-            per = layers // parts
-            bounds = [1 + i * per for i in range(parts)] + [len(ops)]
-            bounds[0] = 0
-            return [(bounds[i], bounds[i + 1]) for i in range(parts)]
-        # balance layers, then attach embedding and logits to the end chunks
-        layer_ranges = partition(unit_cost[1:-1], parts)
-        out = [(a + 1, b + 1) for a, b in layer_ranges]
-        out[0] = (0, out[0][1])
-        out[-1] = (out[-1][0], len(ops))
-        return out
-    return partition(unit_cost, parts)
-
-
 def _flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
     return arr.reshape(-1, 2) if mesh else arr.reshape(-1)
 
@@ -288,23 +201,6 @@ def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: 
         _flat(nxt, mesh),
         devices=config.parallelism.devices,
         with_links=with_links,
-    )
-
-
-def _dram_access(
-    hw: Mesh2DHardware, cores: np.ndarray, channels_at: np.ndarray, *, with_links: bool
-) -> DramAccess:
-    """Each core reads from its nearest channel (Manhattan distance, lowest index on ties)."""
-    nearest = nearest_channel(hw, cores)
-    noc = mesh_profile(hw, channels_at[nearest], cores, with_links=with_links)
-    per_channel = np.bincount(nearest, minlength=len(channels_at))
-    used = tuple(int(i) for i in np.nonzero(per_channel)[0])
-    return DramAccess(
-        channels=used,
-        cores_per_channel=tuple(int(per_channel[i]) for i in used),
-        noc=noc,
-        channel_bandwidth_Bps=hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency,
-        response_s=hw.dram_response_ns * 1e-9,
     )
 
 
@@ -336,12 +232,12 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         assert isinstance(hw, Mesh2DHardware)
         channels_at = dram_channel_cores(hw)
         dram = tuple(
-            _dram_access(hw, a.reshape(-1, 2), channels_at, with_links=with_links) for a in arrays
+            dram_access(hw, a.reshape(-1, 2), channels_at, with_links=with_links) for a in arrays
         )
 
     n_chunks = par.pp * par.chunks
     unit_cost = [op.forward_flops(batch=1) + 1.0 for op in workload.ops]
-    ranges = _chunk_ranges(workload, n_chunks, unit_cost)
+    ranges = chunk_ranges(workload, n_chunks, unit_cost)
 
     def hand_off(src: int, dst: int) -> Profile:
         a, z = arrays[src], arrays[dst]
