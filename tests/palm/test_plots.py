@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mesh_toys import simulate_with_timeline, toy_mesh
 
 import palm
-from palm.api import simulate_timeline
-from palm.engines.event.engine import Timeline
 from palm.engines.event.fabric import mesh_link_endpoints
 from palm.hardware.spec import Mesh2DHardware
 from palm.network.placement import make_placement
@@ -22,50 +21,6 @@ pytest.importorskip("matplotlib")
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _toy(
-    granularity: str = "link", *, training: dict[str, object] | None = None, **parallelism: object
-) -> palm.SimConfig:
-    """Four 256x256 linear layers on a 2x2-tile mesh of 2x2 cores (16 cores); ``training`` and
-    ``parallelism`` override the defaults (TP=2 PP=4 DP=2, 1F1B)."""
-    linear = {"type": "linear", "in_features": 256, "out_features": 256, "bias": False}
-    return palm.parse_config(
-        {
-            "model": {"name": "toy", "ops": [linear] * 4},
-            "hardware": {
-                "topology": "mesh2d",
-                "tiles": [2, 2],
-                "cores_per_tile": [2, 2],
-                "core_peak_tflops": {"fp16": 1.0},
-                "sram_per_core_mib": 1.0,
-                "sram_bandwidth_per_core_gbps": 100.0,
-                "intra_tile_link_gbps": 100.0,
-                "inter_tile_link_gbps": 10.0,
-                "intra_tile_link_latency_ns": 1.0,
-                "inter_tile_link_latency_ns": 5.0,
-                "dram_channels": 4,
-                "dram_channel_bandwidth_gbps": 10.0,
-                "dram_capacity_gib": 1.0,
-                "dram_response_ns": 50.0,
-            },
-            "training": {
-                "global_batch": 8,
-                "micro_batch": 1,
-                "precision": "fp16",
-                "optimizer": "sgd",
-                **(training or {}),
-            },
-            "parallelism": {"tp": 2, "pp": 4, "dp": 2, **parallelism},
-            "communication": {"noc_granularity": granularity},
-        }
-    )
-
-
-def _simulate(config: palm.SimConfig) -> tuple[palm.Result, Timeline]:
-    result, timeline = simulate_timeline(config, engine="event")
-    assert timeline is not None
-    return result, timeline
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -86,7 +41,7 @@ def _assert_picture(path: Path) -> None:
 
 def test_plot_all_writes_two_pngs(tmp_path: Path) -> None:
     out = tmp_path / "new" / "plots"
-    paths = plot_all(out, config=_toy("group"))
+    paths = plot_all(out, config=toy_mesh("group"))
     assert paths == [out / "gantt.png", out / "links.png"]
     for path in paths:
         _assert_picture(path)
@@ -94,15 +49,15 @@ def test_plot_all_writes_two_pngs(tmp_path: Path) -> None:
 
 def test_plot_all_needs_the_event_engine(tmp_path: Path) -> None:
     with pytest.raises(palm.ConfigError) as info:
-        plot_all(tmp_path, config=_toy("group"), engine="analytical")
+        plot_all(tmp_path, config=toy_mesh("group"), engine="analytical")
     assert info.value.field == "engine"
 
 
 def test_gantt_draws_every_pass_on_its_stage_row(tmp_path: Path) -> None:
     from palm.plots import _gantt_figure
 
-    config = _toy("link", schedule="interleaved-1f1b", interleave=2, pp=2, dp=4)
-    result, timeline = _simulate(config)
+    config = toy_mesh("link", schedule="interleaved-1f1b", interleave=2, pp=2, dp=4)
+    result, timeline = simulate_with_timeline(config)
     assert {p.chunk for p in timeline.phases} == {0, 1}
     fig = _gantt_figure(timeline=timeline, result=result, config=config)
     ax = fig.axes[0]
@@ -124,13 +79,13 @@ def test_gantt_draws_every_pass_on_its_stage_row(tmp_path: Path) -> None:
 def _few_busy_links() -> palm.SimConfig:
     """Inference with one stage and no tensor parallelism: the only traffic is the input read
     from DRAM, so only the links leaving the cores next to the DRAM channels are busy."""
-    return _toy("link", training={"mode": "inference", "global_batch": 16}, tp=1, pp=1, dp=16)
+    return toy_mesh("link", training={"mode": "inference", "global_batch": 16}, tp=1, pp=1, dp=16)
 
 
 @pytest.mark.parametrize("few", [False, True])
 def test_link_grid_follows_the_links_leaving_each_core(few: bool) -> None:
-    config = _few_busy_links() if few else _toy("link")
-    result, _ = _simulate(config)
+    config = _few_busy_links() if few else toy_mesh("link")
+    result, _ = simulate_with_timeline(config)
     hw = config.hardware
     assert isinstance(hw, Mesh2DHardware) and result.links is not None
     grid = link_utilisation_grid(result=result, config=config)
@@ -148,8 +103,8 @@ def test_link_grid_follows_the_links_leaving_each_core(few: bool) -> None:
 
 
 def test_group_grid_colours_each_stage_by_its_busiest_resource() -> None:
-    config = _toy("group")
-    result, _ = _simulate(config)
+    config = toy_mesh("group")
+    result, _ = simulate_with_timeline(config)
     assert result.links is not None
     fractions = {x.name: x.busy_fraction for x in result.links}
     grid = link_utilisation_grid(result=result, config=config)
@@ -166,7 +121,7 @@ def test_heatmap_colours_busy_and_idle_cells_differently(tmp_path: Path) -> None
     from palm.plots import _heatmap_figure
 
     config = _few_busy_links()
-    result, timeline = _simulate(config)
+    result, timeline = simulate_with_timeline(config)
     grid = link_utilisation_grid(result=result, config=config)
     busiest = tuple(int(i) for i in np.unravel_index(int(np.argmax(grid)), grid.shape))
     idle = tuple(int(i) for i in np.argwhere(grid == 0.0)[0])
@@ -196,7 +151,7 @@ def test_heatmap_colours_busy_and_idle_cells_differently(tmp_path: Path) -> None
 
 def test_gpu_cluster_bar_chart(tmp_path: Path) -> None:
     config = palm.load_config(EXAMPLES / "t18b-dgx-a100.toml")
-    result, timeline = _simulate(config)
+    result, timeline = simulate_with_timeline(config)
     path = tmp_path / "links.png"
     plot_link_heatmap(path, result=result, timeline=timeline, config=config)
     _assert_picture(path)
@@ -205,7 +160,7 @@ def test_gpu_cluster_bar_chart(tmp_path: Path) -> None:
 
 
 def test_heatmap_needs_per_link_results(tmp_path: Path) -> None:
-    config = _toy("group")
+    config = toy_mesh("group")
     result = palm.simulate(config, engine="analytical")
     assert result.links is None
     with pytest.raises(palm.ConfigError) as info:
@@ -216,8 +171,8 @@ def test_heatmap_needs_per_link_results(tmp_path: Path) -> None:
 def test_missing_matplotlib_is_a_config_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = _toy("group")
-    result, timeline = _simulate(config)
+    config = toy_mesh("group")
+    result, timeline = simulate_with_timeline(config)
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(palm.ConfigError) as info:
         plot_gantt(tmp_path / "g.png", timeline=timeline, result=result, config=config)

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mesh_toys import simulate_with_timeline, toy_mesh
 
 import palm
-from palm.api import simulate_timeline
 from palm.engines.event.engine import Timeline
 from palm.trace import (
     MAX_NETWORK_TRACKS,
@@ -23,52 +23,8 @@ from palm.trace import (
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _toy(
-    granularity: str = "link", *, training: dict[str, object] | None = None, **parallelism: object
-) -> palm.SimConfig:
-    """Four 256x256 linear layers on a 2x2-tile mesh of 2x2 cores (16 cores); ``training`` and
-    ``parallelism`` override the defaults (TP=2 PP=4 DP=2, 1F1B)."""
-    linear = {"type": "linear", "in_features": 256, "out_features": 256, "bias": False}
-    return palm.parse_config(
-        {
-            "model": {"name": "toy", "ops": [linear] * 4},
-            "hardware": {
-                "topology": "mesh2d",
-                "tiles": [2, 2],
-                "cores_per_tile": [2, 2],
-                "core_peak_tflops": {"fp16": 1.0},
-                "sram_per_core_mib": 1.0,
-                "sram_bandwidth_per_core_gbps": 100.0,
-                "intra_tile_link_gbps": 100.0,
-                "inter_tile_link_gbps": 10.0,
-                "intra_tile_link_latency_ns": 1.0,
-                "inter_tile_link_latency_ns": 5.0,
-                "dram_channels": 4,
-                "dram_channel_bandwidth_gbps": 10.0,
-                "dram_capacity_gib": 1.0,
-                "dram_response_ns": 50.0,
-            },
-            "training": {
-                "global_batch": 8,
-                "micro_batch": 1,
-                "precision": "fp16",
-                "optimizer": "sgd",
-                **(training or {}),
-            },
-            "parallelism": {"tp": 2, "pp": 4, "dp": 2, **parallelism},
-            "communication": {"noc_granularity": granularity},
-        }
-    )
-
-
-def _simulate(config: palm.SimConfig) -> tuple[palm.Result, Timeline]:
-    result, timeline = simulate_timeline(config, engine="event")
-    assert timeline is not None
-    return result, timeline
-
-
 def _write(tmp_path: Path, config: palm.SimConfig, **kw: Any) -> tuple[dict[str, Any], Timeline]:
-    result, timeline = _simulate(config)
+    result, timeline = simulate_with_timeline(config)
     path = tmp_path / "trace.json"
     n = write_chrome_trace(path, result=result, timeline=timeline, config=config, **kw)
     trace = load_chrome_trace(path)
@@ -98,7 +54,7 @@ def _busy_by_resource(timeline: Timeline) -> dict[int, float]:
 
 @pytest.mark.parametrize("granularity", ["group", "link"])
 def test_one_complete_event_per_phase_in_microseconds(tmp_path: Path, granularity: str) -> None:
-    trace, timeline = _write(tmp_path, _toy(granularity))
+    trace, timeline = _write(tmp_path, toy_mesh(granularity))
     events = _complete(trace, STAGES_PID)
     phases = timeline.phases
     assert len(events) == len(phases) > 0
@@ -136,7 +92,7 @@ def test_passes_of_a_stage_do_not_overlap_after_conversion(tmp_path: Path) -> No
 
 
 def test_stage_and_network_tracks(tmp_path: Path) -> None:
-    config = _toy("group")
+    config = toy_mesh("group")
     trace, timeline = _write(tmp_path, config)
     pp = config.parallelism.pp
     assert _threads(trace, STAGES_PID) == {s: f"stage {s}" for s in range(pp)}
@@ -168,8 +124,8 @@ def test_stage_and_network_tracks(tmp_path: Path) -> None:
 
 
 def test_summary_in_other_data(tmp_path: Path) -> None:
-    config = _toy("group")
-    result, timeline = _simulate(config)
+    config = toy_mesh("group")
+    result, timeline = simulate_with_timeline(config)
     path = tmp_path / "t.json"
     write_chrome_trace(path, result=result, timeline=timeline, config=config)
     other = load_chrome_trace(path)["otherData"]
@@ -183,7 +139,7 @@ def test_summary_in_other_data(tmp_path: Path) -> None:
 
 
 def test_cap_keeps_the_busiest_resources(tmp_path: Path) -> None:
-    config = _toy("link")
+    config = toy_mesh("link")
     trace, timeline = _write(tmp_path, config, max_network_tracks=5)
     busy = _busy_by_resource(timeline)
     assert len(busy) > 5
@@ -220,14 +176,14 @@ def test_gpu_cluster_trace(tmp_path: Path) -> None:
 
 
 def test_byte_identical(tmp_path: Path) -> None:
-    config = _toy("link")
-    result, timeline = _simulate(config)
+    config = toy_mesh("link")
+    result, timeline = simulate_with_timeline(config)
     a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
     write_chrome_trace(a, result=result, timeline=timeline, config=config)
     write_chrome_trace(b, result=result, timeline=timeline, config=config)
     assert a.read_bytes() == b.read_bytes()
     # a second simulation of the same configuration (its wall time differs) gives the same file
-    result2, timeline2 = _simulate(config)
+    result2, timeline2 = simulate_with_timeline(config)
     write_chrome_trace(c, result=result2, timeline=timeline2, config=config)
     assert a.read_bytes() == c.read_bytes()
     assert json.loads(a.read_text())["traceEvents"]
@@ -263,8 +219,8 @@ def test_load_rejects_missing_file(tmp_path: Path) -> None:
 
 
 def test_negative_cap_is_refused(tmp_path: Path) -> None:
-    config = _toy("group")
-    result, timeline = _simulate(config)
+    config = toy_mesh("group")
+    result, timeline = simulate_with_timeline(config)
     with pytest.raises(palm.ConfigError):
         write_chrome_trace(
             tmp_path / "t.json",
