@@ -143,16 +143,10 @@ class _Progress:
         self.stream.flush()
 
 
-def _run(
-    spec: StudySpec,
-    storage: str,
-    name: str,
-    n_trials: int | None,
-    timeout: float | None,
-    seed: int | None,
-    progress: bool,
+def _optimize_here(
+    tuning: TuningStudy, n_trials: int | None, timeout: float | None, progress: bool
 ) -> None:
-    tuning = create_study(spec, storage=storage, study_name=name, seed=seed)
+    """Run trials in this process."""
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     if progress:
         callbacks.append(_Progress(n_trials, sys.stderr))
@@ -163,6 +157,21 @@ def _run(
         catch=(TrialFailed,),
         callbacks=callbacks,
         gc_after_trial=False,
+    )
+
+
+def _run(
+    spec: StudySpec,
+    storage: str,
+    name: str,
+    n_trials: int | None,
+    timeout: float | None,
+    seed: int | None,
+    progress: bool,
+) -> None:
+    """One worker process: open the shared study and run its share of the trials."""
+    _optimize_here(
+        create_study(spec, storage=storage, study_name=name, seed=seed), n_trials, timeout, progress
     )
 
 
@@ -180,17 +189,7 @@ def optimize(
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
     if workers == 1:
-        callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
-        if progress:
-            callbacks.append(_Progress(n, sys.stderr))
-        tuning.study.optimize(
-            Objective(tuning.spec),
-            n_trials=n,
-            timeout=timeout,
-            catch=(TrialFailed,),
-            callbacks=callbacks,
-            gc_after_trial=False,
-        )
+        _optimize_here(tuning, n, timeout, progress)
         return
     if tuning.storage_url.startswith("sqlite"):
         raise ConfigError(
