@@ -9,11 +9,18 @@ import time
 from palm.engines.analytical import run_analytical
 from palm.engines.event.engine import Timeline, run_event
 from palm.errors import ConfigError, SimulationError
-from palm.plan import build_plan
+from palm.plan import Plan, build_plan
 from palm.result import Result
 from palm.strategy import SimConfig
 
-__all__ = ["simulate", "simulate_timeline", "ENGINES", "DEFAULT_ENGINE"]
+__all__ = [
+    "simulate",
+    "simulate_timeline",
+    "plan_for",
+    "simulate_plan",
+    "ENGINES",
+    "DEFAULT_ENGINE",
+]
 
 ENGINES: tuple[str, ...] = ("event", "analytical")
 DEFAULT_ENGINE = "event"
@@ -33,18 +40,41 @@ def simulate_timeline(
 ) -> tuple[Result, Timeline | None]:
     """Like :func:`simulate`, also returning the event engine's timeline (``None`` for the
     analytical engine), for traces and plots; ``record=False`` skips recording it."""
+    start = time.perf_counter()
+    return simulate_plan(
+        plan_for(config, engine=engine), engine=engine, record=record, started=start
+    )
+
+
+def plan_for(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Plan:
+    """The plan of ``config`` as ``engine`` needs it (the event engine keeps link loads where
+    its resources come from them)."""
     if engine not in ENGINES:
         raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
-    start = time.perf_counter()
-    timeline: Timeline | None = None
     if engine == "event":
         link_mode = config.communication.noc_granularity == "link"
-        plan = build_plan(config, with_links=link_mode or not _is_mesh(config))
+        return build_plan(config, with_links=link_mode or not _is_mesh(config))
+    return build_plan(config)
+
+
+def simulate_plan(
+    plan: Plan,
+    *,
+    engine: str = DEFAULT_ENGINE,
+    record: bool = False,
+    started: float | None = None,
+) -> tuple[Result, Timeline | None]:
+    """Run ``engine`` on a plan from :func:`plan_for` (so that a caller that also needs the
+    plan, e.g. for a memory check, builds it once). ``sim_wall_s`` counts from ``started``
+    (default: now)."""
+    start = time.perf_counter() if started is None else started
+    timeline: Timeline | None = None
+    if engine == "event":
         result, timeline = run_event(
-            plan, granularity=config.communication.noc_granularity, record=record
+            plan, granularity=plan.config.communication.noc_granularity, record=record
         )
     else:
-        result = run_analytical(build_plan(config))
+        result = run_analytical(plan)
     if not (math.isfinite(result.iteration_time_s) and result.iteration_time_s > 0):
         raise SimulationError(f"non-finite or zero iteration time {result.iteration_time_s!r}")
     return dataclasses.replace(result, sim_wall_s=time.perf_counter() - start), timeline

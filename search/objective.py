@@ -15,15 +15,15 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import optuna
 
-from palm.api import simulate
+from palm.api import plan_for, simulate_plan
 from palm.config import config_to_dict, parse_config
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
-from palm.plan import build_plan
 from palm.result import Result
 from palm.strategy import SimConfig
 from search.storage import WORKER_ATTR, worker_id
@@ -102,7 +102,8 @@ class Objective:
         tables = config_to_dict(config)
         trial.set_user_attr("config", tables)
         try:
-            plan = build_plan(config)
+            started = time.perf_counter()
+            plan = plan_for(config, engine=self.spec.engine)
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             trial.set_user_attr("error", message)
@@ -119,7 +120,7 @@ class Objective:
         result = self._cache.get(key)
         if result is None:
             try:
-                result = simulate(config, engine=self.spec.engine)
+                result, _ = simulate_plan(plan, engine=self.spec.engine, started=started)
             except Exception as exc:  # noqa: BLE001 - recorded, never hidden
                 message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
                 trial.set_user_attr("error", message)

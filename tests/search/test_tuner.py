@@ -84,13 +84,13 @@ seed = 1
         "parallelism = true\nmicro_batch = [1, 2]",
     )
     simulated: list[palm.SimConfig] = []
-    real = search.objective.simulate
+    real = search.objective.simulate_plan
 
-    def spy(config: palm.SimConfig, **kwargs: Any) -> palm.Result:
-        simulated.append(config)
-        return real(config, **kwargs)
+    def spy(plan: Any, **kwargs: Any) -> Any:
+        simulated.append(plan.config)
+        return real(plan, **kwargs)
 
-    monkeypatch.setattr(search.objective, "simulate", spy)
+    monkeypatch.setattr(search.objective, "simulate_plan", spy)
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
     search.optimize(tuning)
     trials = tuning.study.trials
@@ -159,16 +159,16 @@ tp_group = ["compact", "strided"]
 hardware = { inter_tile_link_gbps = { low = 128, high = 512 } }
 """,
     )
-    real = search.objective.simulate
+    real = search.objective.simulate_plan
     calls = []
 
-    def flaky(config: palm.SimConfig, **kwargs: Any) -> palm.Result:
-        calls.append(config)
+    def flaky(plan: Any, **kwargs: Any) -> Any:
+        calls.append(plan.config)
         if len(calls) == 1:
             raise RuntimeError("boom")
-        return real(config, **kwargs)
+        return real(plan, **kwargs)
 
-    monkeypatch.setattr(search.objective, "simulate", flaky)
+    monkeypatch.setattr(search.objective, "simulate_plan", flaky)
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
     search.optimize(tuning)  # the failure does not stop the study
     trials = tuning.study.trials
