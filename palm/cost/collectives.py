@@ -1,7 +1,7 @@
 """Closed-form time of collectives on a ring (no contention).
 
 With ``n`` members, a full buffer of ``B`` bytes per member, per-step bandwidth ``bw`` and
-per-step latency ``lat`` (see :func:`palm.network.ring_cost`):
+per-step latency ``lat`` (the profile of the ring, :mod:`palm.network.loads`):
 
 * all-reduce (ring reduce-scatter then all-gather): ``2 (n-1)/n * B / bw + 2 (n-1) lat``
   (Patarasuk & Yuan 2009; Thakur et al. 2005);
@@ -23,7 +23,7 @@ __all__ = ["collective_time", "ring_allreduce_time", "RingStep", "bytes_sent_per
 
 class RingStep(Protocol):
     """What a ring step costs: the latency of its slowest edge and its effective bandwidth
-    (:class:`palm.network.links.PathCost` or :class:`palm.network.loads.Profile`)."""
+    (a :class:`palm.network.loads.Profile`)."""
 
     @property
     def latency_s(self) -> float: ...

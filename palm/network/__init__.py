@@ -1,6 +1,6 @@
 """How data moves: device placement, mesh routing and link parameters."""
 
-from palm.network.links import PathCost, path_cost, ring_cost
+from palm.network.loads import Profile, mesh_profile, profile
 from palm.network.placement import Placement, make_placement
 
-__all__ = ["PathCost", "Placement", "make_placement", "path_cost", "ring_cost"]
+__all__ = ["Placement", "Profile", "make_placement", "mesh_profile", "profile"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from palm.cost.collectives import collective_time, ring_allreduce_time
 from palm.cost.compute import DeviceRates, gemm_efficiency, gemm_time
+from palm.engines.event.fabric import mesh_link_endpoints
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware, PeakTflops
-from palm.network.links import PathCost, path_cost, ring_cost, xy_route
+from palm.network.loads import Profile, cluster_profile, mesh_profile
 from palm.workload.ops import Collective, Gemm
 
 RATES = DeviceRates(
@@ -39,7 +41,7 @@ def test_roofline_large_gemm_is_compute_bound_skinny_gemm_memory_bound() -> None
 
 
 def test_ring_allreduce_closed_form() -> None:
-    step = PathCost(hops=1, latency_s=1e-6, bandwidth_Bps=100e9)
+    step = Profile(latency_s=1e-6, bandwidth_Bps=100e9, hops=1)
     b = 64e6
     for n in (4, 16):
         expected = 2 * (n - 1) / n * b / 100e9 + 2 * (n - 1) * 1e-6
@@ -48,7 +50,7 @@ def test_ring_allreduce_closed_form() -> None:
 
 
 def test_reduce_scatter_plus_all_gather_equals_all_reduce() -> None:
-    step = PathCost(hops=1, latency_s=2e-6, bandwidth_Bps=50e9)
+    step = Profile(latency_s=2e-6, bandwidth_Bps=50e9, hops=1)
     parts = sum(
         collective_time(Collective(k, 1e8), n=8, step=step)
         for k in ("reduce-scatter", "all-gather")
@@ -77,33 +79,50 @@ def _mesh(**over: object) -> Mesh2DHardware:
     return Mesh2DHardware(**base)  # type: ignore[arg-type]
 
 
+def _path(hw: Mesh2DHardware, a: tuple[int, int], b: tuple[int, int]) -> Profile:
+    return mesh_profile(hw, np.array([a]), np.array([b]), with_links=True)
+
+
+def _ring(hw: Mesh2DHardware, members: list[tuple[int, int]]) -> Profile:
+    arr = np.array(members)
+    return mesh_profile(hw, arr, np.roll(arr, -1, axis=0))
+
+
 def test_xy_route_goes_along_the_row_first() -> None:
-    assert xy_route((0, 0), (1, 2)) == [((0, 0), (0, 1)), ((0, 1), (0, 2)), ((0, 2), (1, 2))]
-    assert xy_route((2, 2), (2, 2)) == []
+    hw = _mesh()
+    links = _path(hw, (0, 0), (1, 2)).links
+    assert links is not None and set(links.loads.tolist()) == {1.0}
+    hops = sorted(mesh_link_endpoints(hw, int(i)) for i in links.ids)
+    assert hops == [((0, 0), (0, 1)), ((0, 1), (0, 2)), ((0, 2), (1, 2))]
+    assert _path(hw, (2, 2), (2, 2)).hops == 0
 
 
 def test_mesh_path_counts_intra_and_inter_tile_hops_by_hand() -> None:
     hw = _mesh()  # 4 x 4 cores, tile boundary between core rows/cols 1 and 2
-    inside = path_cost(hw, (0, 0), (1, 1))  # 2 hops inside tile 0
+    inside = _path(hw, (0, 0), (1, 1))  # 2 hops inside tile 0
     assert (inside.hops, inside.latency_s, inside.bandwidth_Bps) == (2, pytest.approx(2e-9), 100e9)
-    across = path_cost(hw, (0, 0), (0, 3))  # 3 hops: intra, inter, intra
+    across = _path(hw, (0, 0), (0, 3))  # 3 hops: intra, inter, intra
     assert across.hops == 3
     assert across.latency_s == pytest.approx((1 + 5 + 1) * 1e-9)
     assert across.bandwidth_Bps == 10e9
-    corner = path_cost(hw, (0, 0), (3, 3))  # 6 hops, 2 of them cross tiles
+    corner = _path(hw, (0, 0), (3, 3))  # 6 hops, 2 of them cross tiles
     assert corner.latency_s == pytest.approx((4 * 1 + 2 * 5) * 1e-9)
 
 
-def test_ring_cost_takes_slowest_edge() -> None:
+def test_ring_takes_slowest_edge() -> None:
     hw = _mesh()
-    ring = ring_cost(hw, [(0, 0), (0, 1), (1, 1), (1, 0)])  # a 2x2 ring inside one tile
+    ring = _ring(hw, [(0, 0), (0, 1), (1, 1), (1, 0)])  # a 2x2 ring inside one tile
     assert (ring.hops, ring.bandwidth_Bps) == (1, 100e9)
-    spread = ring_cost(hw, [(0, 0), (0, 2)])  # crosses a tile boundary both ways
+    spread = _ring(hw, [(0, 0), (0, 2)])  # crosses a tile boundary both ways
     assert spread.bandwidth_Bps == 10e9 and spread.hops == 2
 
 
 def test_gpu_cluster_paths_use_switch_inside_a_node_and_nic_across() -> None:
     hw = HARDWARE_PRESETS["dgx-a100"]
-    assert path_cost(hw, 0, 7).bandwidth_Bps == 300e9
-    assert path_cost(hw, 7, 8).bandwidth_Bps == 25e9
-    assert ring_cost(hw, list(range(16))).bandwidth_Bps == 25e9
+
+    def bw(src: list[int], dst: list[int]) -> float:
+        return cluster_profile(hw, np.array(src), np.array(dst), devices=16).bandwidth_Bps  # type: ignore[arg-type]
+
+    assert bw([0], [7]) == 300e9
+    assert bw([7], [8]) == 25e9
+    assert bw(list(range(16)), list(range(1, 16)) + [0]) == 25e9
