@@ -245,9 +245,6 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             hw, _flat(a, mesh), _flat(z, mesh), devices=par.devices, with_links=with_links
         )
 
-    send_prof = tuple(hand_off(c % par.pp, (c + 1) % par.pp) for c in range(n_chunks - 1))
-    grad_prof = tuple(hand_off((c + 1) % par.pp, c % par.pp) for c in range(n_chunks - 1))
-
     # on a mesh, hand-offs follow the inter-group strategy of each boundary (paper sec. V-C);
     # the reduction of a Megatron layer's partial output moves into the hand-off
     comm = config.communication
@@ -287,8 +284,12 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                     partial=partial_in[c + 1],
                     with_links=with_links,
                 )
-        send_prof = tuple(_merged(h, send_prof[c]) for c, h in enumerate(forward_hand))
-        grad_prof = tuple(_merged(h, grad_prof[c]) for c, h in enumerate(backward_hand))
+        no_transfer = Profile(0.0, float("inf"), 0)  # inference: no gradient goes back
+        send_prof = tuple(_merged(h) for h in forward_hand if h is not None)
+        grad_prof = tuple(_merged(h) if h is not None else no_transfer for h in backward_hand)
+    else:  # a GPU cluster: Megatron's scatter/gather between peer devices
+        send_prof = tuple(hand_off(c % par.pp, (c + 1) % par.pp) for c in range(n_chunks - 1))
+        grad_prof = tuple(hand_off((c + 1) % par.pp, c % par.pp) for c in range(n_chunks - 1))
 
     # stage weights decide whether weights stay in SRAM (mesh) for all of the stage's chunks
     stage_params = [0.0] * par.pp
@@ -579,11 +580,9 @@ def _hand_off_time(
     return hand.total_s if hand is not None else profiles[c].time(send_bytes)
 
 
-def _merged(hand: HandOff | None, fallback: Profile) -> Profile:
+def _merged(hand: HandOff) -> Profile:
     """One profile standing for a whole hand-off, carrying the link loads of all its parts
     (for the event engine's per-link mode)."""
-    if hand is None:
-        return fallback
     links = [p.links for p in hand.profiles if p.links is not None]
     merged = None
     if links:
