@@ -162,7 +162,11 @@ def run_together(hw: Mesh2DHardware, fabric: Fabric, tasks: Sequence[Task]) -> l
     order on the links; DRAM channels fair-shared), as the event engine runs its flows."""
     env = simpy.Environment()
     channel_bw = hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency
-    dram = DramSystem(env, [channel_bw] * hw.dram_channels)
+    patterns = [
+        (t.dram.channels, t.dram.cores_per_channel) if t.dram is not None else ((), ())
+        for t in tasks
+    ]
+    dram = DramSystem(env, [channel_bw] * hw.dram_channels, patterns)
     ends = [0.0] * len(tasks)
     pending: list[tuple[int, simpy.Event]] = []
     for i, task in enumerate(tasks):
@@ -174,8 +178,7 @@ def run_together(hw: Mesh2DHardware, fabric: Fabric, tasks: Sequence[Task]) -> l
             access = task.dram
             event = dram.read(
                 task.bytes_per_core,
-                channels=access.channels,
-                cores=access.cores_per_channel,
+                pattern=i,
                 noc_bandwidth_Bps=access.noc.bandwidth_Bps,
                 latency_s=access.response_s + access.noc.latency_s,
             )

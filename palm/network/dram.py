@@ -37,7 +37,11 @@ class DramAccess:
         return self.response_s + self.noc.latency_s + nbytes_per_core * per_byte
 
     def time(self, nbytes_per_core: float) -> float:
-        return max(self.channel_time(i, nbytes_per_core) for i in range(len(self.channels)))
+        """When the busiest channel is done (the time grows with a channel's core count)."""
+        if not self.channels:
+            return 0.0
+        busiest = self.cores_per_channel.index(max(self.cores_per_channel))
+        return self.channel_time(busiest, nbytes_per_core)
 
 
 def dram_access(

@@ -153,7 +153,11 @@ def run_event(
         hw_mesh = plan.config.hardware
         assert isinstance(hw_mesh, Mesh2DHardware)
         bandwidth = plan.dram[0].channel_bandwidth_Bps
-        dram_system = DramSystem(env, [bandwidth] * hw_mesh.dram_channels)
+        dram_system = DramSystem(
+            env,
+            [bandwidth] * hw_mesh.dram_channels,
+            [(a.channels, a.cores_per_channel) for a in plan.dram],
+        )
 
     def dram_read(s: int, now: float, nbytes: float) -> tuple[list[simpy.Event], float]:
         """Every core of stage ``s`` reads ``nbytes`` from its nearest channel. Returns the
@@ -163,8 +167,7 @@ def run_event(
         events = [
             dram_system.read(
                 nbytes,
-                channels=access.channels,
-                cores=access.cores_per_channel,
+                pattern=s,
                 noc_bandwidth_Bps=access.noc.bandwidth_Bps,
                 latency_s=access.response_s + access.noc.latency_s,
             )

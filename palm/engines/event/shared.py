@@ -41,21 +41,13 @@ class Arrival(simpy.Event):
 
 
 class _Access:
-    __slots__ = ("remaining", "total", "channels", "cores", "noc_bandwidth", "latency", "done")
+    __slots__ = ("remaining", "pattern", "noc_bandwidth", "latency", "done")
 
     def __init__(
-        self,
-        nbytes: float,
-        channels: Sequence[int],
-        cores: Sequence[int],
-        noc_bandwidth: float,
-        latency: float,
-        done: Arrival,
+        self, nbytes: float, pattern: int, noc_bandwidth: float, latency: float, done: Arrival
     ) -> None:
         self.remaining = nbytes
-        self.total = nbytes
-        self.channels = tuple(channels)
-        self.cores = tuple(cores)
+        self.pattern = pattern
         self.noc_bandwidth = noc_bandwidth
         self.latency = latency
         self.done = done
@@ -63,23 +55,77 @@ class _Access:
 
 class DramSystem:
     """All DRAM channels of a mesh, fair-shared; :meth:`read` returns an event that fires when
-    the access is through (including its fixed latency). ``busy_s`` and ``nbytes`` per channel
-    record utilisation."""
+    the access is through (including its fixed latency).
 
-    def __init__(self, env: simpy.Environment, bandwidth_Bps: Sequence[float]) -> None:
+    ``patterns`` lists, once per kind of access (a stage's cores reading), the channels it
+    uses and how many cores read from each. Channels that the same set of patterns use always
+    have the same number of accesses in progress, so they are kept as one *class*: a rate is
+    then a minimum over classes, not over channels, and an access costs the same on a 4 x 4
+    mesh as on a 633 x 633 one. ``busy_s`` and ``nbytes`` per channel record utilisation."""
+
+    def __init__(
+        self,
+        env: simpy.Environment,
+        bandwidth_Bps: Sequence[float],
+        patterns: Sequence[tuple[Sequence[int], Sequence[int]]],
+    ) -> None:
         self.env = env
         self.bandwidth = list(bandwidth_Bps)
+        self._patterns = [(tuple(channels), tuple(cores)) for channels, cores in patterns]
+        users_of: dict[int, list[int]] = {}
+        for p, (channels, _cores) in enumerate(self._patterns):
+            for c in channels:
+                users_of.setdefault(c, []).append(p)
+        class_of: dict[tuple[int, ...], int] = {}
+        self._class_channels: list[list[int]] = []
+        channel_class: dict[int, int] = {}
+        for c in sorted(users_of):
+            key = tuple(users_of[c])
+            k = class_of.setdefault(key, len(class_of))
+            if k == len(self._class_channels):
+                self._class_channels.append([])
+            self._class_channels[k].append(c)
+            channel_class[c] = k
+        # per pattern: (class, min over its channels of bandwidth / cores) pairs
+        self._limits: list[tuple[tuple[int, float], ...]] = []
+        for channels, cores in self._patterns:
+            best: dict[int, float] = {}
+            for c, n in zip(channels, cores, strict=True):
+                k, share = channel_class[c], self.bandwidth[c] / n
+                if share < best.get(k, float("inf")):
+                    best[k] = share
+            self._limits.append(tuple(sorted(best.items())))
         self._active: list[_Access] = []
-        self._users = [0] * len(self.bandwidth)
+        self._users = [0] * len(self._class_channels)
+        self._class_busy = [0.0] * len(self._class_channels)
+        self._read_per_core = [0.0] * len(self._patterns)
         self._last = 0.0
         self._version = 0
-        self.busy_s = [0.0] * len(self.bandwidth)
-        self.nbytes = [0.0] * len(self.bandwidth)
+
+    @property
+    def busy_s(self) -> list[float]:
+        """Seconds each channel had at least one access in progress."""
+        out = [0.0] * len(self.bandwidth)
+        for k, channels in enumerate(self._class_channels):
+            for c in channels:
+                out[c] = self._class_busy[k]
+        return out
+
+    @property
+    def nbytes(self) -> list[float]:
+        """Bytes each channel delivered."""
+        out = [0.0] * len(self.bandwidth)
+        for (channels, cores), per_core in zip(self._patterns, self._read_per_core, strict=True):
+            if per_core:
+                for c, n in zip(channels, cores, strict=True):
+                    out[c] += n * per_core
+        return out
 
     def _rate(self, a: _Access) -> float:
         rate = a.noc_bandwidth
-        for c, n in zip(a.channels, a.cores, strict=True):
-            share = self.bandwidth[c] / (n * self._users[c])
+        users = self._users
+        for k, limit in self._limits[a.pattern]:
+            share = limit / users[k]
             if share < rate:
                 rate = share
         return rate
@@ -89,32 +135,31 @@ class DramSystem:
         if dt > 0 and self._active:
             for a in self._active:
                 a.remaining -= self._rate(a) * dt
-            for c, users in enumerate(self._users):
+            for k, users in enumerate(self._users):
                 if users:
-                    self.busy_s[c] += dt
+                    self._class_busy[k] += dt
         self._last = now
 
     def read(
         self,
         nbytes_per_core: float,
         *,
-        channels: Sequence[int],
-        cores: Sequence[int],
+        pattern: int,
         noc_bandwidth_Bps: float,
         latency_s: float,
     ) -> simpy.Event:
+        """Every core of access pattern ``pattern`` reads ``nbytes_per_core``."""
         now = self.env.now
         self._advance(now)
         done = Arrival(self.env)
-        for c, n in zip(channels, cores, strict=True):
-            self.nbytes[c] += n * nbytes_per_core
-        if nbytes_per_core <= 0 or not channels:
+        self._read_per_core[pattern] += nbytes_per_core
+        if nbytes_per_core <= 0 or not self._limits[pattern]:
             done.succeed_in(0.0)
             return done
-        access = _Access(nbytes_per_core, channels, cores, noc_bandwidth_Bps, latency_s, done)
+        access = _Access(nbytes_per_core, pattern, noc_bandwidth_Bps, latency_s, done)
         self._active.append(access)
-        for c in access.channels:
-            self._users[c] += 1
+        for k, _limit in self._limits[pattern]:
+            self._users[k] += 1
         self._schedule()
         return done
 
@@ -136,7 +181,7 @@ class DramSystem:
         # it a sliver of bytes, which is why it is not found by remaining <= 0
         a = min(self._active, key=lambda x: x.remaining / self._rate(x))
         self._active.remove(a)
-        for c in a.channels:
-            self._users[c] -= 1
+        for k, _limit in self._limits[a.pattern]:
+            self._users[k] -= 1
         a.done.succeed_in(a.latency)
         self._schedule()
