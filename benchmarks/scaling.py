@@ -62,6 +62,7 @@ def tiles(repeats: int) -> str:
     """A 1.3B GPT, layer-wise (PP = 1), one replica per core, on square meshes of 4 x 4 to
     633 x 633 cores (paper sec. III-A), one DRAM channel per outer core side, 64 micro-batches."""
     rows = []
+    base = 0.0
     for n in (4, 16, 64, 211, 633):
         cfg = palm.parse_config(
             {
@@ -83,8 +84,11 @@ def tiles(repeats: int) -> str:
             }
         )
         result, wall = _time(cfg, repeats)
-        rows.append((f"{n} x {n}", n * n, result.events_simulated, f"{wall:.3f}"))
-    return _table("| cores | count | events | wall (s) |", rows)
+        base = base or wall
+        rows.append(
+            (f"{n} x {n}", n * n, result.events_simulated, f"{wall:.4f}", f"{wall / base:.2f}")
+        )
+    return _table("| cores | count | events | wall (s) | wall vs 4 x 4 |", rows)
 
 
 def _wafer(overrides: list[str]) -> palm.SimConfig:
@@ -168,10 +172,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3, help="runs per point (median reported)")
     ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
+    ap.add_argument(
+        "--only", choices=sorted(SECTIONS), action="append", help="run this section only"
+    )
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     for name, fn in SECTIONS.items():
+        if args.only and name not in args.only:
+            continue
         text = fn(args.repeats)
         print(f"## {name}\n\n{text}\n")
         if args.write_docs:

@@ -44,6 +44,8 @@ from palm.network.loads import (
     ring_order,
 )
 from palm.network.placement import Placement, make_placement
+from palm.network.region import CoreRegion
+from palm.network.rings import stage_ring_profile
 from palm.partition import chunk_ranges, partition
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
@@ -182,12 +184,41 @@ def _flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
     return arr.reshape(-1, 2) if mesh else arr.reshape(-1)
 
 
-def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: bool) -> Profile:
+def _ring_profile(
+    config: SimConfig,
+    arr: np.ndarray | None,
+    axis: int,
+    *,
+    with_links: bool,
+    stage: int = 0,
+    placement: Placement | None = None,
+    region: CoreRegion | None = None,
+    shape: tuple[int, ...] = (1, 1),
+) -> Profile:
     """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once; on a mesh
-    each ring is put in :func:`~palm.network.loads.ring_order`."""
-    mesh = isinstance(config.hardware, Mesh2DHardware)
-    if arr.shape[axis] == 1:
+    each ring is put in :func:`~palm.network.loads.ring_order`. A single ring through a whole
+    stage of a large mesh is priced from runs of links (:mod:`palm.network.rings`) when its
+    shape allows, without the array (``arr`` may then be None; ``shape`` is the array's)."""
+    hw = config.hardware
+    mesh = isinstance(hw, Mesh2DHardware)
+    if arr is not None:
+        shape = arr.shape[: arr.ndim - 1] if mesh else arr.shape
+    if shape[axis] == 1:
         return Profile(0.0, float("inf"), 0)  # a group of one: nothing to exchange
+    single = len(shape) == 2 and shape[1 - axis] == 1
+    if arr is None and mesh and not with_links and single and shape[axis] >= 4:
+        assert isinstance(hw, Mesh2DHardware) and placement is not None
+        fast = stage_ring_profile(
+            hw,
+            region if region is not None else placement.stage_region(stage),
+            snake=config.placement.layout == "s-shape",
+            explicit=config.placement.layout == "explicit",
+        )
+        if fast is not None:
+            return fast
+    if arr is None:
+        assert placement is not None
+        arr = placement.stage_array(stage)
     if mesh:
         n = arr.shape[axis]
         rings = np.moveaxis(arr, axis, -2).reshape(-1, n, 2)
@@ -224,15 +255,29 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     asked = tr.recompute if training else "none"
     recompute: RecomputeMode = "full" if asked == "auto" else asked
 
-    arrays = [placement.stage_array(s) for s in range(par.pp)]
-    tp_prof = tuple(_ring_profile(config, a, 1, with_links=with_links) for a in arrays)
-    dp_prof = tuple(_ring_profile(config, a, 0, with_links=with_links) for a in arrays)
+    arrays = _StageArrays(placement)
+    regions = [placement.stage_region(s) for s in range(par.pp)] if mesh else []
+
+    def ring(s: int, axis: int) -> Profile:
+        return _ring_profile(
+            config,
+            None,
+            axis,
+            with_links=with_links,
+            stage=s,
+            placement=placement,
+            region=regions[s] if mesh else None,
+            shape=(par.dp, par.tp),
+        )
+
+    tp_prof = tuple(ring(s, 1) for s in range(par.pp))
+    dp_prof = tuple(ring(s, 0) for s in range(par.pp))
     dram: tuple[DramAccess, ...] | None = None
     if mesh:
         assert isinstance(hw, Mesh2DHardware)
         channels_at = dram_channel_cores(hw)
         dram = tuple(
-            dram_access(hw, a.reshape(-1, 2), channels_at, with_links=with_links) for a in arrays
+            dram_access(hw, regions[s], channels_at, with_links=with_links) for s in range(par.pp)
         )
 
     n_chunks = par.pp * par.chunks
@@ -565,6 +610,19 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         dram=dram,
         sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
     )
+
+
+class _StageArrays:
+    """Each stage's device array, built on first use (large meshes rarely need them)."""
+
+    def __init__(self, placement: Placement) -> None:
+        self._placement = placement
+        self._cache: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, stage: int) -> np.ndarray:
+        if stage not in self._cache:
+            self._cache[stage] = self._placement.stage_array(stage)
+        return self._cache[stage]
 
 
 def _hand_off_time(

@@ -217,16 +217,19 @@ def dram_channel_cores(hw: Mesh2DHardware) -> np.ndarray:
     rows, cols = hw.core_grid
     n = hw.dram_channels
     if rows == 1 or cols == 1:
-        perimeter = [(r, c) for r in range(rows) for c in range(cols)]
-    else:
-        top = [(0, c) for c in range(cols)]
-        right = [(r, cols - 1) for r in range(1, rows)]
-        bottom = [(rows - 1, c) for c in range(cols - 2, -1, -1)]
-        left = [(r, 0) for r in range(rows - 2, 0, -1)]
-        perimeter = top + right + bottom + left
-    p = len(perimeter)
-    picks = [perimeter[int((k + 0.5) * p / n) % p] for k in range(n)]
-    return np.asarray(picks, dtype=np.int64)
+        r, c = np.divmod(np.arange(rows * cols), cols)
+    else:  # top, right, bottom (right to left), left (bottom to top)
+        top_c = np.arange(cols)
+        right_r = np.arange(1, rows)
+        bottom_c = np.arange(cols - 2, -1, -1)
+        left_r = np.arange(rows - 2, 0, -1)
+        r = np.concatenate([np.zeros(cols, np.int64), right_r, np.full(cols - 1, rows - 1), left_r])
+        c = np.concatenate(
+            [top_c, np.full(rows - 1, cols - 1), bottom_c, np.zeros(rows - 2, np.int64)]
+        )
+    p = len(r)
+    picks = ((np.arange(n) + 0.5) * p / n).astype(np.int64) % p
+    return np.stack([r[picks], c[picks]], axis=1).astype(np.int64)
 
 
 def _cycle_template(rows: int, cols: int) -> np.ndarray | None:

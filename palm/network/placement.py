@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from palm.network.region import CoreRegion, snake_rectangles
 from palm.strategy import SimConfig
 
 __all__ = ["Placement", "make_placement", "Device"]
@@ -105,6 +106,52 @@ class Placement:
         r_in, c_in = np.divmod(within, cc)
         c_in = np.where(r_in % 2 == 1, cc - 1 - c_in, c_in)
         return np.stack([tile_r * cr + r_in, tile_c * cc + c_in], axis=-1)
+
+    def stage_region(self, stage: int) -> CoreRegion:
+        """The cores of ``stage`` (mesh only) as rectangles: one per tile column of the walk it
+        touches, plus the covered parts of tiles it fills only partly (see
+        :mod:`palm.network.region`). The same cores as :meth:`stage_array`, without their
+        order and without one entry per core."""
+        hw = self.hardware
+        assert isinstance(hw, Mesh2DHardware), "stage_region is for meshes"
+        cr, cc = hw.cores_per_tile
+        per_tile = hw.cores_per_tile_count
+        size = self.group_size
+        rects: list[tuple[int, int, int, int]] = []
+
+        def part(tile: tuple[int, int], lo: int, hi: int) -> None:
+            rects.extend(
+                snake_rectangles(
+                    lo, hi, origin=(tile[0] * cr, tile[1] * cc), cores_per_tile=(cr, cc)
+                )
+            )
+
+        if self.stage_tiles:
+            tiles = self.stage_tiles[stage]
+            for k in range(-(-size // per_tile)):
+                part(tiles[k], 0, min(per_tile, size - k * per_tile))
+            return CoreRegion.of(rects)
+        start, stop = stage * size, (stage + 1) * size
+        k0, k1 = start // per_tile, (stop - 1) // per_tile  # first and last tile of the walk
+        a, b = start - k0 * per_tile, stop - k1 * per_tile
+        if k0 == k1:
+            part(self._tile_at(k0), a, b)
+            return CoreRegion.of(rects)
+        if a > 0:
+            part(self._tile_at(k0), a, per_tile)
+            k0 += 1
+        if b < per_tile:
+            part(self._tile_at(k1), 0, b)
+            k1 -= 1
+        rows = hw.tiles[0]
+        col = np.arange(k0 // rows, k1 // rows + 1)  # whole tiles, by tile column
+        r_lo = np.maximum(k0, col * rows) - col * rows
+        r_hi = np.minimum(k1, col * rows + rows - 1) - col * rows
+        if self.layout_snake:
+            odd = col % 2 == 1
+            r_lo, r_hi = np.where(odd, rows - 1 - r_hi, r_lo), np.where(odd, rows - 1 - r_lo, r_hi)
+        whole = np.stack([r_lo * cr, (r_hi + 1) * cr, col * cc, (col + 1) * cc], axis=1)
+        return CoreRegion.of(rects, whole)
 
     def tp_group(self, stage: int, d: int = 0) -> list[Device]:
         return [self.device(stage, d, t) for t in range(self.tp)]

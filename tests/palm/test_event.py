@@ -273,3 +273,30 @@ def test_event_count_does_not_grow_with_the_tile_count() -> None:
         )
         counts.append(palm.simulate(cfg).events_simulated)
     assert counts[0] == counts[1] == counts[2]
+
+
+def test_dram_channels_are_fair_shared_by_class() -> None:
+    # channels of 10 B/s. A reads over channels 0 and 1 (1 and 2 cores), B over 1 and 2 (1
+    # core each), 10 B per core, both from t = 0. Channel 1 is shared: A gets
+    # min(10 / 1, 10 / (2 * 2)) = 2.5 B/s per core, B min(10 / 2, 10 / 1) = 5, so B is done at
+    # 2 s; then A alone runs at min(10, 10 / 2) = 5 with 5 B left: done at 3 s.
+    import simpy
+
+    from palm.engines.event.shared import DramSystem
+
+    env = simpy.Environment()
+    dram = DramSystem(env, [10.0, 10.0, 10.0], [((0, 1), (1, 2)), ((1, 2), (1, 1))])
+    done = {}
+
+    def watch(name: str, event: simpy.Event):  # type: ignore[no-untyped-def]
+        yield event
+        done[name] = env.now
+
+    a = dram.read(10.0, pattern=0, noc_bandwidth_Bps=float("inf"), latency_s=0.0)
+    b = dram.read(10.0, pattern=1, noc_bandwidth_Bps=float("inf"), latency_s=0.0)
+    env.process(watch("a", a))
+    env.process(watch("b", b))
+    env.run()
+    assert done["b"] == pytest.approx(2.0) and done["a"] == pytest.approx(3.0)
+    assert list(dram.busy_s) == pytest.approx([3.0, 3.0, 2.0])
+    assert list(dram.nbytes) == pytest.approx([10.0, 30.0, 10.0])

@@ -152,8 +152,8 @@ def test_group_and_link_granularity_agree() -> None:
         for g in ("group", "link")
     ]
     # on the wafer, per-link mode also sees DRAM reads crossing the links that tensor-parallel
-    # rings and hand-offs use: never faster than group mode, and close to it
-    assert wafer[1].iteration_time_s >= wafer[0].iteration_time_s * (1 - 1e-12)
+    # rings and hand-offs use. That changes the first-come-first-served order of flows, which
+    # can end an iteration a little later or (a scheduling anomaly) a little earlier: close
     assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.05)
     assert len(wafer[1].links or ()) > len(wafer[0].links or ())
 
@@ -180,3 +180,65 @@ def test_fast_nearest_channel_equals_the_exhaustive_search(
     exhaustive = np.abs(cores[:, None, :] - at[None, :, :]).sum(axis=2).argmin(axis=1)
     fast = nearest_channel(hw, cores, exhaustive_below=0)
     assert np.array_equal(fast, exhaustive)
+
+
+@pytest.mark.parametrize("side", [8, 9])
+def test_large_stage_rings_and_dram_match_the_per_core_plan(side: int) -> None:
+    # the default plan prices a whole-mesh ring and the DRAM reads from rows and columns; the
+    # per-link plan routes every core: the same profiles (8 x 8: a Hamiltonian cycle; 9 x 9:
+    # the layout walk)
+    config = palm.parse_config(
+        {
+            "model": {
+                "name": "toy",
+                "ops": [{"type": "linear", "in_features": 64, "out_features": 64, "bias": False}]
+                * 2,
+            },
+            "hardware": {
+                "preset": "wafer-palm",
+                "tiles": [side, side],
+                "cores_per_tile": [1, 1],
+                "dram_channels": 3 * side,
+            },
+            "training": {"global_batch": side * side, "micro_batch": 1, "precision": "fp16"},
+            "parallelism": {"tp": 1, "pp": 1, "dp": side * side},
+        }
+    )
+    fast, slow = build_plan(config), build_plan(config, with_links=True)
+    for a, b in [(fast.dp_profiles[0], slow.dp_profiles[0]), (fast.dram[0].noc, slow.dram[0].noc)]:
+        assert (a.hops, a.latency_s) == (b.hops, pytest.approx(b.latency_s))
+        assert a.bandwidth_Bps == pytest.approx(b.bandwidth_Bps)
+    assert fast.dram[0].cores_per_channel == slow.dram[0].cores_per_channel
+
+
+def test_a_633_by_633_plan_never_lists_its_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    # wafer scale: layer-wise, one replica per core. The plan must not build per-core arrays
+    # (that is what keeps its cost flat in the core count)
+    from palm.network.placement import Placement
+
+    def refuse(self: Placement, stage: int) -> np.ndarray:
+        raise AssertionError("per-core array built")
+
+    monkeypatch.setattr(Placement, "stage_array", refuse)
+    n = 633
+    config = palm.parse_config(
+        {
+            "model": {
+                "name": "toy",
+                "ops": [{"type": "linear", "in_features": 64, "out_features": 64, "bias": False}]
+                * 2,
+            },
+            "hardware": {
+                "preset": "wafer-palm",
+                "tiles": [n, n],
+                "cores_per_tile": [1, 1],
+                "dram_channels": 4 * n,
+                "dram_capacity_gib": 2048.0 * n,
+            },
+            "training": {"global_batch": n * n, "micro_batch": 1, "precision": "fp16"},
+            "parallelism": {"tp": 1, "pp": 1, "dp": n * n},
+        }
+    )
+    result = palm.simulate(config)
+    assert result.iteration_time_s > 0
+    assert max(build_plan(config).dram[0].cores_per_channel) == (n + 1) // 2

@@ -34,6 +34,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import simpy
 
 from palm.cost.collectives import bytes_sent_per_member
@@ -378,11 +379,13 @@ def _network_results(
             dram[int(key[1])] = fraction
             continue
         links.append(LinkResult(name=resource_label(key), busy_fraction=fraction, bytes=nbytes))
-    if dram_system is not None:
-        # bandwidth used: bytes moved over what the channel could move in the time
-        for ch, moved in enumerate(dram_system.nbytes):
-            dram[ch] = min(1.0, moved / (dram_system.bandwidth[ch] * t)) if t > 0 else 0.0
     hw = plan.config.hardware
     if not isinstance(hw, Mesh2DHardware):
         return tuple(links), None
+    if dram_system is not None:
+        # bandwidth used: bytes moved over what the channel could move in the time
+        moved = dram_system.nbytes
+        capacity = np.asarray(dram_system.bandwidth) * t
+        used = np.minimum(1.0, moved / capacity) if t > 0 else np.zeros(len(moved))
+        return tuple(links), tuple(used.tolist())
     return tuple(links), tuple(dram.get(ch, 0.0) for ch in range(hw.dram_channels))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import simpy
 
 __all__ = ["DramSystem", "Arrival"]
@@ -71,54 +72,49 @@ class DramSystem:
     ) -> None:
         self.env = env
         self.bandwidth = list(bandwidth_Bps)
-        self._patterns = [(tuple(channels), tuple(cores)) for channels, cores in patterns]
-        users_of: dict[int, list[int]] = {}
+        n_channels = len(self.bandwidth)
+        bandwidth = np.asarray(self.bandwidth, dtype=np.float64)
+        self._patterns = [
+            (np.asarray(channels, dtype=np.int64), np.asarray(cores, dtype=np.float64))
+            for channels, cores in patterns
+        ]
+        # which patterns use each channel, as rows of a (channels x patterns) table
+        uses = np.zeros((n_channels, max(1, len(self._patterns))), dtype=bool)
         for p, (channels, _cores) in enumerate(self._patterns):
-            for c in channels:
-                users_of.setdefault(c, []).append(p)
-        class_of: dict[tuple[int, ...], int] = {}
-        self._class_channels: list[list[int]] = []
-        channel_class: dict[int, int] = {}
-        for c in sorted(users_of):
-            key = tuple(users_of[c])
-            k = class_of.setdefault(key, len(class_of))
-            if k == len(self._class_channels):
-                self._class_channels.append([])
-            self._class_channels[k].append(c)
-            channel_class[c] = k
+            uses[channels, p] = True
+        used = np.nonzero(uses.any(axis=1))[0]
+        _keys, first, klass = np.unique(uses[used], axis=0, return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first))  # classes numbered by their lowest channel
+        self._channel_class = np.full(n_channels, -1, dtype=np.int64)
+        self._channel_class[used] = rank[klass.ravel()]
+        n_classes = len(first)
         # per pattern: (class, min over its channels of bandwidth / cores) pairs
         self._limits: list[tuple[tuple[int, float], ...]] = []
         for channels, cores in self._patterns:
-            best: dict[int, float] = {}
-            for c, n in zip(channels, cores, strict=True):
-                k, share = channel_class[c], self.bandwidth[c] / n
-                if share < best.get(k, float("inf")):
-                    best[k] = share
-            self._limits.append(tuple(sorted(best.items())))
+            best = np.full(n_classes, np.inf)
+            np.minimum.at(best, self._channel_class[channels], bandwidth[channels] / cores)
+            k = np.nonzero(np.isfinite(best))[0]
+            self._limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
         self._active: list[_Access] = []
-        self._users = [0] * len(self._class_channels)
-        self._class_busy = [0.0] * len(self._class_channels)
+        self._users = [0] * n_classes
+        self._class_busy = [0.0] * n_classes
         self._read_per_core = [0.0] * len(self._patterns)
         self._last = 0.0
         self._version = 0
 
     @property
-    def busy_s(self) -> list[float]:
+    def busy_s(self) -> np.ndarray:
         """Seconds each channel had at least one access in progress."""
-        out = [0.0] * len(self.bandwidth)
-        for k, channels in enumerate(self._class_channels):
-            for c in channels:
-                out[c] = self._class_busy[k]
-        return out
+        busy = np.append(np.asarray(self._class_busy, dtype=np.float64), 0.0)
+        return busy[self._channel_class]  # class -1 (unused) reads the trailing zero
 
     @property
-    def nbytes(self) -> list[float]:
+    def nbytes(self) -> np.ndarray:
         """Bytes each channel delivered."""
-        out = [0.0] * len(self.bandwidth)
+        out = np.zeros(len(self.bandwidth))
         for (channels, cores), per_core in zip(self._patterns, self._read_per_core, strict=True):
             if per_core:
-                for c, n in zip(channels, cores, strict=True):
-                    out[c] += n * per_core
+                np.add.at(out, channels, cores * per_core)
         return out
 
     def _rate(self, a: _Access) -> float:
