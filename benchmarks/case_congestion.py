@@ -111,25 +111,6 @@ def _flow(fabric: Fabric, links: LinkLoad | None, kind: str) -> Flow:
     return Flow(res, tuple(x for _, x in items), kind)
 
 
-def dram_access(hw: Mesh2DHardware, cores: np.ndarray, *, write: bool) -> DramAccess:
-    """Every core of ``cores`` reads from (or writes to) its nearest edge channel, as
-    ``palm.plan`` prices a stage's DRAM access; a write crosses the mesh the other way."""
-    channels_at = dram_channel_cores(hw)
-    dist = np.abs(cores[:, None, :] - channels_at[None, :, :]).sum(axis=2)
-    nearest = dist.argmin(axis=1)
-    src, dst = (cores, channels_at[nearest]) if write else (channels_at[nearest], cores)
-    noc = mesh_profile(hw, src, dst, with_links=True)
-    per_channel = np.bincount(nearest, minlength=len(channels_at))
-    used = tuple(int(i) for i in np.nonzero(per_channel)[0])
-    return DramAccess(
-        channels=used,
-        cores_per_channel=tuple(int(per_channel[i]) for i in used),
-        noc=noc,
-        channel_bandwidth_Bps=hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency,
-        response_s=hw.dram_response_ns * 1e-9,
-    )
-
-
 def make_task(
     hw: Mesh2DHardware, fabric: Fabric, kind: str, tile: tuple[int, int], nbytes: float
 ) -> Task:
@@ -144,7 +125,9 @@ def make_task(
         t = collective_time(coll, n=len(ring), step=step)
         sent = bytes_sent_per_member(coll, n=len(ring))
         return Task(label, t, _flow(fabric, step.links, kind), t, sent)
-    access = dram_access(hw, cores, write=kind == "dram-write")
+    access = dram_access_per_core(
+        hw, cores, dram_channel_cores(hw), with_links=True, write=kind == "dram-write"
+    )
     per_core = nbytes / len(cores)
     return Task(
         label,
