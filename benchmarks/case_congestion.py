@@ -39,8 +39,8 @@ from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.engines.event.fabric import Fabric, Flow
 from palm.engines.event.shared import DramSystem
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
+from palm.network.dram import DramAccess, dram_access_per_core
 from palm.network.loads import LinkLoad, dram_channel_cores, mesh_profile, ring_order
-from palm.plan import DramAccess
 from palm.workload.ops import Collective
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
