@@ -16,6 +16,7 @@ How the chain is cut is :mod:`palm.partition`; how a stage reaches DRAM is
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ from palm.network.loads import (
     ring_order,
 )
 from palm.network.placement import Placement, make_placement
-from palm.network.region import CoreRegion
 from palm.network.rings import stage_ring_profile
 from palm.partition import chunk_ranges, partition
 from palm.strategy import SimConfig
@@ -184,41 +184,12 @@ def _flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
     return arr.reshape(-1, 2) if mesh else arr.reshape(-1)
 
 
-def _ring_profile(
-    config: SimConfig,
-    arr: np.ndarray | None,
-    axis: int,
-    *,
-    with_links: bool,
-    stage: int = 0,
-    placement: Placement | None = None,
-    region: CoreRegion | None = None,
-    shape: tuple[int, ...] = (1, 1),
-) -> Profile:
+def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: bool) -> Profile:
     """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once; on a mesh
-    each ring is put in :func:`~palm.network.loads.ring_order`. A single ring through a whole
-    stage of a large mesh is priced from runs of links (:mod:`palm.network.rings`) when its
-    shape allows, without the array (``arr`` may then be None; ``shape`` is the array's)."""
-    hw = config.hardware
-    mesh = isinstance(hw, Mesh2DHardware)
-    if arr is not None:
-        shape = arr.shape[: arr.ndim - 1] if mesh else arr.shape
-    if shape[axis] == 1:
+    each ring is put in :func:`~palm.network.loads.ring_order`."""
+    mesh = isinstance(config.hardware, Mesh2DHardware)
+    if arr.shape[axis] == 1:
         return Profile(0.0, float("inf"), 0)  # a group of one: nothing to exchange
-    single = len(shape) == 2 and shape[1 - axis] == 1
-    if arr is None and mesh and not with_links and single and shape[axis] >= 4:
-        assert isinstance(hw, Mesh2DHardware) and placement is not None
-        fast = stage_ring_profile(
-            hw,
-            region if region is not None else placement.stage_region(stage),
-            snake=config.placement.layout == "s-shape",
-            explicit=config.placement.layout == "explicit",
-        )
-        if fast is not None:
-            return fast
-    if arr is None:
-        assert placement is not None
-        arr = placement.stage_array(stage)
     if mesh:
         n = arr.shape[axis]
         rings = np.moveaxis(arr, axis, -2).reshape(-1, n, 2)
@@ -255,20 +226,24 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     asked = tr.recompute if training else "none"
     recompute: RecomputeMode = "full" if asked == "auto" else asked
 
-    arrays = _StageArrays(placement)
+    arrays = functools.cache(placement.stage_array)  # built on first use: rarely on big meshes
     regions = [placement.stage_region(s) for s in range(par.pp)] if mesh else []
+    sizes = (par.dp, par.tp)  # group sizes along axis 0 (DP rings) and 1 (TP rings)
 
     def ring(s: int, axis: int) -> Profile:
-        return _ring_profile(
-            config,
-            None,
-            axis,
-            with_links=with_links,
-            stage=s,
-            placement=placement,
-            region=regions[s] if mesh else None,
-            shape=(par.dp, par.tp),
-        )
+        """The rings of one group kind of stage ``s``; one ring through a whole stage of a mesh
+        is priced from its runs of links (:mod:`palm.network.rings`) where its shape allows."""
+        if sizes[axis] == 1:
+            return Profile(0.0, float("inf"), 0)  # groups of one: nothing to exchange
+        if mesh and not with_links and sizes[1 - axis] == 1 and sizes[axis] >= 4:
+            assert isinstance(hw, Mesh2DHardware)
+            layout = config.placement.layout
+            fast = stage_ring_profile(
+                hw, regions[s], snake=layout == "s-shape", explicit=layout == "explicit"
+            )
+            if fast is not None:
+                return fast
+        return _ring_profile(config, arrays(s), axis, with_links=with_links)
 
     tp_prof = tuple(ring(s, 1) for s in range(par.pp))
     dp_prof = tuple(ring(s, 0) for s in range(par.pp))
@@ -285,7 +260,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     ranges = chunk_ranges(workload, n_chunks, unit_cost)
 
     def hand_off(src: int, dst: int) -> Profile:
-        a, z = arrays[src], arrays[dst]
+        a, z = arrays(src), arrays(dst)
         return profile(
             hw, _flat(a, mesh), _flat(z, mesh), devices=par.devices, with_links=with_links
         )
@@ -307,7 +282,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             partial_in[c + 1] = (
                 training and tp > 1 and not sp and isinstance(first, TransformerLayer)
             )
-            src, dst = arrays[c % par.pp], arrays[(c + 1) % par.pp]
+            src, dst = arrays(c % par.pp), arrays((c + 1) % par.pp)
             forward_hand[c] = intergroup_hand_off(
                 hw,
                 src=src,
@@ -426,7 +401,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         if key not in group_cache:
             shape_text, axis_text = group.split(":")
             shape = tuple(int(x) for x in shape_text.split("x"))
-            arr = arrays[stage].reshape(*shape, 2) if mesh else arrays[stage].reshape(shape)
+            arr = arrays(stage).reshape(*shape, 2) if mesh else arrays(stage).reshape(shape)
             prof = _ring_profile(config, arr, int(axis_text), with_links=with_links)
             group_cache[key] = (prof, shape[int(axis_text)])
         return group_cache[key]
@@ -610,19 +585,6 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         dram=dram,
         sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
     )
-
-
-class _StageArrays:
-    """Each stage's device array, built on first use (large meshes rarely need them)."""
-
-    def __init__(self, placement: Placement) -> None:
-        self._placement = placement
-        self._cache: dict[int, np.ndarray] = {}
-
-    def __getitem__(self, stage: int) -> np.ndarray:
-        if stage not in self._cache:
-            self._cache[stage] = self._placement.stage_array(stage)
-        return self._cache[stage]
 
 
 def _hand_off_time(
