@@ -27,17 +27,27 @@ Two implementations give the same :class:`DramAccess`:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import EAST, NORTH, SOUTH, WEST, LinkLoad, Profile, mesh_profile
-from palm.network.loads import nearest_channel as _nearest_channel
+from palm.network.loads import (
+    EAST,
+    NORTH,
+    SOUTH,
+    WEST,
+    LinkLoad,
+    Profile,
+    link_bandwidth_Bps,
+    link_is_inter_tile,
+    mesh_profile,
+    nearest_channel,
+    route_latency_ns,
+)
 from palm.network.region import CoreRegion
 
-__all__ = ["DramAccess", "dram_access", "dram_access_per_core", "link_bandwidth_Bps"]
+__all__ = ["DramAccess", "dram_access", "dram_access_per_core"]
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,7 @@ def dram_access_per_core(
     """Every core of ``cores`` reads from (``write``: writes to) its nearest channel, routed
     edge first, one route per core."""
     cores = np.asarray(cores, dtype=np.int64).reshape(-1, 2)
-    nearest = _nearest_channel(hw, cores)
+    nearest = nearest_channel(hw, cores)
     ends = channels_at[nearest]
     rows, cols = hw.core_grid
     along_rows = (ends[:, 0] == 0) | (ends[:, 0] == rows - 1)  # top and bottom edges: XY
@@ -115,7 +125,7 @@ def dram_access_per_core(
         return _access(hw, counts, Profile(0.0, float("inf"), 0))
     ids, inverse = np.unique(np.concatenate([x.ids for x in loads]), return_inverse=True)
     per_link = np.bincount(inverse, weights=np.concatenate([x.loads for x in loads]))
-    worst = float((per_link / link_bandwidth_Bps(hw, ids)).max())
+    worst = float((per_link / _bandwidth_of_links(hw, ids)).max())
     noc = Profile(
         max(p.latency_s for p in parts),
         1.0 / worst,
@@ -125,18 +135,12 @@ def dram_access_per_core(
     return _access(hw, counts, noc)
 
 
-def link_bandwidth_Bps(hw: Mesh2DHardware, link_ids: np.ndarray) -> np.ndarray:
-    """Bandwidth of mesh links by id (see :class:`~palm.network.loads.LinkLoad`): inter-tile
-    where the link crosses a tile boundary."""
-    cr, cc = hw.cores_per_tile
+def _bandwidth_of_links(hw: Mesh2DHardware, link_ids: np.ndarray) -> np.ndarray:
+    """Bandwidth of mesh links by id (see :class:`~palm.network.loads.LinkLoad`)."""
     node, direction = np.divmod(np.asarray(link_ids, dtype=np.int64), 4)
     r, c = np.divmod(node, hw.core_grid[1])
-    inter = np.select(
-        [direction == EAST, direction == WEST, direction == SOUTH],
-        [(c + 1) % cc == 0, c % cc == 0, (r + 1) % cr == 0],
-        default=r % cr == 0,
-    )
-    return np.where(inter, hw.inter_tile_link_gbps, hw.intra_tile_link_gbps) * 1e9
+    along_row = (direction == EAST) | (direction == WEST)
+    return link_bandwidth_Bps(hw, direction, np.where(along_row, c, r))
 
 
 def _access(hw: Mesh2DHardware, counts: np.ndarray, noc: Profile) -> DramAccess:
@@ -196,211 +200,202 @@ def _side(channels_at: np.ndarray, on: np.ndarray, along: int) -> tuple[np.ndarr
     return pos[first], idx[first]
 
 
-def _expand(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For ranges ``[lo[k], hi[k])``: every point and the range it belongs to."""
-    sizes = np.maximum(hi - lo, 0)
-    which = np.repeat(np.arange(len(lo)), sizes)
-    starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
-    return lo[which] + np.arange(int(sizes.sum())) - starts, which
-
-
 def _span(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out: np.ndarray = np.maximum(b - a, 0)
     return out
 
 
-def _by_lines(
-    hw: Mesh2DHardware, region: CoreRegion, channels_at: np.ndarray
-) -> tuple[np.ndarray, Profile]:
-    """Cores per channel and the NoC profile of the region's reads, from rows and columns."""
+@dataclass(frozen=True)
+class _Edge:
+    """One edge's channels seen from the lines (columns or rows) that meet it: on each line the
+    cores within ``reach`` of the edge read from it, from channel ``index``."""
+
+    reach: np.ndarray
+    index: np.ndarray
+    present: bool
+
+
+@dataclass
+class _Worst:
+    """Running maxima of a profile: load over bandwidth, latency (ns) and hops."""
+
+    load: float = 0.0
+    latency_ns: float = 0.0
+    hops: int = 0
+
+
+def _reaches(hw: Mesh2DHardware, at: np.ndarray) -> tuple[_Edge, _Edge, _Edge, _Edge]:
+    """Top and bottom edges per column, left and right edges per row (corners count as top
+    and bottom). An edge's cores form a run from the edge on each line; ties go to the lower
+    channel index, and the edges' index ranges run top < right < bottom < left."""
     R, C = hw.core_grid
-    cr, cc = hw.cores_per_tile
-    at = channels_at
-    top_pos, top_idx = _side(at, at[:, 0] == 0, 1)
-    bot_pos, bot_idx = _side(at, at[:, 0] == R - 1, 1)
     inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
-    left_pos, left_idx = _side(at, inner & (at[:, 1] == 0), 0)
-    right_pos, right_idx = _side(at, inner & (at[:, 1] == C - 1), 0)
-    dT, iT = _nearest_on_line(top_pos, top_idx, C)
-    dB, iB = _nearest_on_line(bot_pos, bot_idx, C)
-    dL, iL = _nearest_on_line(left_pos, left_idx, R)
-    dR, iR = _nearest_on_line(right_pos, right_idx, R)
-    has_t, has_b = len(top_pos) > 0, len(bot_pos) > 0
-    has_l, has_r = len(left_pos) > 0, len(right_pos) > 0
+    top = _side(at, at[:, 0] == 0, 1)
+    bottom = _side(at, at[:, 0] == R - 1, 1)
+    left = _side(at, inner & (at[:, 1] == 0), 0)
+    right = _side(at, inner & (at[:, 1] == C - 1), 0)
+    dT, iT = _nearest_on_line(*top, C)
+    dB, iB = _nearest_on_line(*bottom, C)
+    dL, iL = _nearest_on_line(*left, R)
+    dR, iR = _nearest_on_line(*right, R)
+    has_t, has_b, has_l, has_r = (len(x[0]) > 0 for x in (top, bottom, left, right))
     rr, cs = np.arange(R), np.arange(C)
 
-    # how far each edge's cores reach; ties go to the lower channel index, and the edges'
-    # index ranges run top < right < bottom < left (corners belong to top and bottom)
-    def limit(ok: bool, value: np.ndarray, full: int) -> np.ndarray:
-        return value if ok else np.full(len(value), full, dtype=np.int64)
-
-    kT = np.zeros(C, dtype=np.int64)
-    if has_t:
-        kT = np.minimum.reduce(
-            [
-                limit(has_b, np.clip((R - 1 + dB - dT) // 2 + 1, 0, R), R),
-                limit(has_r, np.searchsorted(rr - dR, C - 1 - cs - dT, "right"), R),
-                limit(has_l, np.searchsorted(rr - dL, cs - dT, "right"), R),
-            ]
+    def reach(
+        present: bool, bounds: list[tuple[bool, np.ndarray]], n: int, full: int
+    ) -> np.ndarray:
+        if not present:
+            return np.zeros(n, dtype=np.int64)
+        out: np.ndarray = np.minimum.reduce(
+            [value if ok else np.full(n, full, dtype=np.int64) for ok, value in bounds]
         )
-    kB = np.zeros(C, dtype=np.int64)
-    if has_b:
-        kB = np.minimum.reduce(
-            [
-                limit(has_t, R - np.clip((R - 1 + dB - dT) // 2 + 1, 0, R), R),
-                limit(has_r, R - np.searchsorted(rr + dR, R - 1 + dB - (C - 1 - cs), "right"), R),
-                limit(has_l, R - np.searchsorted(rr + dL, R - 1 + dB - cs, "left"), R),
-            ]
-        )
-    kL = np.zeros(R, dtype=np.int64)
-    if has_l:
-        kL = np.minimum.reduce(
-            [
-                limit(has_t, np.searchsorted(cs - dT, rr - dL, "left"), C),
-                limit(has_r, np.clip((C - 2 + dR - dL) // 2 + 1, 0, C), C),
-                limit(has_b, np.searchsorted(cs - dB, R - 1 - rr - dL, "left"), C),
-            ]
-        )
-    kR = np.zeros(R, dtype=np.int64)
-    if has_r:
-        kR = np.minimum.reduce(
-            [
-                limit(has_t, C - np.searchsorted(cs + dT, C - 1 + dR - rr, "right"), C),
-                limit(has_b, C - np.searchsorted(cs + dB, C - 1 + dR - (R - 1 - rr), "left"), C),
-                limit(has_l, C - np.clip(-((-(C - 1 + dR - dL)) // 2), 0, C), C),
-            ]
-        )
-
-    r0, r1, c0, c1 = (region.rects[:, k] for k in range(4))
-    counts = np.zeros(len(at), dtype=np.int64)
-    bw_in, bw_out = hw.intra_tile_link_gbps * 1e9, hw.inter_tile_link_gbps * 1e9
-    lat_in, lat_out = hw.intra_tile_link_latency_ns, hw.inter_tile_link_latency_ns
-    worst = 0.0  # max over links of load / bandwidth
-    latency = 0.0
-    hops = 0
-
-    def route(
-        h_hops: np.ndarray, h_inter: np.ndarray, v_hops: np.ndarray, v_inter: np.ndarray
-    ) -> None:
-        nonlocal latency, hops
-        if len(h_hops):
-            total, inter = h_hops + v_hops, h_inter + v_inter
-            latency = max(latency, float(((total - inter) * lat_in + inter * lat_out).max()))
-            hops = max(hops, int(total.max()))
-
-    def first_links(
-        start: int, step: int, stop: int, inter_at: Callable[[int], bool], period: int
-    ) -> list[tuple[int, float]]:
-        """The first link of each kind walking from ``start`` by ``step`` (exclusive
-        ``stop``), with its bandwidth: a straight-in leg's worst link is one of them. Every
-        ``period`` links (a tile side) hold one inter-tile link, so the walk is short."""
-        out: list[tuple[int, float]] = []
-        seen: set[bool] = set()
-        for i in range(start, stop, step)[: period + 1]:
-            kind = bool(inter_at(i))
-            if kind not in seen:
-                seen.add(kind)
-                out.append((i, bw_out if kind else bw_in))
-            if len(seen) == 2:
-                break
         return out
 
-    # per column: cores served from the top (rows [0, kT)) and the bottom (rows [R-kB, R))
-    col, k = _expand(c0, c1)
-    lo, hi = r0[k], r1[k]
-    top_hi, bot_lo = np.minimum(hi, kT[col]), np.maximum(lo, R - kB[col])
-    n_top, n_bot = _span(lo, top_hi), _span(bot_lo, hi)
-    counts += (
-        np.bincount(iT[col], weights=n_top, minlength=len(at)).astype(np.int64) if has_t else 0
+    kT = reach(
+        has_t,
+        [
+            (has_b, np.clip((R - 1 + dB - dT) // 2 + 1, 0, R)),
+            (has_r, np.searchsorted(rr - dR, C - 1 - cs - dT, "right")),
+            (has_l, np.searchsorted(rr - dL, cs - dT, "right")),
+        ],
+        C,
+        R,
     )
-    counts += (
-        np.bincount(iB[col], weights=n_bot, minlength=len(at)).astype(np.int64) if has_b else 0
+    kB = reach(
+        has_b,
+        [
+            (has_t, R - np.clip((R - 1 + dB - dT) // 2 + 1, 0, R)),
+            (has_r, R - np.searchsorted(rr + dR, R - 1 + dB - (C - 1 - cs), "right")),
+            (has_l, R - np.searchsorted(rr + dL, R - 1 + dB - cs, "left")),
+        ],
+        C,
+        R,
     )
-    for i, bw in first_links(0, 1, R - 1, lambda i: (i + 1) % cr == 0, cr):  # south, from the top
-        load = np.bincount(col, weights=_span(np.maximum(lo, i + 1), top_hi), minlength=C)
-        worst = max(worst, float(load.max()) / bw)
-    for i, bw in first_links(R - 1, -1, 0, lambda i: i % cr == 0, cr):  # north, from the bottom
-        load = np.bincount(col, weights=_span(bot_lo, np.minimum(hi, i)), minlength=C)
-        worst = max(worst, float(load.max()) / bw)
-    x_top, x_bot = at[iT[col], 1], at[iB[col], 1]
-    deep = n_top > 0
-    far = top_hi[deep] - 1
-    route(
-        np.abs(col[deep] - x_top[deep]),
-        np.abs(col[deep] // cc - x_top[deep] // cc),
-        far,
-        far // cr,
+    kL = reach(
+        has_l,
+        [
+            (has_t, np.searchsorted(cs - dT, rr - dL, "left")),
+            (has_r, np.clip((C - 2 + dR - dL) // 2 + 1, 0, C)),
+            (has_b, np.searchsorted(cs - dB, R - 1 - rr - dL, "left")),
+        ],
+        R,
+        C,
     )
-    deep = n_bot > 0
-    near = bot_lo[deep]
-    route(
-        np.abs(col[deep] - x_bot[deep]),
-        np.abs(col[deep] // cc - x_bot[deep] // cc),
-        R - 1 - near,
-        (R - 1) // cr - near // cr,
+    kR = reach(
+        has_r,
+        [
+            (has_t, C - np.searchsorted(cs + dT, C - 1 + dR - rr, "right")),
+            (has_b, C - np.searchsorted(cs + dB, C - 1 + dR - (R - 1 - rr), "left")),
+            (has_l, C - np.clip(-((-(C - 1 + dR - dL)) // 2), 0, C)),
+        ],
+        R,
+        C,
+    )
+    return _Edge(kT, iT, has_t), _Edge(kB, iB, has_b), _Edge(kL, iL, has_l), _Edge(kR, iR, has_r)
+
+
+def _straight_in(
+    hw: Mesh2DHardware,
+    region: CoreRegion,
+    at: np.ndarray,
+    near: _Edge,
+    far: _Edge,
+    *,
+    per: str,
+    counts: np.ndarray,
+    worst: _Worst,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The reads from two opposite edges, line by line (``per`` column: top and bottom; per
+    row: left and right): adds each channel's cores to ``counts``, the straight-in links' loads
+    and the routes' latencies to ``worst``. Returns the cores each line takes from the near and
+    from the far edge."""
+    R, C = hw.core_grid
+    cr, cc = hw.cores_per_tile
+    column = per == "column"
+    n, lines = (R, C) if column else (C, R)
+    size, size_across = (cr, cc) if column else (cc, cr)
+    forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
+    across = 1 if column else 0  # channel coordinate along the edge
+    line, lo, hi = region.runs(per=per)
+    near_hi, far_lo = np.minimum(hi, near.reach[line]), np.maximum(lo, n - far.reach[line])
+    n_near, n_far = _span(lo, near_hi), _span(far_lo, hi)
+    for edge, served in ((near, n_near), (far, n_far)):
+        if edge.present:
+            counts += np.bincount(edge.index[line], weights=served, minlength=len(counts)).astype(
+                np.int64
+            )
+    # straight-in loads fall with the distance from the edge: each line's worst link is the
+    # first of each kind (intra- or inter-tile); a tile side holds one inter-tile link
+    for direction, walk in ((forward, range(0, n - 1)), (backward, range(n - 1, 0, -1))):
+        seen: set[bool] = set()
+        for i in walk[: size + 1]:
+            kind = bool(link_is_inter_tile(hw, direction, i))
+            if kind in seen:
+                continue
+            seen.add(kind)
+            beyond = (  # the cores past link i, seen from its edge
+                _span(np.maximum(lo, i + 1), near_hi)
+                if direction == forward
+                else _span(far_lo, np.minimum(hi, i))
+            )
+            load = np.bincount(line, weights=beyond, minlength=lines)
+            worst.load = max(worst.load, float(load.max() / link_bandwidth_Bps(hw, direction, i)))
+    # the farthest core of each line from each edge: along the edge, then straight in
+    for edge, deep, depth, depth_inter in (
+        (near, n_near > 0, near_hi - 1, (near_hi - 1) // size),
+        (far, n_far > 0, n - 1 - far_lo, (n - 1) // size - far_lo // size),
+    ):
+        if deep.any():
+            x = at[edge.index[line[deep]], across]
+            hops = np.abs(line[deep] - x) + depth[deep]
+            inter = np.abs(line[deep] // size_across - x // size_across) + depth_inter[deep]
+            worst.latency_ns = max(worst.latency_ns, float(route_latency_ns(hw, hops, inter).max()))
+            worst.hops = max(worst.hops, int(hops.max()))
+    return (
+        np.bincount(line, weights=n_near, minlength=lines),
+        np.bincount(line, weights=n_far, minlength=lines),
     )
 
-    # per row: cores served from the left (columns [0, kL)) and the right ([C-kR, C))
-    row, k = _expand(r0, r1)
-    lo, hi = c0[k], c1[k]
-    left_hi, right_lo = np.minimum(hi, kL[row]), np.maximum(lo, C - kR[row])
-    n_left, n_right = _span(lo, left_hi), _span(right_lo, hi)
-    counts += (
-        np.bincount(iL[row], weights=n_left, minlength=len(at)).astype(np.int64) if has_l else 0
-    )
-    counts += (
-        np.bincount(iR[row], weights=n_right, minlength=len(at)).astype(np.int64) if has_r else 0
-    )
-    for j, bw in first_links(0, 1, C - 1, lambda j: (j + 1) % cc == 0, cc):  # east, from the left
-        load = np.bincount(row, weights=_span(np.maximum(lo, j + 1), left_hi), minlength=R)
-        worst = max(worst, float(load.max()) / bw)
-    for j, bw in first_links(C - 1, -1, 0, lambda j: j % cc == 0, cc):  # west, from the right
-        load = np.bincount(row, weights=_span(right_lo, np.minimum(hi, j)), minlength=R)
-        worst = max(worst, float(load.max()) / bw)
-    y_left, y_right = at[iL[row], 0], at[iR[row], 0]
-    deep = n_left > 0
-    far = left_hi[deep] - 1
-    route(
-        far,
-        far // cc,
-        np.abs(row[deep] - y_left[deep]),
-        np.abs(row[deep] // cr - y_left[deep] // cr),
-    )
-    deep = n_right > 0
-    near = right_lo[deep]
-    route(
-        C - 1 - near,
-        (C - 1) // cc - near // cc,
-        np.abs(row[deep] - y_right[deep]),
-        np.abs(row[deep] // cr - y_right[deep] // cr),
-    )
 
+def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[np.ndarray, Profile]:
+    """Cores per channel and the NoC profile of the region's reads, from rows and columns."""
+    R, C = hw.core_grid
+    top, bottom, left, right = _reaches(hw, at)
+    counts = np.zeros(len(at), dtype=np.int64)
+    worst = _Worst()
+    n_top, n_bottom = _straight_in(
+        hw, region, at, top, bottom, per="column", counts=counts, worst=worst
+    )
+    n_left, n_right = _straight_in(
+        hw, region, at, left, right, per="row", counts=counts, worst=worst
+    )
     # the four edges carry the along-the-edge legs and their own straight-in legs
-    n_top_col = np.bincount(col, weights=n_top, minlength=C)
-    n_bot_col = np.bincount(col, weights=n_bot, minlength=C)
-    n_left_row = np.bincount(row, weights=n_left, minlength=R)
-    n_right_row = np.bincount(row, weights=n_right, minlength=R)
-    east_bw = np.where((cs + 1) % cc == 0, bw_out, bw_in)
-    west_bw = np.where(cs % cc == 0, bw_out, bw_in)
-    south_bw = np.where((rr + 1) % cr == 0, bw_out, bw_in)
-    north_bw = np.where(rr % cr == 0, bw_out, bw_in)
-    for line, n_edge, x in ((0, n_top_col, at[iT, 1]), (R - 1, n_bot_col, at[iB, 1])):
-        inward = _line_cells(region, 0, line, 0, int(kL[line]), C)  # left-served, this row
-        outward = _line_cells(region, 0, line, C - int(kR[line]), C, C)  # right-served
+    rr, cs = np.arange(R), np.arange(C)
+    for line, n_edge, x in ((0, n_top, at[top.index, 1]), (R - 1, n_bottom, at[bottom.index, 1])):
+        inward = _line_cells(region, 0, line, 0, int(left.reach[line]), C)  # left-served
+        outward = _line_cells(region, 0, line, C - int(right.reach[line]), C, C)  # right-served
         # along the edge from the channel at x to the column: forward links [x, c), or
         # backward links [c + 1, x] (link j leaves position j)
         east = _ranges(n_edge, x, cs, C) + _beyond(inward)
         west = _ranges(n_edge, cs + 1, x + 1, C) + _before(outward)
-        worst = max(worst, float((east / east_bw).max()), float((west / west_bw).max()))
-    for line, n_edge, y in ((0, n_left_row, at[iL, 0]), (C - 1, n_right_row, at[iR, 0])):
-        down = _line_cells(region, 1, line, 0, int(kT[line]), R)  # top-served, this column
-        up = _line_cells(region, 1, line, R - int(kB[line]), R, R)  # bottom-served
+        worst.load = max(
+            worst.load,
+            float((east / link_bandwidth_Bps(hw, EAST, cs)).max()),
+            float((west / link_bandwidth_Bps(hw, WEST, cs)).max()),
+        )
+    for line, n_edge, y in ((0, n_left, at[left.index, 0]), (C - 1, n_right, at[right.index, 0])):
+        down = _line_cells(region, 1, line, 0, int(top.reach[line]), R)  # top-served
+        up = _line_cells(region, 1, line, R - int(bottom.reach[line]), R, R)  # bottom-served
         south = _ranges(n_edge, y, rr, R) + _beyond(down)
         north = _ranges(n_edge, rr + 1, y + 1, R) + _before(up)
-        worst = max(worst, float((south / south_bw).max()), float((north / north_bw).max()))
-    if worst == 0.0:
+        worst.load = max(
+            worst.load,
+            float((south / link_bandwidth_Bps(hw, SOUTH, rr)).max()),
+            float((north / link_bandwidth_Bps(hw, NORTH, rr)).max()),
+        )
+    if worst.load == 0.0:
         return counts, Profile(0.0, float("inf"), 0)
-    return counts, Profile(latency * 1e-9, 1.0 / worst, hops)
+    return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
 
 
 def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:

@@ -32,6 +32,9 @@ __all__ = [
     "cluster_profile",
     "profile",
     "dram_channel_cores",
+    "link_is_inter_tile",
+    "link_bandwidth_Bps",
+    "route_latency_ns",
 ]
 
 #: directed mesh link directions: east (+col), west (-col), south (+row), north (-row)
@@ -66,6 +69,37 @@ class Profile:
 _EMPTY = Profile(0.0, float("inf"), 0)
 
 
+def link_is_inter_tile(
+    hw: Mesh2DHardware, direction: int | np.ndarray, position: int | np.ndarray
+) -> np.ndarray:
+    """Whether the mesh link leaving core column (east, west) or row (south, north)
+    ``position`` in ``direction`` crosses a tile boundary: eastward out of the last column of a
+    tile, westward out of its first, and likewise for rows."""
+    cr, cc = hw.cores_per_tile
+    direction, position = np.asarray(direction), np.asarray(position)
+    size = np.where((direction == EAST) | (direction == WEST), cc, cr)
+    forward = (direction == EAST) | (direction == SOUTH)
+    inter: np.ndarray = np.where(forward, (position + 1) % size == 0, position % size == 0)
+    return inter
+
+
+def link_bandwidth_Bps(
+    hw: Mesh2DHardware, direction: int | np.ndarray, position: int | np.ndarray
+) -> np.ndarray:
+    """Bandwidth of the links of :func:`link_is_inter_tile`."""
+    inter = link_is_inter_tile(hw, direction, position)
+    bw: np.ndarray = np.where(inter, hw.inter_tile_link_gbps, hw.intra_tile_link_gbps) * 1e9
+    return bw
+
+
+def route_latency_ns(hw: Mesh2DHardware, hops: np.ndarray, inter: np.ndarray) -> np.ndarray:
+    """Latency of routes of ``hops`` links, ``inter`` of them crossing tile boundaries."""
+    lat: np.ndarray = (
+        hops - inter
+    ) * hw.intra_tile_link_latency_ns + inter * hw.inter_tile_link_latency_ns
+    return lat
+
+
 def _as_array(points: np.ndarray | list[tuple[int, int]]) -> np.ndarray:
     arr = np.asarray(points, dtype=np.int64)
     return arr.reshape(-1, 2)
@@ -86,9 +120,7 @@ def mesh_profile(
     h_inter = np.abs(c2 // cc - c1 // cc)
     v_inter = np.abs(r2 // cr - r1 // cr)
     hops = np.abs(c2 - c1) + np.abs(r2 - r1)
-    inter = h_inter + v_inter
-    lat = (hops - inter) * hw.intra_tile_link_latency_ns + inter * hw.inter_tile_link_latency_ns
-    latency = float(lat.max()) * 1e-9
+    latency = float(route_latency_ns(hw, hops, h_inter + v_inter).max()) * 1e-9
 
     r0 = int(min(r1.min(), r2.min()))
     c0 = int(min(c1.min(), c2.min()))
@@ -129,18 +161,12 @@ def mesh_profile(
 
     cols = np.arange(c0, c0 + nc)
     rows = np.arange(r0, r0 + nr)
-    # bandwidth of the link leaving (r, c) eastward: inter-tile if c+1 starts a new tile
-    bw_in, bw_out = hw.intra_tile_link_gbps * 1e9, hw.inter_tile_link_gbps * 1e9
-    east_bw = np.where((cols + 1) % cc == 0, bw_out, bw_in)
-    west_bw = np.where(cols % cc == 0, bw_out, bw_in)
-    south_bw = np.where((rows + 1) % cr == 0, bw_out, bw_in)
-    north_bw = np.where(rows % cr == 0, bw_out, bw_in)
     worst = 0.0
     for load, bw in (
-        (h_load[EAST], east_bw[None, :]),
-        (h_load[WEST], west_bw[None, :]),
-        (v_load[SOUTH - 2], south_bw[None, :]),
-        (v_load[NORTH - 2], north_bw[None, :]),
+        (h_load[EAST], link_bandwidth_Bps(hw, EAST, cols)[None, :]),
+        (h_load[WEST], link_bandwidth_Bps(hw, WEST, cols)[None, :]),
+        (v_load[SOUTH - 2], link_bandwidth_Bps(hw, SOUTH, rows)[None, :]),
+        (v_load[NORTH - 2], link_bandwidth_Bps(hw, NORTH, rows)[None, :]),
     ):
         if load.any():
             worst = max(worst, float((load / bw).max()))

@@ -52,6 +52,18 @@ class CoreRegion:
         r = self.rects
         return int(((r[:, 1] - r[:, 0]) * (r[:, 3] - r[:, 2])).sum())
 
+    def runs(self, *, per: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The region cut into runs along lines: ``per="column"`` gives, for every column of
+        every rectangle, the column and its rows ``[lo, hi)``; ``per="row"`` the row and its
+        columns. As many runs as the rectangles have columns (rows), not cores."""
+        r = self.rects
+        across, along = (r[:, 2:4], r[:, 0:2]) if per == "column" else (r[:, 0:2], r[:, 2:4])
+        sizes = across[:, 1] - across[:, 0]
+        which = np.repeat(np.arange(len(r)), sizes)
+        starts = np.repeat(np.cumsum(sizes) - sizes, sizes)
+        line = across[which, 0] + np.arange(int(sizes.sum())) - starts
+        return line, along[which, 0], along[which, 1]
+
     def cores(self) -> np.ndarray:
         """Every core of the region as ``(n, 2)`` coordinates (rectangle by rectangle, row by
         row): for the per-core reference analyses and small meshes."""

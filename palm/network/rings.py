@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import EAST, NORTH, SOUTH, WEST, Profile
+from palm.network.loads import EAST, NORTH, SOUTH, WEST, Profile, route_latency_ns
 from palm.network.region import CoreRegion
 
 __all__ = ["Segments", "segment_profile", "stage_ring_profile"]
@@ -115,7 +115,7 @@ def segment_profile(
         inter = np.abs(dst[:, 1] // cc - src[:, 1] // cc) + np.abs(
             dst[:, 0] // cr - src[:, 0] // cr
         )
-        latency = max(latency, float(((h - inter) * lat_in + inter * lat_out).max()))
+        latency = max(latency, float(route_latency_ns(hw, h, inter).max()))
         hops = max(hops, int(h.max()))
 
     # loads: sweep the ends of the segments of every (direction, line)
@@ -187,9 +187,7 @@ def stage_ring_profile(
     if explicit or cc != 1 or (snake and cr != 1):
         return None
     # tiles one core wide: the walk goes down (s-shape: up, in odd columns) each column
-    cols = np.concatenate([np.arange(c0, c1) for c0, c1 in rects[:, 2:].tolist()])
-    lo = np.concatenate([np.full(c1 - c0, r0) for r0, _r1, c0, c1 in rects.tolist()])
-    hi = np.concatenate([np.full(c1 - c0, r1) for _r0, r1, c0, c1 in rects.tolist()])
+    cols, lo, hi = region.runs(per="column")
     order = np.argsort(cols, kind="stable")
     cols, lo, hi = cols[order], lo[order], hi[order]
     if len(np.unique(cols)) != len(cols):
