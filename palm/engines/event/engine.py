@@ -368,24 +368,20 @@ def run_event(
 def _network_results(
     fabric: Fabric, t: float, plan: Plan, dram_system: DramSystem | None
 ) -> tuple[tuple[LinkResult, ...], tuple[float, ...] | None]:
-    links = []
-    dram: dict[int, float] = {}
-    for key, kind, busy, nbytes in zip(
-        fabric.keys, fabric.kinds, fabric.busy_s, fabric.nbytes, strict=True
-    ):
-        fraction = min(1.0, busy / t) if t > 0 else 0.0
-        if kind == "dram":
-            assert isinstance(key, tuple)
-            dram[int(key[1])] = fraction
-            continue
-        links.append(LinkResult(name=resource_label(key), busy_fraction=fraction, bytes=nbytes))
-    hw = plan.config.hardware
-    if not isinstance(hw, Mesh2DHardware):
-        return tuple(links), None
-    if dram_system is not None:
-        # bandwidth used: bytes moved over what the channel could move in the time
-        moved = dram_system.nbytes
-        capacity = np.asarray(dram_system.bandwidth) * t
-        used = np.minimum(1.0, moved / capacity) if t > 0 else np.zeros(len(moved))
-        return tuple(links), tuple(used.tolist())
-    return tuple(links), tuple(dram.get(ch, 0.0) for ch in range(hw.dram_channels))
+    """Busy fraction and bytes of every link resource and, on a mesh, the fraction of each DRAM
+    channel's bandwidth used."""
+    links = tuple(
+        LinkResult(
+            name=resource_label(key),
+            busy_fraction=min(1.0, busy / t) if t > 0 else 0.0,
+            bytes=nbytes,
+        )
+        for key, busy, nbytes in zip(fabric.keys, fabric.busy_s, fabric.nbytes, strict=True)
+    )
+    if dram_system is None:  # a GPU cluster (every mesh plan has a DRAM system)
+        return links, None
+    # bandwidth used: bytes moved over what the channel could move in the time
+    moved = dram_system.nbytes
+    capacity = np.asarray(dram_system.bandwidth) * t
+    used = np.minimum(1.0, moved / capacity) if t > 0 else np.zeros(len(moved))
+    return links, tuple(used.tolist())
