@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import palm
 from palm.api import simulate_timeline
 from palm.engines.event.engine import Timeline
+from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 
 
 def toy_mesh(
@@ -49,3 +52,12 @@ def simulate_with_timeline(config: palm.SimConfig) -> tuple[palm.Result, Timelin
     result, timeline = simulate_timeline(config, engine="event")
     assert timeline is not None
     return result, timeline
+
+
+def wafer_palm(
+    tiles: tuple[int, int], cores: tuple[int, int] = (1, 1), **changes: object
+) -> Mesh2DHardware:
+    """The ``wafer-palm`` preset cut into ``tiles`` of ``cores``, with other fields changed."""
+    base = HARDWARE_PRESETS["wafer-palm"]
+    assert isinstance(base, Mesh2DHardware)
+    return dataclasses.replace(base, tiles=tiles, cores_per_tile=cores, **changes)  # type: ignore[arg-type]

@@ -3,21 +3,14 @@ against the per-core one."""
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import pytest
+from mesh_toys import wafer_palm
 
-from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.dram import dram_access, dram_access_per_core
 from palm.network.loads import dram_channel_cores
 from palm.network.placement import Placement
-
-
-def _hw(tiles: tuple[int, int], cores: tuple[int, int] = (1, 1), **kw: object) -> Mesh2DHardware:
-    base = HARDWARE_PRESETS["wafer-palm"]
-    assert isinstance(base, Mesh2DHardware)
-    return dataclasses.replace(base, tiles=tiles, cores_per_tile=cores, **kw)  # type: ignore[arg-type]
 
 
 def test_reads_from_side_channels_run_along_the_edge_first() -> None:
@@ -25,7 +18,9 @@ def test_reads_from_side_channels_run_along_the_edge_first() -> None:
     # edge 5 (ties go to the lower index). Edge first, the right channel's reads to rows 2-4
     # leave it southwards down column 2: 4 of them share that link (XY would send 5 reads
     # west along row 1). All links are inter-tile (1-core tiles): 50 GB/s / 4.
-    hw = _hw((5, 3), dram_channels=2, inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0)
+    hw = wafer_palm(
+        (5, 3), dram_channels=2, inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0
+    )
     at = dram_channel_cores(hw)
     assert at.tolist() == [[1, 2], [3, 0]]
     region = Placement(pp=1, dp=15, tp=1, compact=True, hardware=hw).stage_region(0)
@@ -56,7 +51,7 @@ def test_rows_and_columns_path_equals_the_per_core_path(seed: int) -> None:
         rows, cols = tiles[0] * cores[0], tiles[1] * cores[1]
         if rows < 3 or cols < 3:
             continue
-        hw = _hw(
+        hw = wafer_palm(
             tiles,
             cores,
             dram_channels=rng.choice([1, 2, 3, 5, rng.randint(1, 4 * (rows + cols))]),

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
 import pytest
+from mesh_toys import wafer_palm
 
-from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.placement import Placement
 from palm.network.region import CoreRegion, snake_rectangles
-
-
-def _hw(tiles: tuple[int, int], cores: tuple[int, int]) -> Mesh2DHardware:
-    base = HARDWARE_PRESETS["wafer-palm"]
-    assert isinstance(base, Mesh2DHardware)
-    return dataclasses.replace(base, tiles=tiles, cores_per_tile=cores)
 
 
 def _cells(arr: np.ndarray) -> set[tuple[int, int]]:
@@ -39,7 +32,7 @@ def test_stage_region_holds_exactly_the_stage_cores(seed: int) -> None:
             dp=dp,
             tp=tp,
             compact=rng.random() < 0.5,
-            hardware=_hw(tiles, cores),
+            hardware=wafer_palm(tiles, cores),
             layout_snake=rng.random() < 0.5,
         )
         for s in range(pp):
@@ -49,7 +42,7 @@ def test_stage_region_holds_exactly_the_stage_cores(seed: int) -> None:
 
 
 def test_explicit_stage_region_is_one_rectangle_per_tile_and_a_partial_tile() -> None:
-    hw = _hw((3, 3), (2, 2))
+    hw = wafer_palm((3, 3), (2, 2))
     tiles = (((0, 0), (2, 1), (1, 2)),)
     placement = Placement(pp=1, dp=10, tp=1, compact=True, hardware=hw, stage_tiles=tiles)
     region = placement.stage_region(0)
@@ -58,7 +51,7 @@ def test_explicit_stage_region_is_one_rectangle_per_tile_and_a_partial_tile() ->
 
 
 def test_whole_tile_columns_merge_into_one_rectangle() -> None:
-    hw = _hw((4, 6), (1, 1))
+    hw = wafer_palm((4, 6), (1, 1))
     placement = Placement(pp=2, dp=12, tp=1, compact=True, hardware=hw)
     assert placement.stage_region(0).rects.tolist() == [[0, 4, 0, 3]]
     assert placement.stage_region(1).rects.tolist() == [[0, 4, 3, 6]]

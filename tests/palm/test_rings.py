@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-import dataclasses
 import random
 
 import numpy as np
 import pytest
+from mesh_toys import wafer_palm
 
-from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.loads import mesh_profile, ring_order
 from palm.network.placement import Placement
 from palm.network.rings import stage_ring_profile
-
-
-def _hw(tiles: tuple[int, int], cores: tuple[int, int], **kw: object) -> Mesh2DHardware:
-    base = HARDWARE_PRESETS["wafer-palm"]
-    assert isinstance(base, Mesh2DHardware)
-    return dataclasses.replace(base, tiles=tiles, cores_per_tile=cores, **kw)  # type: ignore[arg-type]
 
 
 def test_a_line_stage_of_one_core_tiles_is_one_hop_rings_with_a_long_way_back() -> None:
     # 3 x 3 one-core tiles, all 9 in one ring (both sides odd: walk order, column by column):
     # one-hop steps, two column changes of 1 + 2 hops and the way back of 2 + 2 hops, no link
     # used twice
-    hw = _hw((3, 3), (1, 1), inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0)
+    hw = wafer_palm((3, 3), (1, 1), inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0)
     placement = Placement(pp=1, dp=9, tp=1, compact=True, hardware=hw)
     prof = stage_ring_profile(hw, placement.stage_region(0), snake=False, explicit=False)
     assert prof is not None
@@ -44,7 +37,7 @@ def test_runs_give_the_profile_of_routing_every_member(seed: int) -> None:
         size = rng.randint(4, max(4, n // pp))
         if size * pp > n:
             continue
-        hw = _hw(
+        hw = wafer_palm(
             tiles,
             cores,
             intra_tile_link_gbps=rng.choice([100.0, 300.0]),
