@@ -25,15 +25,25 @@ import numpy as np
 
 from palm.config import validate
 from palm.cost.collectives import bytes_sent_per_member, collective_time
-from palm.cost.compute import DeviceRates, OpTimes, device_rates, op_times
+from palm.cost.compute import (
+    DeviceRates,
+    OpTimes,
+    attention_time,
+    device_rates,
+    linear_gemm_time,
+    op_times,
+)
 from palm.cost.memory import (
     MemoryBreakdown,
     StateBytes,
+    extra_weight_bytes,
     in_flight_microbatches,
     state_bytes_per_param,
 )
+from palm.cost.overlap import prefetch_exposed_s, ring_exposed_s, tp_overlap_exposed_s
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
-from palm.hardware.spec import Mesh2DHardware
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from palm.network.channels import members_per_node, with_channels
 from palm.network.dram import DramAccess, dram_access
 from palm.network.intergroup import HandOff
 from palm.network.intergroup import hand_off as intergroup_hand_off
@@ -59,6 +69,7 @@ from palm.workload.ops import (
     TransformerLayer,
 )
 from palm.workload.opsplit import SplitOp
+from palm.workload.sharding import resolve_attention, shard_workload
 
 __all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
 
@@ -96,6 +107,7 @@ class ChunkCost:
     send_bytes: float
     send_s: float
     grad_send_s: float
+    zero3_backward_s: float = 0.0
 
     @property
     def forward_busy_s(self) -> float:
@@ -113,7 +125,7 @@ class ChunkCost:
 
     @property
     def backward_comm_s(self) -> float:
-        return self.tp_backward_s + self.recv_backward_s + self.zero3_gather_s
+        return self.tp_backward_s + self.recv_backward_s + self.zero3_backward_s
 
     @property
     def forward_s(self) -> float:
@@ -197,13 +209,21 @@ def _ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: 
             rings = np.stack([ring_order(r) for r in rings])
         arr, axis = rings, 1
     nxt = np.roll(arr, -1, axis=axis)
-    return profile(
+    prof = profile(
         config.hardware,
         _flat(arr, mesh),
         _flat(nxt, mesh),
         devices=config.parallelism.devices,
         with_links=with_links,
     )
+    hw = config.hardware
+    if isinstance(hw, GpuClusterHardware):  # NCCL channels over every NIC of the ring's nodes
+        first = np.moveaxis(arr, axis, 0).reshape(arr.shape[axis], -1)[:, 0]  # one ring
+        nodes = first // hw.gpus_per_node
+        prof = with_channels(
+            hw, prof, members=members_per_node(hw, first), crosses=bool(np.ptp(nodes) > 0)
+        )
+    return prof
 
 
 def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
@@ -216,8 +236,15 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     par, tr, hw = config.parallelism, config.training, config.hardware
     training = tr.mode == "train"
     mesh = isinstance(hw, Mesh2DHardware)
-    workload = _with_splits(build_workload(config.model), config)
-    rates = device_rates(hw, tr.precision)
+    workload = shard_workload(
+        _with_splits(build_workload(config.model), config),
+        attention=resolve_attention(config.model.attention, topology=hw.topology),
+        cp=par.cp,
+        causal=config.model.family != "bert",
+    )
+    rates = device_rates(hw, tr.precision, training=training)
+    ranks = par.data_ranks  # dp x cp: the ranks that reduce gradients and shard ZeRO states
+    zero = tr.zero_stage if training else 0
     placement = make_placement(config)
     sp = par.sequence_parallel and par.tp > 1
     b, tp, p = tr.micro_batch, par.tp, rates.elem_bytes
@@ -228,7 +255,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
 
     arrays = functools.cache(placement.stage_array)  # built on first use: rarely on big meshes
     regions = [placement.stage_region(s) for s in range(par.pp)] if mesh else []
-    sizes = (par.dp, par.tp)  # group sizes along axis 0 (DP rings) and 1 (TP rings)
+    sizes = (ranks, par.tp)  # group sizes along axis 0 (DP x CP rings) and 1 (TP rings)
 
     def ring(s: int, axis: int) -> Profile:
         """The rings of one group kind of stage ``s``; one ring through a whole stage of a mesh
@@ -257,7 +284,14 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
 
     n_chunks = par.pp * par.chunks
     unit_cost = [op.forward_flops(batch=1) + 1.0 for op in workload.ops]
-    ranges = chunk_ranges(workload, n_chunks, unit_cost)
+    ranges = chunk_ranges(
+        workload,
+        n_chunks,
+        unit_cost,
+        pp=par.pp,
+        first_stage_layers=par.first_stage_layers,
+        last_stage_layers=par.last_stage_layers,
+    )
 
     def hand_off(src: int, dst: int) -> Profile:
         a, z = arrays(src), arrays(dst)
@@ -316,6 +350,20 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     for c, (lo, hi) in enumerate(ranges):
         stage_params[c % par.pp] += sum(op.params_per_device(tp=tp) for op in workload.ops[lo:hi])
 
+    stage_extra = [
+        _extra_weights(
+            [workload.ops[i] for c in range(s, n_chunks, par.pp) for i in range(*ranges[c])],
+            tp=tp,
+            weight_bytes=states.weights,
+            zero=zero,
+            ranks=ranks,
+            fp8=rates.fp8_casts,
+        )
+        if training
+        else 0.0
+        for s in range(par.pp)
+    ]
+
     def stage_memory(s: int, mode: RecomputeMode) -> tuple[MemoryBreakdown, float]:
         act = 0.0
         for c in range(s, n_chunks, par.pp):
@@ -334,10 +382,11 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         memory = MemoryBreakdown.for_stage(
             params=stage_params[s],
             states=states,
-            zero=tr.zero if training else 0,
-            dp=par.dp,
+            zero=zero,
+            dp=ranks,
             activation_bytes_per_microbatch=act,
             in_flight=in_flight,
+            extra_weights_bytes=stage_extra[s],
         )
         return memory, in_flight
 
@@ -375,7 +424,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 full_recompute=recompute == "full",
                 update_bytes_per_weight_byte=per_param
                 / max(states.weights, 1e-30)
-                / (par.dp if tr.zero >= 1 else 1),
+                / (ranks if zero >= 1 else 1),
             )
             allocations[s] = dict(zip(indices, allocs, strict=True))
 
@@ -396,7 +445,9 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         if group == "tp":
             return tp_prof[stage], tp
         if group == "dp":
-            return dp_prof[stage], par.dp
+            return dp_prof[stage], ranks
+        if group == "cp":  # the CP ring: ranks ordered TP, CP, DP inside a stage
+            group = f"{par.dp}x{par.cp}x{par.tp}:1"
         key = (stage, group)
         if key not in group_cache:
             shape_text, axis_text = group.split(":")
@@ -415,6 +466,14 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
 
     def sent_bytes(colls: Sequence[Collective], stage: int) -> float:
         return sum(bytes_sent_per_member(x, n=group_profile(stage, x.group)[1]) for x in colls)
+
+    def tp_exposed(total_s: float, ops: Sequence[Op], *, backward: bool) -> float:
+        """TP collectives left on the critical path: all of them, or with
+        ``tp_comm_overlap`` what the linear products they are pipelined with cannot hide."""
+        if not (par.tp_comm_overlap and tp > 1 and total_s > 0):
+            return total_s
+        hidden = sum(linear_gemm_time(op, batch=b, tp=tp, rates=rates) for op in ops)
+        return tp_overlap_exposed_s(comm_s=total_s, gemm_s=hidden * (2 if backward else 1))
 
     chunks: list[ChunkCost] = []
     for c, (lo, hi) in enumerate(ranges):
@@ -440,11 +499,15 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                     if op.recompute_gemms(batch=b, tp=tp, recompute="full")
                     for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
                 ]
-        chunk_params = sum(op.params_per_device(tp=tp) for op in ops)
-        zero3 = 0.0
-        if training and tr.zero >= 3 and par.dp > 1:
-            gather = Collective("all-gather", chunk_params * states.weights)
-            zero3 = collective_time(gather, n=par.dp, step=dp_prof[stage])
+        zero3 = zero3_back = cp_f = cp_b = 0.0
+        if training and zero >= 3 and ranks > 1:
+            zero3, zero3_back = _fsdp_exposed(
+                ops, times, tp=tp, weight_bytes=states.weights, n=ranks, step=dp_prof[stage]
+            )
+        if par.cp > 1:
+            cp_f, cp_b = _cp_exposed(
+                ops, b=b, tp=tp, rates=rates, training=training, ring=group_profile(stage, "cp")
+            )
         # DRAM traffic of the SRAM allocation (Algorithm 1), streamed alongside each pass
         stream_f = stream_b = 0.0
         bytes_f = bytes_b = 0.0
@@ -457,7 +520,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             stream_b = dram[stage].time(bytes_b)
             if c == 0:  # data fetch: token ids (int32) or 8-bit pixels
                 sample = workload.tokens_per_sample * 4 if workload.transformer else 3 * 224**2
-                fetch_bytes = b * sample / (tp * par.dp)
+                fetch_bytes = b * sample / (tp * ranks)
                 fetch = dram[stage].time(fetch_bytes)
         full_out = ops[-1].output_bytes(batch=b, act_bytes=p)
         send_bytes = full_out / tp if c + 1 < n_chunks else 0.0  # Megatron scatter/gather
@@ -479,11 +542,12 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 forward_compute_s=sum(t.forward_s for t in times),
                 backward_compute_s=sum(t.backward_s for t in times),
                 recompute_s=sum(t.recompute_s for t in times),
-                tp_forward_s=coll_time(f_coll, stage),
-                tp_backward_s=coll_time(b_coll, stage),
+                tp_forward_s=tp_exposed(coll_time(f_coll, stage), ops, backward=False) + cp_f,
+                tp_backward_s=tp_exposed(coll_time(b_coll, stage), ops, backward=True) + cp_b,
                 recv_forward_s=recv_f,
                 recv_backward_s=recv_b,
                 zero3_gather_s=zero3,
+                zero3_backward_s=zero3_back,
                 stream_forward_s=stream_f,
                 stream_backward_s=stream_b,
                 fetch_s=fetch,
@@ -530,9 +594,11 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             # reduce-scatter of gradients and all-gather of updated weights move the same bytes
             # as one all-reduce (Rajbhandari et al. 2020, sec. 7).
             per_group: dict[str, float] = {}
-            for c in range(s, n_chunks, par.pp):
+            # ZeRO-3 / FSDP reduce-scatters gradients layer by layer in every backward pass
+            # (priced in the chunks' zero3_backward_s): nothing is left for the step's end
+            for c in range(s, n_chunks, par.pp) if zero < 3 else ():
                 for op in workload.ops[ranges[c][0] : ranges[c][1]]:
-                    for x in op.update_collectives(tp=tp, dp=par.dp, grad_bytes=states.gradients):
+                    for x in op.update_collectives(tp=tp, dp=ranks, grad_bytes=states.gradients):
                         per_group[x.group] = per_group.get(x.group, 0.0) + x.nbytes
             reduced = sum(per_group.values())
             if reduced > 0:
@@ -546,7 +612,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 params,
                 config,
                 rates,
-                shards=par.dp if tr.zero >= 1 else 1,
+                shards=ranks if zero >= 1 else 1,
                 dram=dram[s] if (dram is not None and in_dram) else None,
             )
         stages.append(
@@ -562,7 +628,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 optimizer_s=opt_s,
                 optimizer_in_dram=training and dram is not None and in_dram,
                 optimizer_bytes=(
-                    _optimizer_bytes(params, config, shards=par.dp if tr.zero >= 1 else 1)
+                    _optimizer_bytes(params, config, shards=ranks if zero >= 1 else 1)
                     if training
                     else 0.0
                 ),
@@ -585,6 +651,86 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         dram=dram,
         sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
     )
+
+
+def _extra_weights(
+    ops: Sequence[Op], *, tp: int, weight_bytes: float, zero: int, ranks: int, fp8: bool
+) -> float:
+    """FSDP gather buffers and FP8 weight copies of one stage (:func:`extra_weight_bytes`)."""
+    per_op = [op.params_per_device(tp=tp) for op in ops]
+    linear = sum(x for op, x in zip(ops, per_op, strict=True) if isinstance(op, TransformerLayer))
+    return extra_weight_bytes(
+        linear_params=linear,
+        largest_layer_params=max(per_op, default=0.0),
+        weight_bytes=weight_bytes,
+        zero=zero,
+        ranks=ranks,
+        fp8=fp8,
+    )
+
+
+def _fsdp_exposed(
+    ops: Sequence[Op],
+    times: Sequence[OpTimes],
+    *,
+    tp: int,
+    weight_bytes: float,
+    n: int,
+    step: Profile,
+) -> tuple[float, float]:
+    """Exposed ZeRO-3 / FSDP time of one chunk's forward and backward pass for one micro-batch
+    (:func:`palm.cost.overlap.prefetch_exposed_s`): per operator an all-gather of its 16-bit
+    weights over the ``n`` data ranks, and in the backward pass a reduce-scatter of its
+    gradients in fp32 (FSDP2's and Composer's default ``reduce_dtype``), sharing the links
+    with the next gather. The last reduce-scatter is not hidden."""
+    params = [op.params_per_device(tp=tp) for op in ops]
+    gathers = [
+        collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
+    ]
+    scatters = [
+        collective_time(Collective("reduce-scatter", x * 4.0), n=n, step=step) for x in params
+    ]
+    forward = prefetch_exposed_s(gathers, [t.forward_s for t in times])
+    g_back, r_back = gathers[::-1], scatters[::-1]
+    b_back = [t.backward_s + t.recompute_s for t in times][::-1]
+    comm = [g + (r_back[k - 1] if k else 0.0) for k, g in enumerate(g_back)]
+    backward = prefetch_exposed_s(comm, b_back) + r_back[-1]
+    return forward, backward
+
+
+def _cp_exposed(
+    ops: Sequence[Op],
+    *,
+    b: int,
+    tp: int,
+    rates: DeviceRates,
+    training: bool,
+    ring: tuple[Profile, int],
+) -> tuple[float, float]:
+    """Exposed context-parallel K/V ring time of one chunk, forward and backward
+    (:func:`palm.cost.overlap.ring_exposed_s`): each layer's ring against its attention."""
+    profile_, n = ring
+    p = rates.elem_bytes
+    forward = backward = 0.0
+    for op in ops:
+        colls = (
+            op.cp_collectives(batch=b, tp=tp, act_bytes=p)
+            if isinstance(op, TransformerLayer)
+            else ()
+        )
+        fused = op.fused_attention(batch=b, tp=tp, act_bytes=p)
+        for x in colls:
+            t = collective_time(x, n=n, step=profile_)
+            att_f = att_b = 0.0
+            if fused is not None:
+                att_f = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+                att_b = attention_time(
+                    fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
+                )
+            forward += ring_exposed_s(ring_s=t, attention_s=att_f)
+            if training:
+                backward += ring_exposed_s(ring_s=2 * t, attention_s=att_b)
+    return forward, backward
 
 
 def _hand_off_time(
