@@ -283,7 +283,8 @@ def _build(cls: type[_T], table: dict[str, Any], section: str, *, base: _T | Non
         if key not in fields or key in ("topology", "graph_ops"):
             allowed = sorted(k for k in fields if k not in ("topology", "graph_ops"))
             raise ConfigError(where, raw, f"a known field: {', '.join(allowed)}")
-        values[key] = _coerce(raw, hints[key], where)
+        inner = getattr(base, key) if base is not None else None
+        values[key] = _coerce(raw, hints[key], where, base=inner)
     if base is None:
         missing = [
             name
@@ -301,7 +302,10 @@ def _build(cls: type[_T], table: dict[str, Any], section: str, *, base: _T | Non
     return obj
 
 
-def _coerce(raw: Any, hint: Any, where: str) -> Any:
+def _coerce(raw: Any, hint: Any, where: str, *, base: Any = None) -> Any:
+    """``raw`` checked against the type ``hint``. A nested table (a dataclass field such as
+    ``peak_tflops``) merges into ``base``, the preset's value, field by field: overriding one
+    precision keeps the others."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Literal:
@@ -329,7 +333,11 @@ def _coerce(raw: Any, hint: Any, where: str) -> Any:
     if hint is PeakTflops:
         if not isinstance(raw, dict):
             raise ConfigError(where, raw, "a table of TFLOP/s by precision (fp32, bf16, ...)")
-        return _build(PeakTflops, raw, where)
+        return _build(PeakTflops, raw, where, base=base)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(raw, dict):
+            raise ConfigError(where, raw, "a table")
+        return _build(hint, raw, where, base=base)
     if origin is tuple:
         if not isinstance(raw, list):
             raise ConfigError(where, raw, "an array")

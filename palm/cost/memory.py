@@ -25,9 +25,11 @@ tokens, which the operators already count.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from palm.strategy import ParallelismConfig, TrainingConfig
+from palm.workload.ops import Op, TransformerLayer
 
 __all__ = [
     "StateBytes",
@@ -35,6 +37,7 @@ __all__ = [
     "in_flight_microbatches",
     "MemoryBreakdown",
     "extra_weight_bytes",
+    "stage_extra_weight_bytes",
 ]
 
 
@@ -79,6 +82,23 @@ def extra_weight_bytes(
     gathered = 2.0 * largest_layer_params * weight_bytes if sharded else 0.0
     copies = linear_params / (ranks if sharded else 1) if fp8 else 0.0
     return gathered + copies
+
+
+def stage_extra_weight_bytes(
+    ops: Sequence[Op], *, tp: int, weight_bytes: float, zero: int, ranks: int, fp8: bool
+) -> float:
+    """:func:`extra_weight_bytes` of a stage's operators: its transformer layers' parameters
+    are the linear ones; the largest operator sets the gather buffers."""
+    per_op = [op.params_per_device(tp=tp) for op in ops]
+    linear = sum(x for op, x in zip(ops, per_op, strict=True) if isinstance(op, TransformerLayer))
+    return extra_weight_bytes(
+        linear_params=linear,
+        largest_layer_params=max(per_op, default=0.0),
+        weight_bytes=weight_bytes,
+        zero=zero,
+        ranks=ranks,
+        fp8=fp8,
+    )
 
 
 def in_flight_microbatches(

@@ -35,7 +35,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["prefetch_exposed_s", "ring_exposed_s", "tp_overlap_exposed_s"]
+from palm.cost.collectives import RingStep, collective_time
+from palm.cost.compute import DeviceRates, OpTimes, attention_time
+from palm.workload.ops import Collective, Op, TransformerLayer
+
+__all__ = [
+    "prefetch_exposed_s",
+    "ring_exposed_s",
+    "tp_overlap_exposed_s",
+    "fsdp_exposed_s",
+    "cp_exposed_s",
+]
 
 
 def prefetch_exposed_s(
@@ -61,3 +71,64 @@ def ring_exposed_s(*, ring_s: float, attention_s: float) -> float:
 def tp_overlap_exposed_s(*, comm_s: float, gemm_s: float) -> float:
     """TP collectives not hidden by the linear products they are pipelined with."""
     return max(0.0, comm_s - gemm_s)
+
+
+def fsdp_exposed_s(
+    ops: Sequence[Op],
+    times: Sequence[OpTimes],
+    *,
+    tp: int,
+    weight_bytes: float,
+    n: int,
+    step: RingStep,
+) -> tuple[float, float]:
+    """Exposed ZeRO-3 / FSDP time of a chunk's forward and backward pass for one micro-batch:
+    per operator an all-gather of its 16-bit weights over the ``n`` data ranks and, in the
+    backward pass, a reduce-scatter of its gradients in fp32 (FSDP2's and Composer's default
+    ``reduce_dtype``) sharing the links with the next gather; the last reduce-scatter is not
+    hidden (module docstring)."""
+    params = [op.params_per_device(tp=tp) for op in ops]
+    gathers = [
+        collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
+    ]
+    scatters = [
+        collective_time(Collective("reduce-scatter", x * 4.0), n=n, step=step) for x in params
+    ]
+    forward = prefetch_exposed_s(gathers, [t.forward_s for t in times])
+    g_back, r_back = gathers[::-1], scatters[::-1]
+    b_back = [t.backward_s + t.recompute_s for t in times][::-1]
+    comm = [g + (r_back[k - 1] if k else 0.0) for k, g in enumerate(g_back)]
+    backward = prefetch_exposed_s(comm, b_back) + r_back[-1]
+    return forward, backward
+
+
+def cp_exposed_s(
+    ops: Sequence[Op],
+    *,
+    batch: int,
+    tp: int,
+    rates: DeviceRates,
+    training: bool,
+    n: int,
+    step: RingStep,
+) -> tuple[float, float]:
+    """Exposed context-parallel K/V ring time of a chunk, forward and backward: each layer's
+    ring (twice the bytes backward) against its attention kernel."""
+    p = rates.elem_bytes
+    forward = backward = 0.0
+    for op in ops:
+        if not isinstance(op, TransformerLayer):
+            continue
+        fused = op.fused_attention(batch=batch, tp=tp, act_bytes=p)
+        att_f = att_b = 0.0
+        if fused is not None:
+            att_f = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+            att_b = attention_time(
+                fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
+            )
+        for x in op.cp_collectives(batch=batch, tp=tp, act_bytes=p):
+            t = collective_time(x, n=n, step=step)
+            forward += ring_exposed_s(ring_s=t, attention_s=att_f)
+            if training:
+                backward += ring_exposed_s(ring_s=2 * t, attention_s=att_b)
+    return forward, backward
