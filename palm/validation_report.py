@@ -21,6 +21,8 @@ def generation(preset: str) -> str:
         return "A100"
     if "h100" in preset or "h200" in preset:
         return "H100"
+    if "b300" in preset:
+        return "Blackwell Ultra"
     return "Blackwell"
 
 
