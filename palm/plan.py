@@ -60,7 +60,18 @@ from palm.workload.ops import (
 )
 from palm.workload.opsplit import SplitOp
 
-__all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
+__all__ = [
+    "ChunkCost",
+    "StageCost",
+    "Plan",
+    "DramAccess",
+    "build_plan",
+    "partition",
+    "MAX_DP_BUCKETS",
+]
+
+#: most gradient buckets of a stage's DP reduction (docs/model.md, data parallelism)
+MAX_DP_BUCKETS = 1024
 
 
 @dataclass(frozen=True)
@@ -539,7 +550,9 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 dp_s = coll_time(
                     [Collective("all-reduce", v, group=g) for g, v in sorted(per_group.items())], s
                 )
-                buckets = max(1, math.ceil(reduced / bucket_bytes))
+                # capped: beyond MAX_DP_BUCKETS the exposed time max(T/n, T - B(n-1)/n)
+                # moves by less than (T + B) / n, and the event engine simulates each bucket
+                buckets = min(MAX_DP_BUCKETS, max(1, math.ceil(reduced / bucket_bytes)))
             grad_bytes = reduced
             in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations[s].values())
             opt_s = _optimizer_time(
