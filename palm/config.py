@@ -26,7 +26,13 @@ from typing import Any
 
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
-from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
+from palm.hardware.spec import (
+    MATH_FIDELITY_CYCLES,
+    GpuClusterHardware,
+    Hardware,
+    Mesh2DHardware,
+    PeakTflops,
+)
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -35,6 +41,7 @@ from palm.strategy import (
     SimConfig,
     TrainingConfig,
 )
+from palm.units import PRECISIONS
 from palm.workload.model import ModelConfig, Workload, build_workload
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
@@ -256,14 +263,54 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
             raise ConfigError("hardware.preset", preset, f"one of {', '.join(HARDWARE_PRESETS)}")
         if topology is not None and topology != found.topology:
             raise ConfigError("hardware.topology", topology, f"{found.topology!r} for {preset}")
-        return _build(type(found), table, "hardware", base=found)
-    if topology not in _TOPOLOGIES:
+        hw = _build(type(found), table, "hardware", base=found)
+        has_fidelity: bool | None = bool(getattr(found, "math_fidelity", ""))
+    else:
+        if topology not in _TOPOLOGIES:
+            raise ConfigError(
+                "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+            )
+        cls = _TOPOLOGIES[topology]
+        table.setdefault("name", f"custom-{topology}")
+        hw = _build(cls, table, "hardware")
+        has_fidelity = None  # a custom mesh may or may not have a Tensix matrix engine
+    if isinstance(hw, Mesh2DHardware):
+        hw = _tensix_fields(hw, has_fidelity=has_fidelity)
+    return hw
+
+
+def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHardware:
+    """Check ``math_fidelity`` (required on a preset that has one, refused on one that has
+    not, optional on a custom mesh) and ``compute_grid``; a compute grid becomes the mesh the
+    job runs on (``cores_per_tile``), so that every later model sees only the selected cores."""
+    fidelity = hw.math_fidelity.lower()
+    allowed = ", ".join(repr(f) for f in MATH_FIDELITY_CYCLES)
+    bad = fidelity not in MATH_FIDELITY_CYCLES and (fidelity or has_fidelity)
+    if has_fidelity is not False and bad:
+        raise ConfigError("hardware.math_fidelity", hw.math_fidelity, f"one of {allowed}")
+    if has_fidelity is False and hw.math_fidelity:
         raise ConfigError(
-            "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+            "hardware.math_fidelity",
+            hw.math_fidelity,
+            f"unset on {hw.name} (only chips with a Tensix matrix engine, e.g. wormhole-n150)",
         )
-    cls = _TOPOLOGIES[topology]
-    table.setdefault("name", f"custom-{topology}")
-    return _build(cls, table, "hardware")
+    hw = dataclasses.replace(hw, math_fidelity=fidelity)
+    grid = hw.compute_grid
+    if grid == (0, 0):
+        return hw
+    rows, cols = hw.core_grid
+    if hw.tiles != (1, 1):
+        raise ConfigError(
+            "hardware.compute_grid", list(grid), f"[0, 0] (all) on {hw.name}, a mesh of tiles"
+        )
+    if not (1 <= grid[0] <= rows and 1 <= grid[1] <= cols):
+        raise ConfigError(
+            "hardware.compute_grid",
+            list(grid),
+            f"[rows, cols] with 1 <= rows <= {rows} and 1 <= cols <= {cols} (the cores of "
+            f"{hw.name})",
+        )
+    return dataclasses.replace(hw, cores_per_tile=grid)
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,9 +527,9 @@ def validate(config: SimConfig) -> None:
         )
     peak = hw.peak_tflops if isinstance(hw, GpuClusterHardware) else hw.core_peak_tflops
     if peak.get(tr.precision) <= 0:
-        ok = [p for p in ("fp32", "bf16", "fp16", "fp8", "int8") if peak.get(p) > 0]
+        ok = [p for p in PRECISIONS if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if tr.mode == "train" and tr.precision == "int8":
+    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
         )

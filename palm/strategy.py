@@ -39,12 +39,13 @@ class TrainingConfig:
     precision is mixed precision with fp32 master weights. ``zero`` is the ZeRO stage
     (Rajbhandari et al. 2020): 1 shards optimizer states, 2 also gradients, 3 also weights
     over the data-parallel group. ``recompute = "auto"`` recomputes only when memory forces it:
-    the least of none, selective and full with which every stage fits."""
+    the least of none, selective and full with which every stage fits. ``bfp8`` and ``bfp4``
+    are Tenstorrent's block floating-point formats (inference only)."""
 
     mode: Literal["train", "inference"] = "train"
     global_batch: int = 8
     micro_batch: int = 1
-    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4"] = "bf16"
     optimizer: Literal["sgd", "adam"] = "adam"
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0

@@ -40,7 +40,7 @@ class DeviceRates:
     local_bandwidth_Bps: float
     dram_bandwidth_Bps: float
     sram_bytes: float
-    elem_bytes: int
+    elem_bytes: float
 
 
 def device_rates(hw: Hardware, precision: str) -> DeviceRates:
@@ -57,7 +57,7 @@ def device_rates(hw: Hardware, precision: str) -> DeviceRates:
             elem_bytes=elem,
         )
     return DeviceRates(
-        peak_flops=hw.core_peak_tflops.get(precision) * 1e12,
+        peak_flops=hw.peak_flops(precision),
         matmul_efficiency=hw.matmul_efficiency,
         matmul_half_dim=hw.matmul_half_dim,
         local_bandwidth_Bps=hw.sram_bandwidth_per_core_gbps * 1e9 * hw.memory_efficiency,
