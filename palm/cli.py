@@ -23,6 +23,8 @@ from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
 from palm.validation import load_cases
+from palm.validation_report import tiled_report, write_tiled_tables
+from palm.validation_tiled import is_tiled_file, load_tiled_cases
 from palm.workload.model import build_workload
 from palm.workload.presets import MODEL_PRESETS, MODEL_SOURCES
 
@@ -79,7 +81,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "validate",
         help="compare the simulator with published runs and print the errors",
         description="Simulate every case of a validation file (default: the packaged visible "
-        "cases, Megatron SC21 Table 1) and print predicted against published iteration time "
+        "cases, Megatron SC21 Table 1, and the visible Tenstorrent Wormhole n150 matrix products "
+        "and DRAM bandwidths) and print predicted against published iteration time (bandwidth) "
         "with the signed error, then the mean and max absolute error. Reports, does not judge: "
         "the exit code is 0 whatever the errors.",
     )
@@ -88,7 +91,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         nargs="?",
         default=None,
-        help="validation JSON of the same shape as shared/validation/visible.json",
+        help="validation JSON of the shape of shared/validation/visible.json or visible_tiled.json",
     )
     v.add_argument(
         "--engine",
@@ -183,7 +186,29 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    rows = []
+    tiled_only = args.file is not None and is_tiled_file(args.file)
+    rows = [] if tiled_only else _gpu_rows(args)
+    errors = [abs(float(r["error"])) for r in rows]  # type: ignore[arg-type]
+    summary: dict[str, Any] = {
+        "engine": args.engine,
+        "cases": rows,
+        "mean_abs_error": sum(errors) / len(errors) if errors else None,
+        "max_abs_error": max(errors) if errors else None,
+    }
+    if tiled_only or args.file is None:
+        summary["tiled"] = tiled_report(load_tiled_cases(args.file), engine=args.engine)
+    if args.json:
+        out.write(json.dumps(summary, indent=2) + "\n")
+        return 0
+    if rows:
+        _write_gpu_table(out, rows, summary)
+    if "tiled" in summary:
+        write_tiled_tables(out, summary["tiled"])
+    return 0
+
+
+def _gpu_rows(args: argparse.Namespace) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
     for case in load_cases(args.file):
         result = simulate(case.config, engine=args.engine)
         par, tr = case.config.parallelism, case.config.training
@@ -207,23 +232,16 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "source": case.source,
             }
         )
-    errors = [abs(float(r["error"])) for r in rows]  # type: ignore[arg-type]
-    summary = {
-        "engine": args.engine,
-        "cases": rows,
-        "mean_abs_error": sum(errors) / len(errors),
-        "max_abs_error": max(errors),
-    }
-    if args.json:
-        out.write(json.dumps(summary, indent=2) + "\n")
-        return 0
+    return rows
+
+
+def _write_gpu_table(out: TextIO, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     out.write(
         f"{'case':<26} {'TP':>3} {'PP':>3} {'DP':>3} {'schedule':<20} {'mb':>3}  "
         f"{'predicted (s)':>13} {'published (s)':>13} {'error':>7}\n"
     )
     for r in rows:
         plan = r["plan"]
-        assert isinstance(plan, dict)
         sched = str(plan["schedule"]) if plan["pp"] > 1 else "-"
         if plan["interleave"] > 1:
             sched += f" x{plan['interleave']}"
@@ -233,10 +251,9 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
             f"{r['published_iteration_time_s']:>13.3f} {r['error']:>+7.1%}\n"
         )
     out.write(
-        f"\n{len(rows)} cases, engine {args.engine}: mean absolute error "
+        f"\n{len(rows)} cases, engine {summary['engine']}: mean absolute error "
         f"{summary['mean_abs_error']:.1%}, max {summary['max_abs_error']:.1%}\n"
     )
-    return 0
 
 
 def _gib(x: float) -> str:

@@ -42,6 +42,7 @@ from palm.strategy import (
     TrainingConfig,
 )
 from palm.units import PRECISIONS
+from palm.workload.gemm import OPERANDS
 from palm.workload.model import ModelConfig, Workload, build_workload
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
@@ -317,7 +318,7 @@ def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHa
 # generic typed builder
 # --------------------------------------------------------------------------------------------
 
-_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding"}
+_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding", "m", "k", "n"}
 _T = typing.TypeVar("_T")
 
 
@@ -413,7 +414,10 @@ def _check_ranges(obj: Any, section: str) -> None:
                 raise ConfigError(where, value, f"a number of at most {_MAX_FLOAT:g}")
             if 0 < value < _MIN_POSITIVE:
                 raise ConfigError(where, value, f"0 or a number of at least {_MIN_POSITIVE:g}")
-            if f.name.endswith(("_ns", "_us")) or f.name == "matmul_half_dim":
+            if f.name.endswith(("_ns", "_us")) or f.name in (
+                "matmul_half_dim",
+                "operand_feed_gbps",
+            ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")
             elif f.name.endswith("_efficiency"):
@@ -454,6 +458,14 @@ def _parse_value(raw: str) -> Any:
 
 
 def _validate_model(m: ModelConfig) -> None:
+    if m.family == "gemm":
+        for name in ("m", "k", "n"):
+            if getattr(m, name) < 1:
+                raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+        for i, name in enumerate(m.sram_resident):
+            if name not in OPERANDS:
+                raise ConfigError(f"model.sram_resident[{i}]", name, "one of 'a', 'b', 'c'")
+        return
     if not m.is_transformer:
         if m.family == "resnet50" and m.image_size < 32:
             raise ConfigError("model.image_size", m.image_size, "an integer >= 32 (pixels)")
@@ -477,6 +489,9 @@ def _divisors(n: int) -> list[int]:
 def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
+    if m.family == "gemm":
+        _validate_gemm(config)
+        return
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
@@ -582,6 +597,37 @@ def validate(config: SimConfig) -> None:
     if comm.adapters > group:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
+        )
+
+
+def _validate_gemm(config: SimConfig) -> None:
+    """``family = "gemm"``: one product on the cores of a mesh chip, split by the chip's matmul
+    library (2-D blocks) or by ``linear_split``; no pipeline, no batch, no training."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    if not isinstance(hw, Mesh2DHardware):
+        raise ConfigError("hardware", hw.name, "a mesh2d chip (e.g. wormhole-n150) for family gemm")
+    if tr.mode != "inference":
+        raise ConfigError("training.mode", tr.mode, "'inference' for family gemm (one product)")
+    if tr.global_batch != 1 or tr.micro_batch != 1:
+        raise ConfigError(
+            "training.global_batch", tr.global_batch, "1 with micro_batch 1 for family gemm"
+        )
+    if hw.peak_flops(tr.precision) <= 0:
+        ok = [p for p in PRECISIONS if hw.core_peak_tflops.get(p) > 0]
+        raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
+    if (par.tp, par.pp, par.dp) != (1, 1, 1):
+        raise ConfigError(
+            "parallelism.tp*pp*dp",
+            f"{par.tp}*{par.pp}*{par.dp}",
+            "1*1*1 for family gemm (the product is split over the compute grid; "
+            "parallelism.linear_split = [1, m, n, k] chooses the split)",
+        )
+    split = par.linear_split
+    if split and (len(split) != 4 or split[0] != 1 or math.prod(split) != hw.device_count):
+        raise ConfigError(
+            "parallelism.linear_split",
+            list(split),
+            f"[1, m, n, k] with m x n x k = the {hw.device_count} cores of the compute grid",
         )
 
 

@@ -10,12 +10,15 @@ __all__ = ["HARDWARE_PRESETS", "hardware_preset"]
 _MB_IN_MIB = 1e6 / 2**20
 
 # Constants fitted on the visible Wormhole n150 measurements by benchmarks/calibrate_tiled.py
-# (docs/validation.md, "Tensix"): the achievable fraction of the matrix engine and of DRAM,
-# and the fixed cost of one program launch (on the device; on the host when not traced).
-_TENSIX_MATMUL_EFFICIENCY = 0.9
-_TENSIX_MEMORY_EFFICIENCY = 0.92
-_TENSIX_LAUNCH_US = 5.0
-_TENSIX_HOST_DISPATCH_US = 60.0
+# (docs/validation.md, "Tenstorrent Wormhole n150"): the achievable fraction of the matrix
+# engine's pipeline and of a DRAM channel, the rate at which the unpackers feed operand tiles
+# (per cycle: 47 B at 1 GHz), and the fixed cost of one program launch on the device (traced)
+# and of enqueueing it on the host (untraced).
+_TENSIX_MATMUL_EFFICIENCY = 0.912
+_TENSIX_MEMORY_EFFICIENCY = 0.922
+_TENSIX_FEED_BYTES_PER_CYCLE = 47.0
+_TENSIX_LAUNCH_US = 10.1
+_TENSIX_HOST_DISPATCH_US = 102.0
 
 HARDWARE_PRESETS: dict[str, Hardware] = {
     # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
@@ -152,6 +155,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         math_fidelity="hifi4",
         matmul_efficiency=_TENSIX_MATMUL_EFFICIENCY,
         memory_efficiency=_TENSIX_MEMORY_EFFICIENCY,
+        operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.0,
         launch_us=_TENSIX_LAUNCH_US,
         host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
     ),
@@ -181,6 +185,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         math_fidelity="hifi4",
         matmul_efficiency=_TENSIX_MATMUL_EFFICIENCY,
         memory_efficiency=_TENSIX_MEMORY_EFFICIENCY,
+        operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.35,
         launch_us=_TENSIX_LAUNCH_US,
         host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
     ),

@@ -16,7 +16,10 @@ Chips with a Tensix matrix engine (Tenstorrent Wormhole, Blackhole) add: ``math_
 the number of multiplier phases per product (``lofi`` 1, ``hifi2`` 2, ``hifi3`` 3, ``hifi4`` 4:
 16, 32, 48 or 64 cycles per 32x32x32 tile product; ``core_peak_tflops`` is then the one-phase
 (LoFi) rate and :meth:`Mesh2DHardware.peak_flops` divides it by the phase count);
-``compute_grid = (rows, cols)``, the cores a job uses (``(0, 0)``: all); and the launch costs of
+``compute_grid = (rows, cols)``, the cores a job uses (``(0, 0)``: all); ``operand_feed_gbps``,
+the rate at which a core's unpackers bring operand tiles from SRAM to the matrix engine (one
+operand tile per tile product; 0: no limit), which bounds the engine when its own rate is
+higher (low fidelity); and the launch costs of
 one program (``launch_us`` on the device, ``host_dispatch_us`` on the host when ``dispatch =
 "host"``), which the ``gemm`` workload (:mod:`palm.workload.gemm`) charges.
 
@@ -86,6 +89,7 @@ class Mesh2DHardware:
     memory_efficiency: float = 0.9
     math_fidelity: str = ""
     compute_grid: tuple[int, int] = (0, 0)
+    operand_feed_gbps: float = 0.0
     launch_us: float = 0.0
     host_dispatch_us: float = 0.0
     dispatch: Literal["trace", "host"] = "trace"
