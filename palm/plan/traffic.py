@@ -188,7 +188,7 @@ def chunk_traffic(
 
 
 def _footprint(
-    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: int, states: StateBytes, training: bool
+    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: float, states: StateBytes, training: bool
 ) -> OpFootprint:
     """Per-device sizes of ``op`` for Algorithm 1."""
     params = op.params_per_device(tp=tp)
