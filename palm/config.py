@@ -26,7 +26,13 @@ from typing import Any
 
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
-from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
+from palm.hardware.spec import (
+    MATH_FIDELITY_CYCLES,
+    GpuClusterHardware,
+    Hardware,
+    Mesh2DHardware,
+    PeakTflops,
+)
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -35,6 +41,8 @@ from palm.strategy import (
     SimConfig,
     TrainingConfig,
 )
+from palm.units import PRECISIONS
+from palm.workload.gemm import OPERANDS
 from palm.workload.model import ModelConfig, Workload, build_workload
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
@@ -44,7 +52,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["load_config", "parse_config", "apply_overrides", "config_to_dict", "validate"]
+__all__ = [
+    "load_config",
+    "parse_config",
+    "apply_overrides",
+    "config_to_dict",
+    "validate",
+    "MAX_LAYERS",
+    "MAX_DEVICES",
+    "MAX_PIPELINE_PASSES",
+    "MAX_DRAM_CHANNELS",
+]
 
 _SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
@@ -256,21 +274,71 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
             raise ConfigError("hardware.preset", preset, f"one of {', '.join(HARDWARE_PRESETS)}")
         if topology is not None and topology != found.topology:
             raise ConfigError("hardware.topology", topology, f"{found.topology!r} for {preset}")
-        return _build(type(found), table, "hardware", base=found)
-    if topology not in _TOPOLOGIES:
+        hw = _build(type(found), table, "hardware", base=found)
+        has_fidelity: bool | None = bool(getattr(found, "math_fidelity", ""))
+    else:
+        if topology not in _TOPOLOGIES:
+            raise ConfigError(
+                "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+            )
+        cls = _TOPOLOGIES[topology]
+        table.setdefault("name", f"custom-{topology}")
+        hw = _build(cls, table, "hardware")
+        has_fidelity = None  # a custom mesh may or may not have a Tensix matrix engine
+    if isinstance(hw, Mesh2DHardware):
+        hw = _tensix_fields(hw, has_fidelity=has_fidelity)
+    return hw
+
+
+def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHardware:
+    """Check ``math_fidelity`` (required on a preset that has one, refused on one that has
+    not, optional on a custom mesh) and ``compute_grid``; a compute grid becomes the mesh the
+    job runs on (``cores_per_tile``), so that every later model sees only the selected cores."""
+    fidelity = hw.math_fidelity.lower()
+    allowed = ", ".join(repr(f) for f in MATH_FIDELITY_CYCLES)
+    bad = fidelity not in MATH_FIDELITY_CYCLES and (fidelity or has_fidelity)
+    if has_fidelity is not False and bad:
+        raise ConfigError("hardware.math_fidelity", hw.math_fidelity, f"one of {allowed}")
+    if has_fidelity is False and hw.math_fidelity:
         raise ConfigError(
-            "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+            "hardware.math_fidelity",
+            hw.math_fidelity,
+            f"unset on {hw.name} (only chips with a Tensix matrix engine, e.g. wormhole-n150)",
         )
-    cls = _TOPOLOGIES[topology]
-    table.setdefault("name", f"custom-{topology}")
-    return _build(cls, table, "hardware")
+    hw = dataclasses.replace(hw, math_fidelity=fidelity)
+    grid = hw.compute_grid
+    if grid == (0, 0):
+        return hw
+    rows, cols = hw.core_grid
+    if hw.tiles != (1, 1):
+        raise ConfigError(
+            "hardware.compute_grid", list(grid), f"[0, 0] (all) on {hw.name}, a mesh of tiles"
+        )
+    if not (1 <= grid[0] <= rows and 1 <= grid[1] <= cols):
+        raise ConfigError(
+            "hardware.compute_grid",
+            list(grid),
+            f"[rows, cols] with 1 <= rows <= {rows} and 1 <= cols <= {cols} (the cores of "
+            f"{hw.name})",
+        )
+    return dataclasses.replace(hw, cores_per_tile=grid)
 
 
 # --------------------------------------------------------------------------------------------
 # generic typed builder
 # --------------------------------------------------------------------------------------------
 
-_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding"}
+_NONNEG_INTS = {
+    "zero",
+    "gpus",
+    "kv_heads",
+    "padding",
+    "first_stage_layers",
+    "last_stage_layers",
+    "m",
+    "k",
+    "n",
+}
 _T = typing.TypeVar("_T")
 
 
@@ -374,7 +442,10 @@ def _check_ranges(obj: Any, section: str) -> None:
                 raise ConfigError(where, value, f"a number of at most {_MAX_FLOAT:g}")
             if 0 < value < _MIN_POSITIVE:
                 raise ConfigError(where, value, f"0 or a number of at least {_MIN_POSITIVE:g}")
-            if f.name.endswith(("_ns", "_us")) or f.name == "matmul_half_dim":
+            if f.name.endswith(("_ns", "_us")) or f.name in (
+                "matmul_half_dim",
+                "operand_feed_gbps",
+            ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")
             elif f.name.endswith("_efficiency"):
@@ -415,6 +486,14 @@ def _parse_value(raw: str) -> Any:
 
 
 def _validate_model(m: ModelConfig) -> None:
+    if m.family == "gemm":
+        for name in ("m", "k", "n"):
+            if getattr(m, name) < 1:
+                raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+        for i, name in enumerate(m.sram_resident):
+            if name not in OPERANDS:
+                raise ConfigError(f"model.sram_resident[{i}]", name, "one of 'a', 'b', 'c'")
+        return
     if not m.is_transformer:
         if m.family == "resnet50" and m.image_size < 32:
             raise ConfigError("model.image_size", m.image_size, "an integer >= 32 (pixels)")
@@ -424,6 +503,8 @@ def _validate_model(m: ModelConfig) -> None:
     for name in ("layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"):
         if getattr(m, name) < 1:
             raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+    if m.layers > MAX_LAYERS:
+        raise ConfigError("model.layers", m.layers, f"at most {MAX_LAYERS:,} layers ({_WHY})")
     if m.hidden % m.heads:
         raise ConfigError("model.heads", m.heads, f"a divisor of model.hidden = {m.hidden}")
     kv = m.kv_heads or m.heads
@@ -431,13 +512,58 @@ def _validate_model(m: ModelConfig) -> None:
         raise ConfigError("model.kv_heads", kv, f"a divisor of model.heads = {m.heads}")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _divisors(n: int) -> list[int] | str:
+    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here."""
+    if n > 10**12:
+        return "its divisors"
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+#: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
+#: them a config is refused with a one-line error instead of running out of time or memory.
+MAX_LAYERS = 10_000
+MAX_DEVICES = 2**20
+MAX_PIPELINE_PASSES = 2**17
+MAX_DRAM_CHANNELS = 2**16
+_WHY = "the simulator's work grows with it"
+
+
+def _validate_bounds(config: SimConfig) -> None:
+    """Refuse sizes whose cost grows with their value: devices (meshes, rings and placement are
+    arrays over devices), DRAM channels, and micro-batches x pipeline chunks (the event engine
+    simulates every forward and backward pass)."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    devices = hw.device_count if isinstance(hw, Mesh2DHardware) else max(par.devices, hw.gpus)
+    if devices > MAX_DEVICES:
+        where = (
+            "hardware.tiles x cores_per_tile"
+            if isinstance(hw, Mesh2DHardware)
+            else ("hardware.gpus" if hw.gpus > par.devices else "parallelism.tp*pp*dp")
+        )
+        raise ConfigError(where, devices, f"at most {MAX_DEVICES:,} devices ({_WHY})")
+    if isinstance(hw, Mesh2DHardware) and hw.dram_channels > MAX_DRAM_CHANNELS:
+        raise ConfigError(
+            "hardware.dram_channels", hw.dram_channels, f"at most {MAX_DRAM_CHANNELS:,} ({_WHY})"
+        )
+    per_pipeline = tr.global_batch // max(1, par.dp * tr.micro_batch)
+    if per_pipeline * par.pp * par.chunks > MAX_PIPELINE_PASSES:
+        raise ConfigError(
+            "training.global_batch",
+            tr.global_batch,
+            f"a value giving micro-batches x pp x interleave = "
+            f"{per_pipeline} x {par.pp} x {par.chunks} of at most {MAX_PIPELINE_PASSES:,} "
+            f"(the event engine simulates each pass)",
+        )
 
 
 def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
+    _validate_bounds(config)
+    if m.family == "gemm":
+        _validate_gemm(config)
+        return
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
@@ -453,7 +579,8 @@ def validate(config: SimConfig) -> None:
         if kv % par.tp and par.tp % kv:
             raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
     workload = build_workload(m)
-    if par.pp * par.chunks > workload.blocks:
+    uneven = bool(par.first_stage_layers or par.last_stage_layers)
+    if par.pp * par.chunks > workload.blocks + (2 if uneven and workload.transformer else 0):
         what = "layers" if workload.transformer else "operators"
         raise ConfigError(
             "parallelism.pp",
@@ -461,12 +588,7 @@ def validate(config: SimConfig) -> None:
             f"at most {workload.blocks // par.chunks} stages: "
             f"pp x interleave <= {workload.blocks} {what}",
         )
-    if par.chunks > 1 and workload.transformer and workload.blocks % (par.pp * par.chunks):
-        raise ConfigError(
-            "parallelism.interleave",
-            par.interleave,
-            f"a value with pp x interleave dividing the {workload.blocks} layers",
-        )
+    _validate_modern_parallelism(config, workload)
     if par.interleave > 1 and par.schedule != "interleaved-1f1b" and par.pp > 1:
         raise ConfigError(
             "parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'"
@@ -488,9 +610,9 @@ def validate(config: SimConfig) -> None:
         )
     peak = hw.peak_tflops if isinstance(hw, GpuClusterHardware) else hw.core_peak_tflops
     if peak.get(tr.precision) <= 0:
-        ok = [p for p in ("fp32", "bf16", "fp16", "fp8", "int8") if peak.get(p) > 0]
+        ok = [p for p in PRECISIONS if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if tr.mode == "train" and tr.precision == "int8":
+    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
         )
@@ -502,9 +624,12 @@ def validate(config: SimConfig) -> None:
                 f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
             )
     elif hw.gpus and par.devices != hw.gpus:
+        names, values = ("tp*pp*dp", f"{par.tp}*{par.pp}*{par.dp}")
+        if par.cp > 1:
+            names, values = (names + "*cp", values + f"*{par.cp}")
         raise ConfigError(
-            "parallelism.tp*pp*dp",
-            f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
+            f"parallelism.{names}",
+            f"{values} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
     if par.tp > 1 and not workload.transformer:
@@ -543,6 +668,85 @@ def validate(config: SimConfig) -> None:
     if comm.adapters > group:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
+        )
+
+
+def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
+    """Context parallelism, uneven first / last pipeline stages and the FSDP alias."""
+    m, par, tr = config.model, config.parallelism, config.training
+    if par.cp > 1:
+        if not workload.transformer:
+            raise ConfigError("parallelism.cp", par.cp, "1 for a model without attention")
+        if m.seq_len % (2 * par.cp):
+            raise ConfigError(
+                "parallelism.cp",
+                par.cp,
+                f"a value with 2 x cp dividing model.seq_len = {m.seq_len} "
+                "(load-balanced causal chunks)",
+            )
+        if isinstance(config.hardware, Mesh2DHardware):
+            raise ConfigError("parallelism.cp", par.cp, "1 on a mesh2d (a gpu-cluster feature)")
+    if tr.fsdp and tr.zero not in (0, 3):
+        raise ConfigError("training.zero", tr.zero, "0 or 3 with training.fsdp = true")
+    given = [
+        (name, getattr(par, name))
+        for name in ("first_stage_layers", "last_stage_layers")
+        if getattr(par, name)
+    ]
+    if not given:
+        return
+    if not workload.transformer or par.pp < 2:
+        name, value = given[0]
+        raise ConfigError(f"parallelism.{name}", value, "0 unless a transformer with pp >= 2")
+    for name, value in given:
+        if value < par.chunks - 1:
+            raise ConfigError(
+                f"parallelism.{name}",
+                value,
+                f"at least one layer per chunk but the end one ({par.chunks - 1})",
+            )
+    rest = workload.blocks - sum(v for _, v in given)
+    middle = par.pp - len(given)
+    if rest < middle * par.chunks or (middle == 0 and rest != 0):
+        name, value = given[-1]
+        raise ConfigError(
+            f"parallelism.{name}",
+            value,
+            f"a value leaving {middle * par.chunks or 'no'} layers or more for the other "
+            f"{middle} stages (model.layers = {workload.blocks})"
+            if middle
+            else f"first + last = model.layers = {workload.blocks} when pp = 2",
+        )
+
+
+def _validate_gemm(config: SimConfig) -> None:
+    """``family = "gemm"``: one product on the cores of a mesh chip, split by the chip's matmul
+    library (2-D blocks) or by ``linear_split``; no pipeline, no batch, no training."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    if not isinstance(hw, Mesh2DHardware):
+        raise ConfigError("hardware", hw.name, "a mesh2d chip (e.g. wormhole-n150) for family gemm")
+    if tr.mode != "inference":
+        raise ConfigError("training.mode", tr.mode, "'inference' for family gemm (one product)")
+    if tr.global_batch != 1 or tr.micro_batch != 1:
+        raise ConfigError(
+            "training.global_batch", tr.global_batch, "1 with micro_batch 1 for family gemm"
+        )
+    if hw.peak_flops(tr.precision) <= 0:
+        ok = [p for p in PRECISIONS if hw.core_peak_tflops.get(p) > 0]
+        raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
+    if (par.tp, par.pp, par.dp) != (1, 1, 1):
+        raise ConfigError(
+            "parallelism.tp*pp*dp",
+            f"{par.tp}*{par.pp}*{par.dp}",
+            "1*1*1 for family gemm (the product is split over the compute grid; "
+            "parallelism.linear_split = [1, m, n, k] chooses the split)",
+        )
+    split = par.linear_split
+    if split and (len(split) != 4 or split[0] != 1 or math.prod(split) != hw.device_count):
+        raise ConfigError(
+            "parallelism.linear_split",
+            list(split),
+            f"[1, m, n, k] with m x n x k = the {hw.device_count} cores of the compute grid",
         )
 
 

@@ -13,7 +13,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
 * sharding: FSDP ``FULL_SHARD`` / ``true`` / a shard degree -> ``zero = 3``; ``SHARD_GRAD_OP``
   -> ``zero = 2``; Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
 * ``vp > 1`` with ``pp > 1`` -> ``interleaved-1f1b`` with ``interleave = vp``;
-* sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do);
+* sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do); NeMo /
+  Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
+  (``tp_comm_overlap``: their performance recipes set it, the Megatron-LM table states it);
 * ``squared_relu`` MLPs (Nemotron) have two matrices, priced as ``gelu``;
 * a micro-batch the source does not state is taken as 1 (marked in the case's assumptions).
 """
@@ -45,9 +47,6 @@ GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "H100-SXM5-80GB": ("dgx-h100", {}),
     "H100-80GB": ("dgx-h100", {}),
     "H100 (variant not stated)": ("dgx-h100", {}),
-    # Meta Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan docs): no public peak or
-    # bandwidth for this power-capped SKU; the SXM5 figures with its 96 GB capacity
-    "H100-96GB-HBM2e (500W, Grand Teton)": ("dgx-h100", {"hbm_gib": 96e9 / 2**30}),
     "H200-141GB": ("dgx-h200", {}),
     "A100-SXM-80GB": ("dgx-a100", {}),
     # A100 40 GB SXM4 datasheet: HBM2 40 GB at 1555 GB/s, same compute as the 80 GB part
@@ -59,6 +58,14 @@ GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 _FP8_WORDS = ("fp8", "float8")
+
+#: GPUs with no preset, and why
+_NO_PRESET = {
+    "H100-96GB-HBM2e (500W, Grand Teton)": (
+        "H100 96 GB HBM2e capped at 500 W (Meta Grand Teton, torchtitan): no public clock, "
+        "peak or bandwidth for this power-capped variant"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -115,9 +122,12 @@ def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str |
     """Why ``row`` cannot be expressed, or ``None``."""
     m, hw = row["model"], row["hardware"]
     if hw["gpu"] not in GPU_PRESETS:
-        return f"GPU {hw['gpu']}: no hardware preset"
+        return _NO_PRESET.get(hw["gpu"], f"GPU {hw['gpu']}: no hardware preset")
     if _precision(row["training"].get("precision")) is None:
         return f"precision {row['training']['precision']}: not modelled"
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("cpu_offloading_num_layers") or row["training"].get("activation_cpu_offload"):
+        return "activation CPU offloading (recipe) is not modelled"
     if m.get("experts"):
         return "mixture of experts: needs the MoE model"
     if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
@@ -178,9 +188,21 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     }
     if (par.get("cp") or 1) > 1:
         parallelism["cp"] = par["cp"]
+    if tp > 1 and "Megatron" in str(row.get("source_family", "")) + str(row["source"]):
+        # NeMo / Megatron-Bridge performance recipes and the Megatron-LM weak-scaling runs
+        # overlap TP communication with the linear products (--tp-comm-overlap)
+        parallelism["tp_comm_overlap"] = True
     if pp > 1 and vp > 1:
         parallelism["schedule"] = "interleaved-1f1b"
         parallelism["interleave"] = vp
+    layers = m["layers"]
+    if pp > 1 and layers % (pp * vp) and (layers + 2) % pp == 0:
+        # embedding and loss each count as a layer of the split (Megatron-Bridge recipes'
+        # account_for_embedding / loss_in_pipeline_split): the end ranks hold one layer less
+        parallelism["first_stage_layers"] = parallelism["last_stage_layers"] = (
+            layers + 2
+        ) // pp - 1
+        assumed.append("embedding and loss counted as pipeline layers (recipe)")
     tables = {
         "model": model,
         "hardware": {"preset": preset, "gpus": hw["gpus"], **overrides},

@@ -100,7 +100,7 @@ def sram_allocations(ctx: PlanContext, recompute: RecomputeMode) -> StageSram:
             full_recompute=recompute == "full",
             update_bytes_per_weight_byte=per_param
             / max(ctx.states.weights, 1e-30)
-            / (par.dp if tr.zero >= 1 else 1),
+            / (par.dp if tr.zero_stage >= 1 else 1),
         )
         out.allocations[s] = dict(zip(indices, allocs, strict=True))
         if hw.sram_model == "blocked":
@@ -173,7 +173,7 @@ def chunk_traffic(
     if c == 0:
         w = ctx.workload
         sample = w.tokens_per_sample * 4 if w.transformer else 3 * 224**2
-        fetch_bytes = ctx.micro_batch * sample / (ctx.tp * ctx.config.parallelism.dp)
+        fetch_bytes = ctx.micro_batch * sample / (ctx.tp * ctx.ranks)
         fetch = dram[stage].time(fetch_bytes)
     return ChunkTraffic(
         forward_bytes=bytes_f,
@@ -188,7 +188,7 @@ def chunk_traffic(
 
 
 def _footprint(
-    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: int, states: StateBytes, training: bool
+    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: float, states: StateBytes, training: bool
 ) -> OpFootprint:
     """Per-device sizes of ``op`` for Algorithm 1."""
     params = op.params_per_device(tp=tp)

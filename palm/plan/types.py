@@ -66,6 +66,7 @@ class ChunkCost:
     multicast_backward_s: float = 0.0
     multicast_bytes_forward: float = 0.0
     multicast_bytes_backward: float = 0.0
+    zero3_backward_s: float = 0.0
 
     @property
     def forward_busy_s(self) -> float:
@@ -83,7 +84,7 @@ class ChunkCost:
 
     @property
     def backward_comm_s(self) -> float:
-        return self.tp_backward_s + self.recv_backward_s + self.zero3_gather_s
+        return self.tp_backward_s + self.recv_backward_s + self.zero3_backward_s
 
     @property
     def forward_s(self) -> float:

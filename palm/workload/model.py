@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from palm.errors import ConfigError
+from palm.workload.gemm import gemm_ops
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 from palm.workload.resnet import resnet50_ops
 
 __all__ = ["ModelConfig", "Workload", "build_workload", "FAMILIES"]
 
-Family = Literal["gpt", "llama", "bert", "resnet50", "graph"]
-FAMILIES: tuple[str, ...] = ("gpt", "llama", "bert", "resnet50", "graph")
+Family = Literal["gpt", "llama", "bert", "resnet50", "graph", "gemm"]
+FAMILIES: tuple[str, ...] = ("gpt", "llama", "bert", "resnet50", "graph", "gemm")
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,12 @@ class ModelConfig:
     to ``heads`` for multi-head attention), ``ffn_hidden`` (MLP width), ``seq_len`` (s, tokens
     per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` (three).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
+    ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
+    products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
+    gpu-cluster, unfused on a mesh2d (resolved by the plan).
+    ``gemm`` is one matrix product ``C[m, n] = A[m, k] B[k, n]`` (:mod:`palm.workload.gemm`);
+    ``sram_resident`` names its operands that already sit in SRAM (``"a"``, ``"b"``, ``"c"``:
+    e.g. tt-metal's L1-sharded tensors) instead of starting or ending in DRAM.
     """
 
     name: str = "custom"
@@ -49,6 +56,11 @@ class ModelConfig:
     learned_positions: bool = True
     image_size: int = 224
     classes: int = 1000
+    attention: Literal["auto", "flash", "unfused"] = "auto"
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    sram_resident: tuple[str, ...] = ()
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
 
     @property
@@ -134,6 +146,15 @@ def build_workload(model: ModelConfig) -> Workload:
             sample_unit="images",
             tokens_per_sample=1,
             blocks=len(ops),
+            transformer=False,
+        )
+    if model.family == "gemm":
+        return Workload(
+            name=model.name,
+            ops=gemm_ops(m=model.m, k=model.k, n=model.n),
+            sample_unit="products",
+            tokens_per_sample=1,
+            blocks=1,
             transformer=False,
         )
     if model.family == "graph":
