@@ -250,3 +250,31 @@ def test_more_sram_never_moves_more_in_a_plan() -> None:
     assert all(b <= a for a, b in zip(blocked, blocked[1:], strict=False))
     assert blocked[-1] == 0.0  # everything on chip
     assert total(64.0, "algorithm1") > total(32.0, "algorithm1")
+
+
+def test_flash_attention_on_a_mesh_moves_q_k_v_and_o_not_the_scores() -> None:
+    over = [*T145, 'model.attention="flash"']
+    cfg = palm.load_config("examples/wafer-t18b.toml", overrides=over)
+    ctx = plan_context(cfg, with_links=False)
+    layer = _layer(cfg)
+    fused = layer.fused_attention(batch=1, tp=4, act_bytes=2)
+    assert fused is not None
+    fwd, bwd = op_products(
+        dataclasses.replace(layer, name=""), batch=1, tp=4, dp=4, recompute="full", training=True
+    )
+    assert len(fwd) == 4  # QKV, projection, MLP up and down: attention is one fused kernel
+    kw = dict(
+        resident_kinds=frozenset(),
+        act_bytes=2.0,
+        weight_bytes=2.0,
+        sram_bytes=ctx.rates.sram_bytes,
+    )
+    products_f = pass_traffic(fwd, **kw).dram_bytes  # type: ignore[arg-type]
+    products_b = pass_traffic(bwd, **kw).dram_bytes  # type: ignore[arg-type]
+    alloc = dict(build_plan(cfg).sram[0])[1]
+    assert alloc.forward_bytes == pytest.approx(products_f + fused.forward_bytes)
+    # backward: the fused backward, and the full recompute runs the forward kernel again
+    expected_b = products_b + fused.backward_bytes + fused.forward_bytes
+    assert alloc.backward_bytes == pytest.approx(expected_b)
+    unfused = dict(build_plan(palm.load_config("examples/wafer-t18b.toml", overrides=T145)).sram[0])
+    assert alloc.forward_bytes < unfused[1].forward_bytes
