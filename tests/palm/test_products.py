@@ -177,6 +177,14 @@ def test_blocked_bytes_reach_the_chunks_and_the_operators() -> None:
     assert {g for g, _ in f.multicast_bytes} == {"tp", "dp"}
     # the multicast runs under the compute: a pass is never shorter than it
     assert chunk.forward_compute_s >= chunk.multicast_forward_s > 0
+    # its time: per group, the bytes each device receives over the ring's bandwidth plus the
+    # ring's latency (one all-gather per group), TP on the TP rings, DP on the DP rings
+    rings = {"tp": (plan.tp_profiles[1], 8), "dp": (plan.dp_profiles[1], 2)}
+    expected = sum(
+        2 * x / rings[g][0].bandwidth_Bps + (rings[g][1] - 1) * rings[g][0].latency_s
+        for g, x in f.multicast_bytes
+    )
+    assert chunk.multicast_forward_s == pytest.approx(expected)
     result = palm.simulate(cfg)
     assert result.operators is not None
     reported = [o for o in result.operators if o.stage == 1 and o.name.startswith("layer")]
