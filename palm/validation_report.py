@@ -1,134 +1,108 @@
-"""The tiled part of ``palm-tune validate``: predicted against measured for every visible
-Wormhole matrix product and DRAM bandwidth, as plain data and as tables, with the mean and max
-absolute error of each group (all, and the subsets whose errors have different causes)."""
+"""``palm-tune validate`` for the modern GPU set: per-case errors, a summary by GPU generation,
+and the rows left out with their reason (:mod:`palm.validation_modern`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections import defaultdict
+from pathlib import Path
 from typing import Any, TextIO
 
-from palm.validation_tiled import TiledCases, predict_dram, predict_gemm
+from palm.validation import run_cases
+from palm.validation_modern import load_modern_cases
 
-__all__ = ["tiled_report", "write_tiled_tables", "error_stats"]
-
-Row = dict[str, Any]
+__all__ = ["is_modern_file", "modern_report", "report_modern", "generation"]
 
 
-def error_stats(rows: Sequence[Row], keep: Callable[[Row], bool] = lambda r: True) -> Row:
-    """``{"cases", "mean_abs_error", "max_abs_error"}`` over the rows that ``keep`` accepts."""
-    errors = [abs(float(r["error"])) for r in rows if keep(r)]
-    if not errors:
-        return {"cases": 0, "mean_abs_error": None, "max_abs_error": None}
+def generation(preset: str) -> str:
+    """The GPU generation of a hardware preset: the unit the efficiency constants are fitted
+    per (docs/validation.md)."""
+    if "a100" in preset:
+        return "A100"
+    if "h100" in preset or "h200" in preset:
+        return "H100"
+    if "b300" in preset:
+        return "Blackwell Ultra"
+    return "Blackwell"
+
+
+def is_modern_file(path: str | Path) -> bool:
+    """Whether ``path`` has the modern set's shape (a ``cases`` list) rather than
+    ``gpu_training``; unreadable files are left to the Megatron loader's error."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and "cases" in data and "gpu_training" not in data
+
+
+def _stats(errors: list[float]) -> dict[str, float]:
+    a = [abs(e) for e in errors]
+    return {"count": len(a), "mean_abs_error": sum(a) / len(a), "max_abs_error": max(a)}
+
+
+def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
+    """Predicted vs published iteration time of every expressible row, as plain data."""
+    data = load_modern_cases(path)
+    results = run_cases(data.cases, engine=engine)
+    rows = []
+    by_gen: dict[str, list[float]] = defaultdict(list)
+    for case, res in zip(data.cases, results, strict=True):
+        gen = generation(case.config.hardware.name)
+        by_gen[gen].append(res.error)
+        rows.append(
+            {
+                "id": case.case_id,
+                "hardware": case.config.hardware.name,
+                "predicted_iteration_time_s": res.predicted_iteration_time_s,
+                "published_iteration_time_s": res.published_iteration_time_s,
+                "error": res.error,
+                "assumptions": list(data.assumptions.get(case.case_id, ())),
+                "source": case.source,
+            }
+        )
     return {
-        "cases": len(errors),
-        "mean_abs_error": sum(errors) / len(errors),
-        "max_abs_error": max(errors),
+        "engine": engine,
+        "cases": rows,
+        **(_stats([r["error"] for r in rows]) if rows else {"count": 0}),
+        "by_generation": {g: _stats(e) for g, e in sorted(by_gen.items())},
+        "left_out": [{"id": x.case_id, "reason": x.reason} for x in data.left_out],
     }
 
 
-def _gemm_rows(cases: TiledCases, engine: str) -> list[Row]:
-    rows = []
-    for case in cases.gemm:
-        model, hw = case.config.model, case.config.hardware
-        predicted = predict_gemm(case, engine=engine)
-        rows.append({
-            "id": case.case_id,
-            "m": model.m, "k": model.k, "n": model.n,
-            "precision": case.config.training.precision,
-            "math_fidelity": getattr(hw, "math_fidelity", ""),
-            "sram_resident": list(model.sram_resident),
-            "traced": case.traced, "tuned": case.tuned,
-            "predicted_s": predicted, "measured_s": case.measured_time_s,
-            "error": predicted / case.measured_time_s - 1.0,
-            "source": case.source,
-        })  # fmt: skip
-    return rows
-
-
-def _dram_rows(cases: TiledCases) -> list[Row]:
-    rows = []
-    for case in cases.dram:
-        t = case.transfer
-        predicted = predict_dram(case)
-        rows.append({
-            "id": case.case_id, "cores": t.cores, "channels": t.channels,
-            "pairing": "paired" if t.paired else "random", "noc": t.noc,
-            "direction": "write" if t.write else "read",
-            "dynamic_vc": "dynamicvc" in case.case_id,
-            "predicted_GBps": predicted / 1e9, "measured_GBps": case.measured_Bps / 1e9,
-            "error": predicted / case.measured_Bps - 1.0,
-            "source": case.source,
-        })  # fmt: skip
-    return rows
-
-
-def tiled_report(cases: TiledCases, *, engine: str = "analytical") -> Row:
-    """Rows and error statistics of the ``gemm`` and ``dram`` cases."""
-    gemm, dram = _gemm_rows(cases, engine), _dram_rows(cases)
-    many_dynamic_writes = lambda r: r["dynamic_vc"] and r["direction"] == "write" and r["cores"] > 1  # noqa: E731
-    return {
-        "gemm": {
-            "cases": gemm,
-            "all": error_stats(gemm),
-            "tuned": error_stats(gemm, lambda r: r["tuned"]),
-            "out_of_box": error_stats(gemm, lambda r: not r["tuned"]),
-            "traced": error_stats(gemm, lambda r: r["traced"]),
-        },
-        "dram": {
-            "cases": dram,
-            "all": error_stats(dram),
-            "reads": error_stats(dram, lambda r: r["direction"] == "read"),
-            "writes_static_vc": error_stats(
-                dram, lambda r: r["direction"] == "write" and not r["dynamic_vc"]
-            ),
-            "writes_dynamic_vc_many_cores": error_stats(dram, many_dynamic_writes),
-        },
-    }
-
-
-def _stat_line(name: str, stats: Row) -> str:
-    if not stats["cases"]:
-        return f"  {name}: no cases\n"
-    return (
-        f"  {name:<28} {stats['cases']:>3} cases: mean absolute error "
-        f"{stats['mean_abs_error']:.1%}, max {stats['max_abs_error']:.1%}\n"
+def report_modern(path: str | Path | None, *, engine: str, as_json: bool, out: TextIO) -> int:
+    """Print the modern report (a table, or JSON); exit code 0 whatever the errors."""
+    report = modern_report(path, engine=engine)
+    if as_json:
+        out.write(json.dumps(report, indent=2) + "\n")
+        return 0
+    out.write(
+        f"{'modern case':<60} {'hardware':<12} {'predicted (s)':>13} "
+        f"{'published (s)':>13} {'error':>7}\n"
     )
-
-
-def write_tiled_tables(out: TextIO, report: Row) -> None:
-    """The two tables and their summaries, for the terminal."""
-    gemm, dram = report["gemm"], report["dram"]
-    if gemm["cases"]:
+    for r in report["cases"]:
         out.write(
-            f"\n{'Wormhole n150 matmul':<50} {'fid':<5} {'trace':<5} "
-            f"{'predicted (us)':>14} {'measured (us)':>14} {'error':>7}\n"
+            f"{r['id'][:60]:<60} {r['hardware']:<12} {r['predicted_iteration_time_s']:>13.3f} "
+            f"{r['published_iteration_time_s']:>13.3f} {r['error']:>+7.1%}\n"
         )
-        for r in gemm["cases"]:
-            shape = f"{r['m']}x{r['k']}x{r['n']} {r['precision']}"
-            kind = "tuned" if r["tuned"] else "out-of-box"
-            where = "L1:" + "".join(r["sram_resident"]) if r["sram_resident"] else "DRAM"
-            out.write(
-                f"{kind + ' ' + shape + ' ' + where:<50} {r['math_fidelity']:<5} "
-                f"{'yes' if r['traced'] else 'no':<5} {r['predicted_s'] * 1e6:>14.1f} "
-                f"{r['measured_s'] * 1e6:>14.1f} {r['error']:>+7.1%}\n"
-            )
-        out.write("\n")
-        for name in ("all", "tuned", "out_of_box", "traced"):
-            out.write(_stat_line(f"matmul {name}", gemm[name]))
-    if dram["cases"]:
+    out.write("\n")
+    for gen, st in report["by_generation"].items():
         out.write(
-            f"\n{'Wormhole n150 DRAM bandwidth':<50} {'predicted (GB/s)':>16} "
-            f"{'measured (GB/s)':>16} {'error':>7}\n"
+            f"{gen}: {st['count']} cases, mean absolute error {st['mean_abs_error']:.1%}, "
+            f"max {st['max_abs_error']:.1%}\n"
         )
-        for r in dram["cases"]:
-            label = (
-                f"{r['cores']} cores {r['channels']} ch {r['pairing']} NoC{r['noc']} "
-                f"{r['direction']}{' dynamic VC' if r['dynamic_vc'] else ''}"
-            )
+    if report["cases"]:
+        out.write(
+            f"{len(report['cases'])} modern cases, engine {engine}: mean absolute error "
+            f"{report['mean_abs_error']:.1%}, max {report['max_abs_error']:.1%}\n"
+        )
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for x in report["left_out"]:
+        reasons[x["reason"]].append(x["id"])
+    if reasons:
+        out.write(f"left out ({len(report['left_out'])} rows):\n")
+        for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
             out.write(
-                f"{label:<50} {r['predicted_GBps']:>16.1f} {r['measured_GBps']:>16.1f} "
-                f"{r['error']:>+7.1%}\n"
+                f"  {reason}: {len(ids)} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})\n"
             )
-        out.write("\n")
-        for name in ("all", "reads", "writes_static_vc", "writes_dynamic_vc_many_cores"):
-            out.write(_stat_line(f"DRAM {name}", dram[name]))
+    return 0

@@ -4,7 +4,7 @@ recompute that fits (paper sec. IV-A: recompute only when memory forces it)."""
 
 from __future__ import annotations
 
-from palm.cost.memory import MemoryBreakdown, in_flight_microbatches
+from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, stage_extra_weight_bytes
 from palm.plan.context import PlanContext
 from palm.workload.ops import RecomputeMode
 
@@ -23,7 +23,7 @@ def stage_memory(
     ctx: PlanContext, s: int, mode: RecomputeMode, *, params: float
 ) -> tuple[MemoryBreakdown, float]:
     """Memory of stage ``s`` under recompute ``mode``, and its in-flight micro-batches."""
-    tr, par = ctx.config.training, ctx.config.parallelism
+    par = ctx.config.parallelism
     b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
     act = 0.0
     for c in ctx.chunks_of(s):
@@ -38,13 +38,24 @@ def stage_memory(
     in_flight = in_flight_microbatches(
         parallelism=par, stage=s, micro_batches=ctx.micro_batches, training=ctx.training
     )
+    extra = 0.0
+    if ctx.training:  # FSDP gather buffers, FP8 weight copies
+        extra = stage_extra_weight_bytes(
+            [op for c in ctx.chunks_of(s) for op in ctx.ops(c)],
+            tp=tp,
+            weight_bytes=ctx.states.weights,
+            zero=ctx.zero,
+            ranks=ctx.ranks,
+            fp8=ctx.rates.fp8_casts,
+        )
     memory = MemoryBreakdown.for_stage(
         params=params,
         states=ctx.states,
-        zero=tr.zero if ctx.training else 0,
-        dp=par.dp,
+        zero=ctx.zero,
+        dp=ctx.ranks,
         activation_bytes_per_microbatch=act,
         in_flight=in_flight,
+        extra_weights_bytes=extra,
     )
     return memory, in_flight
 

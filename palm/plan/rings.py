@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
-from palm.hardware.spec import Mesh2DHardware
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from palm.network.channels import members_per_node, with_channels
 from palm.network.loads import Profile, profile, ring_order
 from palm.network.rings import stage_ring_profile
 from palm.plan.context import PlanContext
@@ -41,13 +42,21 @@ def ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: b
             rings = np.stack([ring_order(r) for r in rings])
         arr, axis = rings, 1
     nxt = np.roll(arr, -1, axis=axis)
-    return profile(
+    prof = profile(
         config.hardware,
         flat(arr, mesh),
         flat(nxt, mesh),
         devices=config.parallelism.devices,
         with_links=with_links,
     )
+    hw = config.hardware
+    if isinstance(hw, GpuClusterHardware):  # NCCL channels over every NIC of the ring's nodes
+        first = np.moveaxis(arr, axis, 0).reshape(arr.shape[axis], -1)[:, 0]  # one ring
+        nodes = first // hw.gpus_per_node
+        prof = with_channels(
+            hw, prof, members=members_per_node(hw, first), crosses=bool(np.ptp(nodes) > 0)
+        )
+    return prof
 
 
 def _stage_ring(ctx: PlanContext, s: int, axis: int) -> Profile:
@@ -55,7 +64,7 @@ def _stage_ring(ctx: PlanContext, s: int, axis: int) -> Profile:
     stage of a mesh is priced from its runs of links (:mod:`palm.network.rings`) where its shape
     allows."""
     par, hw = ctx.config.parallelism, ctx.config.hardware
-    sizes = (par.dp, par.tp)
+    sizes = (par.data_ranks, par.tp)  # DP x CP rings along axis 0
     if sizes[axis] == 1:
         return NO_TRANSFER
     if ctx.mesh and not ctx.with_links and sizes[1 - axis] == 1 and sizes[axis] >= 4:
@@ -81,12 +90,15 @@ class StageRings:
     )
 
     def group(self, stage: int, group: str) -> tuple[Profile, int]:
-        """The ring profile and size of ``group`` ("tp", "dp" or a split group
+        """The ring profile and size of ``group`` ("tp", "dp", "cp" or a split group
         ``"AxBxC:axis"``) in ``stage``."""
+        par = self.ctx.config.parallelism
         if group == "tp":
             return self.tp[stage], self.ctx.tp
-        if group == "dp":
-            return self.dp[stage], self.ctx.config.parallelism.dp
+        if group == "dp":  # data ranks: dp x cp
+            return self.dp[stage], par.data_ranks
+        if group == "cp":  # the CP ring: ranks ordered TP, CP, DP inside a stage
+            group = f"{par.dp}x{par.cp}x{par.tp}:1"
         key = (stage, group)
         if key not in self._split:
             shape_text, axis_text = group.split(":")

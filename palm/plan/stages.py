@@ -33,19 +33,23 @@ def stage_cost(
     dram: tuple[DramAccess, ...] | None,
 ) -> StageCost:
     """Stage ``s`` with its ``chunks``, ``params`` per device and ``(memory, in_flight)``."""
-    par, tr, training = ctx.config.parallelism, ctx.config.training, ctx.training
+    par, training = ctx.config.parallelism, ctx.training
     states = ctx.states
     grad_bytes = params * states.gradients if training else 0.0
     dp_s, buckets, opt_s, in_dram = 0.0, 0, 0.0, False
-    shards = par.dp if tr.zero >= 1 else 1
+    shards = ctx.ranks if ctx.zero >= 1 else 1
     if training:
         # gradient reductions, merged per group as DDP buckets merge them. ZeRO >= 1: the
         # reduce-scatter of gradients and all-gather of updated weights move the same bytes
         # as one all-reduce (Rajbhandari et al. 2020, sec. 7).
         per_group: dict[str, float] = {}
-        for c in ctx.chunks_of(s):
+        # ZeRO-3 / FSDP reduce-scatters gradients layer by layer in every backward pass
+        # (priced in the chunks' zero3_backward_s): nothing is left for the step's end
+        for c in ctx.chunks_of(s) if ctx.zero < 3 else ():
             for op in ctx.ops(c):
-                for x in op.update_collectives(tp=ctx.tp, dp=par.dp, grad_bytes=states.gradients):
+                for x in op.update_collectives(
+                    tp=ctx.tp, dp=ctx.ranks, grad_bytes=states.gradients
+                ):
                     per_group[x.group] = per_group.get(x.group, 0.0) + x.nbytes
         reduced = sum(per_group.values())
         if reduced > 0:

@@ -31,6 +31,9 @@ class ModelConfig:
     to ``heads`` for multi-head attention), ``ffn_hidden`` (MLP width), ``seq_len`` (s, tokens
     per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` (three).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
+    ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
+    products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
+    gpu-cluster, unfused on a mesh2d (resolved by the plan).
     ``gemm`` is one matrix product ``C[m, n] = A[m, k] B[k, n]`` (:mod:`palm.workload.gemm`);
     ``sram_resident`` names its operands that already sit in SRAM (``"a"``, ``"b"``, ``"c"``:
     e.g. tt-metal's L1-sharded tensors) instead of starting or ending in DRAM.
@@ -57,6 +60,7 @@ class ModelConfig:
     k: int = 0
     n: int = 0
     sram_resident: tuple[str, ...] = ()
+    attention: Literal["auto", "flash", "unfused"] = "auto"
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
 
     @property

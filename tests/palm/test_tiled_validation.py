@@ -20,8 +20,8 @@ from palm.network.tensix_noc import (
     dram_bandwidth_Bps,
     route,
 )
-from palm.validation_report import tiled_report
 from palm.validation_tiled import default_tiled_file, load_tiled_cases
+from palm.validation_tiled_report import tiled_report
 from search.cli import build_parser
 
 WORMHOLE = hardware_preset("wormhole-n150")
