@@ -52,7 +52,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["load_config", "parse_config", "apply_overrides", "config_to_dict", "validate"]
+__all__ = [
+    "load_config",
+    "parse_config",
+    "apply_overrides",
+    "config_to_dict",
+    "validate",
+    "MAX_LAYERS",
+    "MAX_DEVICES",
+    "MAX_PIPELINE_PASSES",
+    "MAX_DRAM_CHANNELS",
+]
 
 _SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
@@ -493,6 +503,8 @@ def _validate_model(m: ModelConfig) -> None:
     for name in ("layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"):
         if getattr(m, name) < 1:
             raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+    if m.layers > MAX_LAYERS:
+        raise ConfigError("model.layers", m.layers, f"at most {MAX_LAYERS:,} layers ({_WHY})")
     if m.hidden % m.heads:
         raise ConfigError("model.heads", m.heads, f"a divisor of model.hidden = {m.hidden}")
     kv = m.kv_heads or m.heads
@@ -500,13 +512,55 @@ def _validate_model(m: ModelConfig) -> None:
         raise ConfigError("model.kv_heads", kv, f"a divisor of model.heads = {m.heads}")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _divisors(n: int) -> list[int] | str:
+    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here."""
+    if n > 10**12:
+        return "its divisors"
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+#: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
+#: them a config is refused with a one-line error instead of running out of time or memory.
+MAX_LAYERS = 10_000
+MAX_DEVICES = 2**20
+MAX_PIPELINE_PASSES = 2**17
+MAX_DRAM_CHANNELS = 2**16
+_WHY = "the simulator's work grows with it"
+
+
+def _validate_bounds(config: SimConfig) -> None:
+    """Refuse sizes whose cost grows with their value: devices (meshes, rings and placement are
+    arrays over devices), DRAM channels, and micro-batches x pipeline chunks (the event engine
+    simulates every forward and backward pass)."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    devices = hw.device_count if isinstance(hw, Mesh2DHardware) else max(par.devices, hw.gpus)
+    if devices > MAX_DEVICES:
+        where = (
+            "hardware.tiles x cores_per_tile"
+            if isinstance(hw, Mesh2DHardware)
+            else ("hardware.gpus" if hw.gpus > par.devices else "parallelism.tp*pp*dp")
+        )
+        raise ConfigError(where, devices, f"at most {MAX_DEVICES:,} devices ({_WHY})")
+    if isinstance(hw, Mesh2DHardware) and hw.dram_channels > MAX_DRAM_CHANNELS:
+        raise ConfigError(
+            "hardware.dram_channels", hw.dram_channels, f"at most {MAX_DRAM_CHANNELS:,} ({_WHY})"
+        )
+    per_pipeline = tr.global_batch // max(1, par.dp * tr.micro_batch)
+    if per_pipeline * par.pp * par.chunks > MAX_PIPELINE_PASSES:
+        raise ConfigError(
+            "training.global_batch",
+            tr.global_batch,
+            f"a value giving micro-batches x pp x interleave = "
+            f"{per_pipeline} x {par.pp} x {par.chunks} of at most {MAX_PIPELINE_PASSES:,} "
+            f"(the event engine simulates each pass)",
+        )
 
 
 def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
+    _validate_bounds(config)
     if m.family == "gemm":
         _validate_gemm(config)
         return
@@ -617,37 +671,6 @@ def validate(config: SimConfig) -> None:
         )
 
 
-def _validate_gemm(config: SimConfig) -> None:
-    """``family = "gemm"``: one product on the cores of a mesh chip, split by the chip's matmul
-    library (2-D blocks) or by ``linear_split``; no pipeline, no batch, no training."""
-    hw, tr, par = config.hardware, config.training, config.parallelism
-    if not isinstance(hw, Mesh2DHardware):
-        raise ConfigError("hardware", hw.name, "a mesh2d chip (e.g. wormhole-n150) for family gemm")
-    if tr.mode != "inference":
-        raise ConfigError("training.mode", tr.mode, "'inference' for family gemm (one product)")
-    if tr.global_batch != 1 or tr.micro_batch != 1:
-        raise ConfigError(
-            "training.global_batch", tr.global_batch, "1 with micro_batch 1 for family gemm"
-        )
-    if hw.peak_flops(tr.precision) <= 0:
-        ok = [p for p in PRECISIONS if hw.core_peak_tflops.get(p) > 0]
-        raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if (par.tp, par.pp, par.dp) != (1, 1, 1):
-        raise ConfigError(
-            "parallelism.tp*pp*dp",
-            f"{par.tp}*{par.pp}*{par.dp}",
-            "1*1*1 for family gemm (the product is split over the compute grid; "
-            "parallelism.linear_split = [1, m, n, k] chooses the split)",
-        )
-    split = par.linear_split
-    if split and (len(split) != 4 or split[0] != 1 or math.prod(split) != hw.device_count):
-        raise ConfigError(
-            "parallelism.linear_split",
-            list(split),
-            f"[1, m, n, k] with m x n x k = the {hw.device_count} cores of the compute grid",
-        )
-
-
 def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
     """Context parallelism, uneven first / last pipeline stages and the FSDP alias."""
     m, par, tr = config.model, config.parallelism, config.training
@@ -693,6 +716,37 @@ def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
             f"{middle} stages (model.layers = {workload.blocks})"
             if middle
             else f"first + last = model.layers = {workload.blocks} when pp = 2",
+        )
+
+
+def _validate_gemm(config: SimConfig) -> None:
+    """``family = "gemm"``: one product on the cores of a mesh chip, split by the chip's matmul
+    library (2-D blocks) or by ``linear_split``; no pipeline, no batch, no training."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    if not isinstance(hw, Mesh2DHardware):
+        raise ConfigError("hardware", hw.name, "a mesh2d chip (e.g. wormhole-n150) for family gemm")
+    if tr.mode != "inference":
+        raise ConfigError("training.mode", tr.mode, "'inference' for family gemm (one product)")
+    if tr.global_batch != 1 or tr.micro_batch != 1:
+        raise ConfigError(
+            "training.global_batch", tr.global_batch, "1 with micro_batch 1 for family gemm"
+        )
+    if hw.peak_flops(tr.precision) <= 0:
+        ok = [p for p in PRECISIONS if hw.core_peak_tflops.get(p) > 0]
+        raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
+    if (par.tp, par.pp, par.dp) != (1, 1, 1):
+        raise ConfigError(
+            "parallelism.tp*pp*dp",
+            f"{par.tp}*{par.pp}*{par.dp}",
+            "1*1*1 for family gemm (the product is split over the compute grid; "
+            "parallelism.linear_split = [1, m, n, k] chooses the split)",
+        )
+    split = par.linear_split
+    if split and (len(split) != 4 or split[0] != 1 or math.prod(split) != hw.device_count):
+        raise ConfigError(
+            "parallelism.linear_split",
+            list(split),
+            f"[1, m, n, k] with m x n x k = the {hw.device_count} cores of the compute grid",
         )
 
 

@@ -90,13 +90,13 @@ class Mesh2DHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
+    sram_model: Literal["blocked", "algorithm1"] = "blocked"
     math_fidelity: str = ""
     compute_grid: tuple[int, int] = (0, 0)
     operand_feed_gbps: float = 0.0
     launch_us: float = 0.0
     host_dispatch_us: float = 0.0
     dispatch: Literal["trace", "host"] = "trace"
-    sram_model: Literal["blocked", "algorithm1"] = "blocked"
     topology: Literal["mesh2d"] = "mesh2d"
 
     @property

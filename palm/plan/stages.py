@@ -18,7 +18,10 @@ from palm.plan.types import ChunkCost, StageCost
 from palm.strategy import SimConfig
 from palm.workload.ops import Collective
 
-__all__ = ["stage_cost", "optimizer_time", "optimizer_bytes"]
+__all__ = ["MAX_DP_BUCKETS", "stage_cost", "optimizer_time", "optimizer_bytes"]
+
+#: most gradient buckets of a stage's DP reduction (docs/model.md, data parallelism)
+MAX_DP_BUCKETS = 1024
 
 
 def stage_cost(
@@ -56,7 +59,9 @@ def stage_cost(
             dp_s = rings.time(
                 [Collective("all-reduce", v, group=g) for g, v in sorted(per_group.items())], s
             )
-            buckets = max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20)))
+            # capped: beyond MAX_DP_BUCKETS the exposed time max(T/n, T - B(n-1)/n)
+            # moves by less than (T + B) / n, and the event engine simulates each bucket
+            buckets = min(MAX_DP_BUCKETS, max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20))))
         grad_bytes = reduced
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
         opt_s = optimizer_time(

@@ -56,11 +56,11 @@ class ModelConfig:
     learned_positions: bool = True
     image_size: int = 224
     classes: int = 1000
+    attention: Literal["auto", "flash", "unfused"] = "auto"
     m: int = 0
     k: int = 0
     n: int = 0
     sram_resident: tuple[str, ...] = ()
-    attention: Literal["auto", "flash", "unfused"] = "auto"
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
 
     @property
