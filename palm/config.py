@@ -372,6 +372,9 @@ def _check_ranges(obj: Any, section: str) -> None:
             elif f.name.endswith("_efficiency"):
                 if not 0 < value <= 1:
                     raise ConfigError(where, value, "a fraction in (0, 1]")
+            elif f.name == "capacity_factor":
+                if value < 0:
+                    raise ConfigError(where, value, "0 (dropless) or a number > 0")
             elif section.endswith("peak_tflops"):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0 (0 = unsupported)")
@@ -381,7 +384,7 @@ def _check_ranges(obj: Any, section: str) -> None:
             if f.name == "zero":
                 if value not in (0, 1, 2, 3):
                     raise ConfigError(where, value, "a ZeRO stage 0, 1, 2 or 3")
-            elif f.name in _NONNEG_INTS or section == "model":
+            elif f.name in _NONNEG_INTS or section.startswith("model"):
                 if value < 0:
                     raise ConfigError(where, value, "an integer >= 0")
             elif value < 1:
@@ -421,6 +424,79 @@ def _validate_model(m: ModelConfig) -> None:
     kv = m.kv_heads or m.heads
     if m.heads % kv:
         raise ConfigError("model.kv_heads", kv, f"a divisor of model.heads = {m.heads}")
+    _validate_moe_model(m)
+
+
+def _validate_moe_model(m: ModelConfig) -> None:
+    """Mixture-of-experts and MLA fields of a transformer ``[model]``."""
+    if m.experts:
+        if not 1 <= m.top_k <= m.experts:
+            raise ConfigError("model.top_k", m.top_k, f"an integer in 1..experts = {m.experts}")
+        if m.moe_ffn_hidden < 1:
+            raise ConfigError("model.moe_ffn_hidden", m.moe_ffn_hidden, "an integer >= 1")
+        if m.dense_layers >= m.layers:
+            raise ConfigError(
+                "model.dense_layers", m.dense_layers, f"fewer than model.layers = {m.layers}"
+            )
+        if m.moe_layer_freq < 1:
+            raise ConfigError("model.moe_layer_freq", m.moe_layer_freq, "an integer >= 1")
+        if m.moe_load_imbalance < 1:
+            raise ConfigError(
+                "model.moe_load_imbalance",
+                m.moe_load_imbalance,
+                "a number >= 1 (busiest device's routed tokens / mean; 1 = balanced)",
+            )
+    else:
+        for name in ("top_k", "moe_ffn_hidden", "shared_experts", "dense_layers"):
+            if getattr(m, name):
+                raise ConfigError(
+                    f"model.{name}", getattr(m, name), "0 unless model.experts > 0 (a MoE model)"
+                )
+    qk = m.head_dim or m.hidden // m.heads
+    if m.kv_lora_rank and (m.qk_rope_head_dim >= qk or m.v_head_dim < 1):
+        raise ConfigError(
+            "model.qk_rope_head_dim",
+            m.qk_rope_head_dim,
+            "less than model.head_dim (nope + rope), with model.v_head_dim >= 1 for MLA",
+        )
+
+
+def _validate_moe_parallelism(config: SimConfig) -> None:
+    """Megatron-Core's expert layout rules (parallel_state.initialize_model_parallel): the
+    ``tp x dp`` devices of a stage are regrouped as ``etp x ep x edp``."""
+    m, par = config.model, config.parallelism
+    if not m.is_moe:
+        for name in ("ep", "etp"):
+            if getattr(par, name) != 1:
+                raise ConfigError(
+                    f"parallelism.{name}",
+                    getattr(par, name),
+                    "1 for a dense model (model.experts = 0)",
+                )
+        return
+    if m.experts % par.ep:
+        raise ConfigError(
+            "parallelism.ep",
+            par.ep,
+            f"a divisor of model.experts = {m.experts}: {_divisors(m.experts)}",
+        )
+    if m.moe_ffn_hidden % par.etp:
+        raise ConfigError(
+            "parallelism.etp", par.etp, f"a divisor of model.moe_ffn_hidden = {m.moe_ffn_hidden}"
+        )
+    stage = par.tp * par.dp
+    if stage % (par.ep * par.etp):
+        raise ConfigError(
+            "parallelism.ep*etp",
+            f"{par.ep}*{par.etp} = {par.ep * par.etp}",
+            f"a divisor of tp x dp = {stage} (expert data parallelism = tp x dp / (ep x etp))",
+        )
+    if par.tp > 1 and not par.sequence_parallel:
+        raise ConfigError(
+            "parallelism.sequence_parallel",
+            par.sequence_parallel,
+            "true when tp > 1 with a MoE model (Megatron-Core requires it)",
+        )
 
 
 def _divisors(n: int) -> list[int]:
@@ -513,6 +589,7 @@ def validate(config: SimConfig) -> None:
                     par.tp,
                     f"a divisor of every operator's output width ({op.name} has {width})",
                 )
+    _validate_moe_parallelism(config)
     _validate_splits(config, workload)
     _validate_placement(config)
     comm = config.communication

@@ -24,7 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from palm.config import validate
-from palm.cost.collectives import bytes_sent_per_member, collective_time
+from palm.cost.collectives import (
+    RingStep,
+    bytes_sent_per_member,
+    cluster_all_to_all_step,
+    collective_time,
+)
 from palm.cost.compute import DeviceRates, OpTimes, device_rates, op_times
 from palm.cost.memory import (
     MemoryBreakdown,
@@ -33,7 +38,7 @@ from palm.cost.memory import (
     state_bytes_per_param,
 )
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
-from palm.hardware.spec import Mesh2DHardware
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.dram import DramAccess, dram_access
 from palm.network.intergroup import HandOff
 from palm.network.intergroup import hand_off as intergroup_hand_off
@@ -49,6 +54,7 @@ from palm.network.rings import stage_ring_profile
 from palm.partition import chunk_ranges, partition
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
+from palm.workload.moe import expert_params_per_device, with_expert_layout
 from palm.workload.ops import (
     Collective,
     Conv2d,
@@ -217,6 +223,9 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     training = tr.mode == "train"
     mesh = isinstance(hw, Mesh2DHardware)
     workload = _with_splits(build_workload(config.model), config)
+    workload = dataclasses.replace(
+        workload, ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.etp)
+    )
     rates = device_rates(hw, tr.precision)
     placement = make_placement(config)
     sp = par.sequence_parallel and par.tp > 1
@@ -313,8 +322,11 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
 
     # stage weights decide whether weights stay in SRAM (mesh) for all of the stage's chunks
     stage_params = [0.0] * par.pp
+    stage_experts = [0.0] * par.pp  # of which expert weights, sharded by ZeRO over edp
+    edp = par.tp * par.dp // (par.ep * par.etp)
     for c, (lo, hi) in enumerate(ranges):
         stage_params[c % par.pp] += sum(op.params_per_device(tp=tp) for op in workload.ops[lo:hi])
+        stage_experts[c % par.pp] += expert_params_per_device(workload.ops[lo:hi])
 
     def stage_memory(s: int, mode: RecomputeMode) -> tuple[MemoryBreakdown, float]:
         act = 0.0
@@ -332,13 +344,28 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             parallelism=par, stage=s, micro_batches=micro_batches, training=training
         )
         memory = MemoryBreakdown.for_stage(
-            params=stage_params[s],
+            params=stage_params[s] - stage_experts[s],
             states=states,
             zero=tr.zero if training else 0,
             dp=par.dp,
             activation_bytes_per_microbatch=act,
             in_flight=in_flight,
         )
+        if stage_experts[s]:
+            experts = MemoryBreakdown.for_stage(
+                params=stage_experts[s],
+                states=states,
+                zero=tr.zero if training else 0,
+                dp=edp,
+                activation_bytes_per_microbatch=0.0,
+                in_flight=0.0,
+            )
+            memory = MemoryBreakdown(
+                *(
+                    getattr(memory, f.name) + getattr(experts, f.name)
+                    for f in dataclasses.fields(memory)
+                )
+            )
         return memory, in_flight
 
     if asked == "auto":
@@ -389,15 +416,25 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             )
         return cache[key]
 
-    group_cache: dict[tuple[int, str], tuple[Profile, int]] = {}
+    group_cache: dict[tuple[int, str, bool], tuple[RingStep, int]] = {}
 
-    def group_profile(stage: int, group: str) -> tuple[Profile, int]:
-        """The ring profile and size of ``group`` ("tp", "dp" or a split group) in ``stage``."""
+    def group_profile(stage: int, group: str, a2a: bool = False) -> tuple[RingStep, int]:
+        """The ring profile and size of ``group`` ("tp", "dp", an expert group "ep", "etp",
+        "edp", or a split group) in ``stage``; an all-to-all (``a2a``) over the expert-parallel
+        group of a GPU cluster is priced as one (:func:`cluster_all_to_all_step`)."""
         if group == "tp":
             return tp_prof[stage], tp
         if group == "dp":
             return dp_prof[stage], par.dp
-        key = (stage, group)
+        key = (stage, group, a2a)
+        if group in _EXPERT_AXES and key not in group_cache:
+            layout, axis = (edp, par.ep, par.etp), _EXPERT_AXES[group]
+            arr = arrays(stage).reshape(*layout, 2) if mesh else arrays(stage).reshape(layout)
+            if a2a and isinstance(hw, GpuClusterHardware):
+                step: RingStep = cluster_all_to_all_step(hw, np.moveaxis(arr, axis, -1))
+            else:
+                step = _ring_profile(config, arr, axis, with_links=with_links)
+            group_cache[key] = (step, layout[axis])
         if key not in group_cache:
             shape_text, axis_text = group.split(":")
             shape = tuple(int(x) for x in shape_text.split("x"))
@@ -409,7 +446,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     def coll_time(colls: Sequence[Collective], stage: int) -> float:
         total = 0.0
         for x in colls:
-            prof, n = group_profile(stage, x.group)
+            prof, n = group_profile(stage, x.group, x.kind == "all-to-all")
             total += collective_time(x, n=n, step=prof)
         return total
 
@@ -542,12 +579,18 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 buckets = max(1, math.ceil(reduced / bucket_bytes))
             grad_bytes = reduced
             in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations[s].values())
-            opt_s = _optimizer_time(
-                params,
-                config,
-                rates,
-                shards=par.dp if tr.zero >= 1 else 1,
-                dram=dram[s] if (dram is not None and in_dram) else None,
+            opt_s = sum(
+                _optimizer_time(
+                    n_params,
+                    config,
+                    rates,
+                    shards=shards if tr.zero >= 1 else 1,
+                    dram=dram[s] if (dram is not None and in_dram) else None,
+                )
+                for n_params, shards in (
+                    (params - stage_experts[s], par.dp),
+                    (stage_experts[s], edp),
+                )
             )
         stages.append(
             StageCost(
@@ -562,7 +605,10 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
                 optimizer_s=opt_s,
                 optimizer_in_dram=training and dram is not None and in_dram,
                 optimizer_bytes=(
-                    _optimizer_bytes(params, config, shards=par.dp if tr.zero >= 1 else 1)
+                    _optimizer_bytes(
+                        params - stage_experts[s], config, shards=par.dp if tr.zero >= 1 else 1
+                    )
+                    + _optimizer_bytes(stage_experts[s], config, shards=edp if tr.zero >= 1 else 1)
                     if training
                     else 0.0
                 ),
@@ -585,6 +631,11 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         dram=dram,
         sram=tuple(tuple(sorted(a.items())) for a in allocations) if mesh else (),
     )
+
+
+#: axis of each expert group in a stage's devices regrouped as (edp, ep, etp), Megatron-Core's
+#: expert layout (etp fastest)
+_EXPERT_AXES = {"edp": 0, "ep": 1, "etp": 2}
 
 
 def _hand_off_time(

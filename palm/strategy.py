@@ -58,7 +58,11 @@ class ParallelismConfig:
     25 MiB). ``linear_split = [b, m, n, k]``, ``conv_split = [b, c, i, k]`` and
     ``pool_split = [b, c, i]`` run the Linear, Conv2d and Pool operators of a stage with the
     operator-level splits of paper Table III (their product must be the stage group size
-    ``tp x dp``); empty keeps tensor parallelism by output features."""
+    ``tp x dp``); empty keeps tensor parallelism by output features. ``ep`` (expert
+    parallelism) and ``etp`` (expert tensor parallelism) lay the experts of a mixture-of-experts
+    model over the same ``tp x dp`` devices of a stage, Megatron-Core style: experts split
+    ``ep`` ways, each expert's MLP ``etp`` ways, expert gradients reduced over the other
+    ``tp x dp / (ep x etp)`` devices (:mod:`palm.workload.moe`)."""
 
     tp: int = 1
     pp: int = 1
@@ -70,6 +74,8 @@ class ParallelismConfig:
     linear_split: tuple[int, ...] = ()
     conv_split: tuple[int, ...] = ()
     pool_split: tuple[int, ...] = ()
+    ep: int = 1
+    etp: int = 1
 
     @property
     def devices(self) -> int:

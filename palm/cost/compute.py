@@ -4,7 +4,8 @@ A matrix multiply ``C[m, n] = A[m, k] B[k, n]`` runs at
 
     eff(m, n, k) = matmul_efficiency * s(m) * s(n) * s(k),   s(d) = d / (d + matmul_half_dim)
 
-of the device's peak for its precision: ``matmul_efficiency`` is the fraction of peak that
+of the device's peak for its precision (times ``grouped_gemm_efficiency`` for the many small
+products of a mixture-of-experts grouped GEMM): ``matmul_efficiency`` is the fraction of peak that
 large, well-shaped products reach (tile quantisation, pipeline fill, clock throttling under
 sustained load), and ``s(d)`` is the loss of a small dimension, which halves throughput when
 ``d = matmul_half_dim``. Each product also takes at least the time to read its operands and
@@ -41,6 +42,7 @@ class DeviceRates:
     dram_bandwidth_Bps: float
     sram_bytes: float
     elem_bytes: int
+    grouped_gemm_efficiency: float = 1.0
 
 
 def device_rates(hw: Hardware, precision: str) -> DeviceRates:
@@ -55,6 +57,7 @@ def device_rates(hw: Hardware, precision: str) -> DeviceRates:
             dram_bandwidth_Bps=hbm,
             sram_bytes=float("inf"),
             elem_bytes=elem,
+            grouped_gemm_efficiency=hw.grouped_gemm_efficiency,
         )
     return DeviceRates(
         peak_flops=hw.core_peak_tflops.get(precision) * 1e12,
@@ -71,7 +74,8 @@ def gemm_efficiency(g: Gemm, rates: DeviceRates) -> float:
     """Achievable fraction of peak for the shape of ``g``."""
     h = rates.matmul_half_dim
     sat = (g.m / (g.m + h)) * (g.n / (g.n + h)) * (g.k / (g.k + h))
-    return rates.matmul_efficiency * sat
+    grouped = rates.grouped_gemm_efficiency if g.grouped else 1.0
+    return rates.matmul_efficiency * sat * grouped
 
 
 def gemm_time(g: Gemm, rates: DeviceRates) -> float:
@@ -86,7 +90,7 @@ def gemm_time(g: Gemm, rates: DeviceRates) -> float:
 def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
     """Input gradient ``dA = dC B^T`` (m x k, inner n) and weight gradient ``dB = A^T dC``
     (k x n, inner m): each as many FLOPs as the forward product, with other shapes."""
-    return (Gemm(g.m, g.k, g.n, g.count), Gemm(g.k, g.n, g.m, g.count))
+    return (Gemm(g.m, g.k, g.n, g.count, g.grouped), Gemm(g.k, g.n, g.m, g.count, g.grouped))
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,9 @@ NIC into a fat tree whose core is non-blocking. A device is one GPU. The device 
 from the parallel strategy unless ``gpus`` fixes it.
 
 Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
-(``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``); their values and origin are
-in ``docs/model.md``.
+(``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on a GPU cluster also
+``grouped_gemm_efficiency``, the extra loss of a mixture-of-experts grouped GEMM, 1.0 = only the
+shape rule); their values and origin are in ``docs/model.md``.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ class GpuClusterHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 64.0
     memory_efficiency: float = 0.85
+    grouped_gemm_efficiency: float = 1.0
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property
