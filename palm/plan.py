@@ -224,7 +224,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     mesh = isinstance(hw, Mesh2DHardware)
     workload = _with_splits(build_workload(config.model), config)
     workload = dataclasses.replace(
-        workload, ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.etp)
+        workload, ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.expert_tp)
     )
     rates = device_rates(hw, tr.precision)
     placement = make_placement(config)
@@ -323,7 +323,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     # stage weights decide whether weights stay in SRAM (mesh) for all of the stage's chunks
     stage_params = [0.0] * par.pp
     stage_experts = [0.0] * par.pp  # of which expert weights, sharded by ZeRO over edp
-    edp = par.tp * par.dp // (par.ep * par.etp)
+    edp = par.expert_dp
     for c, (lo, hi) in enumerate(ranges):
         stage_params[c % par.pp] += sum(op.params_per_device(tp=tp) for op in workload.ops[lo:hi])
         stage_experts[c % par.pp] += expert_params_per_device(workload.ops[lo:hi])
@@ -428,7 +428,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             return dp_prof[stage], par.dp
         key = (stage, group, a2a)
         if group in _EXPERT_AXES and key not in group_cache:
-            layout, axis = (edp, par.ep, par.etp), _EXPERT_AXES[group]
+            layout, axis = (edp, par.ep, par.expert_tp), _EXPERT_AXES[group]
             arr = arrays(stage).reshape(*layout, 2) if mesh else arrays(stage).reshape(layout)
             if a2a and isinstance(hw, GpuClusterHardware):
                 step: RingStep = cluster_all_to_all_step(hw, np.moveaxis(arr, axis, -1))

@@ -62,7 +62,8 @@ class ParallelismConfig:
     parallelism) and ``etp`` (expert tensor parallelism) lay the experts of a mixture-of-experts
     model over the same ``tp x dp`` devices of a stage, Megatron-Core style: experts split
     ``ep`` ways, each expert's MLP ``etp`` ways, expert gradients reduced over the other
-    ``tp x dp / (ep x etp)`` devices (:mod:`palm.workload.moe`)."""
+    ``tp x dp / (ep x etp)`` devices (:mod:`palm.workload.moe`); ``etp = 0`` (the default)
+    means ``etp = tp``, Megatron-Core's default."""
 
     tp: int = 1
     pp: int = 1
@@ -75,7 +76,17 @@ class ParallelismConfig:
     conv_split: tuple[int, ...] = ()
     pool_split: tuple[int, ...] = ()
     ep: int = 1
-    etp: int = 1
+    etp: int = 0
+
+    @property
+    def expert_tp(self) -> int:
+        """The expert tensor-parallel degree: ``etp``, or ``tp`` when ``etp = 0``."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallelism: the devices of a stage over ``ep x etp``."""
+        return self.tp * self.dp // (self.ep * self.expert_tp)
 
     @property
     def devices(self) -> int:

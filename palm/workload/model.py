@@ -29,7 +29,8 @@ class ModelConfig:
 
     ``layers`` (L), ``hidden`` (h), ``heads`` (a), ``kv_heads`` (grouped-query attention; equal
     to ``heads`` for multi-head attention), ``ffn_hidden`` (MLP width), ``seq_len`` (s, tokens
-    per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` (three).
+    per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` / ``geglu``
+    (gated, three).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
     ``head_dim`` is the attention head width (0 = ``hidden / heads``; Gemma and Qwen3 differ).
 
@@ -54,7 +55,7 @@ class ModelConfig:
     ffn_hidden: int = 0
     seq_len: int = 0
     vocab: int = 0
-    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True

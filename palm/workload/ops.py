@@ -327,7 +327,8 @@ class Pool(Op):
 @dataclass(frozen=True)
 class TransformerLayer(Op):
     """One pre-norm decoder/encoder layer: attention (with grouped-query attention when
-    ``kv_heads < heads``) and an MLP (GELU with two matrices or SwiGLU with three).
+    ``kv_heads < heads``) and an MLP (GELU with two matrices, or a gated MLP with three:
+    SwiGLU, or GeGLU as in Gemma).
 
     Forward FLOPs per sample with ``ffn = 4h`` and ``kv_heads = heads``: ``24 s h^2 + 4 s^2 h``
     (Narayanan et al., SC21, sec. 5.1), counting the full ``s x s`` score matrix.
@@ -341,7 +342,7 @@ class TransformerLayer(Op):
     kv_heads: int
     ffn_hidden: int
     seq_len: int
-    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
@@ -364,7 +365,7 @@ class TransformerLayer(Op):
 
     @property
     def _mlp_in_mats(self) -> int:
-        return 2 if self.mlp == "swiglu" else 1
+        return 2 if self.mlp in ("swiglu", "geglu") else 1
 
     @property
     def params(self) -> int:

@@ -320,3 +320,12 @@ def test_moe_layer_frequency_and_dense_layers() -> None:
     assert kinds == [False, False, True, False, True, False]
     layers = [op for op in build_workload(m).ops if isinstance(op, TransformerLayer)]
     assert [isinstance(op, MoELayer) for op in layers[:4]] == [False, False, True, False]
+
+
+def test_etp_defaults_to_tp_like_megatron_core() -> None:
+    plan = build_plan(parse_config(mixtral(tp=2, dp=8, ep=4, sequence_parallel=True)))
+    layer = next(op for op in plan.workload.ops if isinstance(op, MoELayer))
+    assert (layer.ep, layer.etp) == (4, 2)  # edp = 2 x 8 / (4 x 2) = 2
+    explicit = build_plan(parse_config(mixtral(tp=2, dp=8, ep=4, etp=1, sequence_parallel=True)))
+    layer = next(op for op in explicit.workload.ops if isinstance(op, MoELayer))
+    assert (layer.ep, layer.etp) == (4, 1)
