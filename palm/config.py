@@ -52,6 +52,10 @@ __all__ = [
     "config_to_dict",
     "validate",
     "hf_model_config",
+    "MAX_LAYERS",
+    "MAX_DEVICES",
+    "MAX_PIPELINE_PASSES",
+    "MAX_DRAM_CHANNELS",
 ]
 
 _SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
@@ -417,7 +421,15 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
 # generic typed builder
 # --------------------------------------------------------------------------------------------
 
-_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding", "etp"}
+_NONNEG_INTS = {
+    "zero",
+    "gpus",
+    "kv_heads",
+    "padding",
+    "first_stage_layers",
+    "last_stage_layers",
+    "etp",
+}
 _T = typing.TypeVar("_T")
 
 
@@ -430,7 +442,8 @@ def _build(cls: type[_T], table: dict[str, Any], section: str, *, base: _T | Non
         if key not in fields or key in ("topology", "graph_ops"):
             allowed = sorted(k for k in fields if k not in ("topology", "graph_ops"))
             raise ConfigError(where, raw, f"a known field: {', '.join(allowed)}")
-        values[key] = _coerce(raw, hints[key], where)
+        inner = getattr(base, key) if base is not None else None
+        values[key] = _coerce(raw, hints[key], where, base=inner)
     if base is None:
         missing = [
             name
@@ -448,7 +461,10 @@ def _build(cls: type[_T], table: dict[str, Any], section: str, *, base: _T | Non
     return obj
 
 
-def _coerce(raw: Any, hint: Any, where: str) -> Any:
+def _coerce(raw: Any, hint: Any, where: str, *, base: Any = None) -> Any:
+    """``raw`` checked against the type ``hint``. A nested table (a dataclass field such as
+    ``peak_tflops``) merges into ``base``, the preset's value, field by field: overriding one
+    precision keeps the others."""
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin is typing.Literal:
@@ -476,7 +492,11 @@ def _coerce(raw: Any, hint: Any, where: str) -> Any:
     if hint is PeakTflops:
         if not isinstance(raw, dict):
             raise ConfigError(where, raw, "a table of TFLOP/s by precision (fp32, bf16, ...)")
-        return _build(PeakTflops, raw, where)
+        return _build(PeakTflops, raw, where, base=base)
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if not isinstance(raw, dict):
+            raise ConfigError(where, raw, "a table")
+        return _build(hint, raw, where, base=base)
     if origin is tuple:
         if not isinstance(raw, list):
             raise ConfigError(where, raw, "an array")
@@ -566,6 +586,8 @@ def _validate_model(m: ModelConfig) -> None:
     for name in ("layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"):
         if getattr(m, name) < 1:
             raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+    if m.layers > MAX_LAYERS:
+        raise ConfigError("model.layers", m.layers, f"at most {MAX_LAYERS:,} layers ({_WHY})")
     if m.hidden % m.heads:
         raise ConfigError("model.heads", m.heads, f"a divisor of model.hidden = {m.hidden}")
     kv = m.kv_heads or m.heads
@@ -610,7 +632,7 @@ def _validate_moe_model(m: ModelConfig) -> None:
 
 def _validate_moe_parallelism(config: SimConfig) -> None:
     """Megatron-Core's expert layout rules (parallel_state.initialize_model_parallel): the
-    ``tp x dp`` devices of a stage are regrouped as ``etp x ep x edp``."""
+    ``tp x cp x dp`` devices of a stage are regrouped as ``etp x ep x edp``."""
     m, par = config.model, config.parallelism
     if not m.is_moe:
         if par.ep != 1:
@@ -633,12 +655,13 @@ def _validate_moe_parallelism(config: SimConfig) -> None:
             etp,
             f"a divisor of model.moe_ffn_hidden = {m.moe_ffn_hidden} (0 means etp = tp)",
         )
-    stage = par.tp * par.dp
+    stage = par.tp * par.cp * par.dp
     if stage % (par.ep * etp):
         raise ConfigError(
             "parallelism.ep*etp",
             f"{par.ep}*{etp} = {par.ep * etp}",
-            f"a divisor of tp x dp = {stage} (expert data parallelism = tp x dp / (ep x etp))",
+            f"a divisor of tp x cp x dp = {stage} "
+            "(expert data parallelism = tp x cp x dp / (ep x etp))",
         )
     if par.tp > 1 and not par.sequence_parallel:
         raise ConfigError(
@@ -648,13 +671,55 @@ def _validate_moe_parallelism(config: SimConfig) -> None:
         )
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _divisors(n: int) -> list[int] | str:
+    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here."""
+    if n > 10**12:
+        return "its divisors"
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+#: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
+#: them a config is refused with a one-line error instead of running out of time or memory.
+MAX_LAYERS = 10_000
+MAX_DEVICES = 2**20
+MAX_PIPELINE_PASSES = 2**17
+MAX_DRAM_CHANNELS = 2**16
+_WHY = "the simulator's work grows with it"
+
+
+def _validate_bounds(config: SimConfig) -> None:
+    """Refuse sizes whose cost grows with their value: devices (meshes, rings and placement are
+    arrays over devices), DRAM channels, and micro-batches x pipeline chunks (the event engine
+    simulates every forward and backward pass)."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    devices = hw.device_count if isinstance(hw, Mesh2DHardware) else max(par.devices, hw.gpus)
+    if devices > MAX_DEVICES:
+        where = (
+            "hardware.tiles x cores_per_tile"
+            if isinstance(hw, Mesh2DHardware)
+            else ("hardware.gpus" if hw.gpus > par.devices else "parallelism.tp*pp*dp")
+        )
+        raise ConfigError(where, devices, f"at most {MAX_DEVICES:,} devices ({_WHY})")
+    if isinstance(hw, Mesh2DHardware) and hw.dram_channels > MAX_DRAM_CHANNELS:
+        raise ConfigError(
+            "hardware.dram_channels", hw.dram_channels, f"at most {MAX_DRAM_CHANNELS:,} ({_WHY})"
+        )
+    per_pipeline = tr.global_batch // max(1, par.dp * tr.micro_batch)
+    if per_pipeline * par.pp * par.chunks > MAX_PIPELINE_PASSES:
+        raise ConfigError(
+            "training.global_batch",
+            tr.global_batch,
+            f"a value giving micro-batches x pp x interleave = "
+            f"{per_pipeline} x {par.pp} x {par.chunks} of at most {MAX_PIPELINE_PASSES:,} "
+            f"(the event engine simulates each pass)",
+        )
 
 
 def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
+    _validate_bounds(config)
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
@@ -670,7 +735,8 @@ def validate(config: SimConfig) -> None:
         if kv % par.tp and par.tp % kv:
             raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
     workload = build_workload(m)
-    if par.pp * par.chunks > workload.blocks:
+    uneven = bool(par.first_stage_layers or par.last_stage_layers)
+    if par.pp * par.chunks > workload.blocks + (2 if uneven and workload.transformer else 0):
         what = "layers" if workload.transformer else "operators"
         raise ConfigError(
             "parallelism.pp",
@@ -678,12 +744,7 @@ def validate(config: SimConfig) -> None:
             f"at most {workload.blocks // par.chunks} stages: "
             f"pp x interleave <= {workload.blocks} {what}",
         )
-    if par.chunks > 1 and workload.transformer and workload.blocks % (par.pp * par.chunks):
-        raise ConfigError(
-            "parallelism.interleave",
-            par.interleave,
-            f"a value with pp x interleave dividing the {workload.blocks} layers",
-        )
+    _validate_modern_parallelism(config, workload)
     if par.interleave > 1 and par.schedule != "interleaved-1f1b" and par.pp > 1:
         raise ConfigError(
             "parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'"
@@ -719,9 +780,12 @@ def validate(config: SimConfig) -> None:
                 f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
             )
     elif hw.gpus and par.devices != hw.gpus:
+        names, values = ("tp*pp*dp", f"{par.tp}*{par.pp}*{par.dp}")
+        if par.cp > 1:
+            names, values = (names + "*cp", values + f"*{par.cp}")
         raise ConfigError(
-            "parallelism.tp*pp*dp",
-            f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
+            f"parallelism.{names}",
+            f"{values} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
     if par.tp > 1 and not workload.transformer:
@@ -761,6 +825,54 @@ def validate(config: SimConfig) -> None:
     if comm.adapters > group:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
+        )
+
+
+def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
+    """Context parallelism, uneven first / last pipeline stages and the FSDP alias."""
+    m, par, tr = config.model, config.parallelism, config.training
+    if par.cp > 1:
+        if not workload.transformer:
+            raise ConfigError("parallelism.cp", par.cp, "1 for a model without attention")
+        if m.seq_len % (2 * par.cp):
+            raise ConfigError(
+                "parallelism.cp",
+                par.cp,
+                f"a value with 2 x cp dividing model.seq_len = {m.seq_len} "
+                "(load-balanced causal chunks)",
+            )
+        if isinstance(config.hardware, Mesh2DHardware):
+            raise ConfigError("parallelism.cp", par.cp, "1 on a mesh2d (a gpu-cluster feature)")
+    if tr.fsdp and tr.zero not in (0, 3):
+        raise ConfigError("training.zero", tr.zero, "0 or 3 with training.fsdp = true")
+    given = [
+        (name, getattr(par, name))
+        for name in ("first_stage_layers", "last_stage_layers")
+        if getattr(par, name)
+    ]
+    if not given:
+        return
+    if not workload.transformer or par.pp < 2:
+        name, value = given[0]
+        raise ConfigError(f"parallelism.{name}", value, "0 unless a transformer with pp >= 2")
+    for name, value in given:
+        if value < par.chunks - 1:
+            raise ConfigError(
+                f"parallelism.{name}",
+                value,
+                f"at least one layer per chunk but the end one ({par.chunks - 1})",
+            )
+    rest = workload.blocks - sum(v for _, v in given)
+    middle = par.pp - len(given)
+    if rest < middle * par.chunks or (middle == 0 and rest != 0):
+        name, value = given[-1]
+        raise ConfigError(
+            f"parallelism.{name}",
+            value,
+            f"a value leaving {middle * par.chunks or 'no'} layers or more for the other "
+            f"{middle} stages (model.layers = {workload.blocks})"
+            if middle
+            else f"first + last = model.layers = {workload.blocks} when pp = 2",
         )
 
 

@@ -32,6 +32,9 @@ class ModelConfig:
     per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` / ``geglu``
     (gated, three).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
+    ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
+    products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
+    gpu-cluster, unfused on a mesh2d (resolved by the plan).
     ``head_dim`` is the attention head width (0 = ``hidden / heads``; Gemma and Qwen3 differ).
 
     Mixture of experts (:mod:`palm.workload.moe`, docs/model.md "Mixture of experts"):
@@ -63,6 +66,7 @@ class ModelConfig:
     learned_positions: bool = True
     image_size: int = 224
     classes: int = 1000
+    attention: Literal["auto", "flash", "unfused"] = "auto"
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
     head_dim: int = 0
     experts: int = 0

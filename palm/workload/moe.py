@@ -39,7 +39,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from palm.workload.ops import Collective, Gemm, Op, RecomputeMode, TransformerLayer
+from palm.workload.ops import (
+    Collective,
+    FusedAttention,
+    Gemm,
+    Op,
+    RecomputeMode,
+    TransformerLayer,
+)
 
 __all__ = ["MoELayer", "with_expert_layout", "expert_params_per_device"]
 
@@ -164,11 +171,36 @@ class MoELayer(TransformerLayer):
 
     # ---------------------------------------------------------------------------- products
 
-    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, Gemm]:
-        if not self.mla:
+    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        if not self.mla or self.attention == "flash":
             return super()._attention_gemms(batch=batch, tp=tp)
-        s, heads = self.seq_len, batch * self.heads // tp
-        return (Gemm(s, s, self.head_dim, heads), Gemm(s, self.v_head_dim, s, heads))
+        # MLA: Q K^T over heads of d_nope + d_rope, P V over heads of d_v; BF16 under FP8
+        s, kv, heads = self.seq_len, self.context_len, batch * self.heads // tp
+        return (
+            Gemm(s, kv, self.head_dim, heads, fp8=False),
+            Gemm(s, self.v_head_dim, kv, heads, fp8=False),
+        )
+
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: int) -> FusedAttention | None:
+        """FlashAttention; under MLA ``Q K^T`` runs over heads of ``d_nope + d_rope`` and
+        ``P V`` over heads of ``d_v`` (``2 s s_kv (d_qk + d_v)`` FLOPs per head), and K and V
+        are per-head (the latent is expanded before the kernel, as in training)."""
+        fused = super().fused_attention(batch=batch, tp=tp, act_bytes=act_bytes)
+        if fused is None or not self.mla:
+            return fused
+        s, kv, p = self.seq_len, self.context_len, act_bytes
+        heads = batch * self.heads / tp
+        dqk, dv = self.head_dim, self.v_head_dim
+        mask = 0.5 if self.causal else 1.0
+        q = s * dqk * heads * p  # Q or dQ
+        k = s * dqk * heads * p  # the local K or dK
+        v = s * dv * heads * p  # V, O, dO, dV
+        lse = 4.0 * s * heads
+        return FusedAttention(
+            forward_flops=2.0 * s * kv * (dqk + dv) * heads * mask,
+            forward_bytes=q + k + v + v + lse,  # read Q, K, V; write O, LSE
+            backward_bytes=q + k + 3 * v + lse + q + k + v,  # read Q,K,V,O,dO,LSE; write dQ,dK,dV
+        )
 
     def _mla_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         t, h, heads = batch * self.seq_len, self.hidden, self.heads // tp
@@ -197,7 +229,8 @@ class MoELayer(TransformerLayer):
         local = self.experts // self.ep
         rows = math.ceil(self.expert_tokens(batch=batch, tp=tp) / local)
         width = self.moe_ffn_hidden // self.etp
-        router = Gemm(math.ceil(self.tokens_in(batch=batch, tp=tp)), self.experts, h)
+        # the router stays in BF16 under FP8 training (Transformer Engine runs linear layers only)
+        router = Gemm(math.ceil(self.tokens_in(batch=batch, tp=tp)), self.experts, h, fp8=False)
         shared = self._mlp_gemms(
             batch * self.seq_len, self.shared_experts * self.moe_ffn_hidden, tp
         )

@@ -271,7 +271,7 @@ def test_more_expert_parallelism_less_memory_more_all_to_all() -> None:
     ("changes", "field", "fragment"),
     [
         ({"ep": 3}, "parallelism.ep", "a divisor of model.experts = 8"),
-        ({"ep": 8, "etp": 4}, "parallelism.ep*etp", "a divisor of tp x dp = 16"),
+        ({"ep": 8, "etp": 4}, "parallelism.ep*etp", "a divisor of tp x cp x dp = 16"),
         ({"ep": 1, "etp": 5}, "parallelism.etp", "a divisor of model.moe_ffn_hidden = 14336"),
         ({"ep": 0}, "parallelism.ep", "an integer >= 1"),
         ({"tp": 2, "dp": 8}, "parallelism.sequence_parallel", "true when tp > 1"),
@@ -329,3 +329,38 @@ def test_etp_defaults_to_tp_like_megatron_core() -> None:
     explicit = build_plan(parse_config(mixtral(tp=2, dp=8, ep=4, etp=1, sequence_parallel=True)))
     layer = next(op for op in explicit.workload.ops if isinstance(op, MoELayer))
     assert (layer.ep, layer.etp) == (4, 1)
+
+
+def test_router_stays_in_bf16_and_experts_run_in_fp8() -> None:
+    router, up, down = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    assert router.fp8 is False and up.fp8 and down.fp8
+
+
+def test_mla_flash_attention_flops_hand_worked() -> None:
+    # DeepSeek-V3 attention, one sequence of 4096, causal: Q K^T over heads of 192, P V over
+    # heads of 128 -> 2 s^2 (192 + 128) x 128 heads / 2
+    layer = next(
+        op
+        for op in build_workload(MODEL_PRESETS["deepseek-v3"]).ops
+        if isinstance(op, MoELayer) and op.experts
+    )
+    flash = dataclasses.replace(layer, attention="flash")
+    fused = flash.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused is not None
+    assert fused.forward_flops == 2 * 4096**2 * (192 + 128) * 128 / 2
+    unfused = dataclasses.replace(layer, attention="unfused", causal=False)
+    qk, pv = unfused._attention_gemms(batch=1, tp=1)
+    assert (qk.m, qk.n, qk.k, qk.count) == (4096, 4096, 192, 128)
+    assert (pv.m, pv.n, pv.k) == (4096, 128, 4096) and not qk.fp8
+
+
+def test_context_parallel_ranks_join_the_expert_layout() -> None:
+    # cp 2 doubles a stage's ranks: ep 8 x etp 1 over tp 1 x cp 2 x dp 8 = 16 -> edp 2
+    plan = build_plan(parse_config(mixtral(dp=8, ep=8, cp=2)))
+    layer = next(op for op in plan.workload.ops if isinstance(op, MoELayer))
+    assert layer.seq_len == 2048  # each CP rank routes its half of the sequence
+    assert plan.config.parallelism.expert_dp == 2
+    colls = layer.update_collectives(tp=1, dp=16, grad_bytes=2.0)
+    assert [c.group for c in colls] == ["dp", "edp"]
+    with pytest.raises(ConfigError, match=r"^parallelism.ep\*etp = .*tp x cp x dp = 16"):
+        parse_config(mixtral(dp=8, cp=2, ep=8, etp=4))
