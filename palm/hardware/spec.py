@@ -15,7 +15,10 @@ from the parallel strategy unless ``gpus`` fixes it.
 Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
 (``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on GPUs also
 ``fp8_matmul_efficiency`` for products run in FP8, and ``attention_efficiency`` of the
-FlashAttention kernel); their values and origin are in ``docs/model.md``.
+FlashAttention kernel); their values and origin are in ``docs/model.md``. ``sram_model``
+chooses how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product,
+:mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule,
+:mod:`palm.cost.sram`).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class Mesh2DHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
+    sram_model: Literal["blocked", "algorithm1"] = "blocked"
     topology: Literal["mesh2d"] = "mesh2d"
 
     @property

@@ -18,7 +18,7 @@ from palm.plan.traffic import ChunkTraffic
 from palm.plan.types import ChunkCost
 from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
 
-__all__ = ["OpPricer", "chunk_collectives", "chunk_cost"]
+__all__ = ["OpPricer", "chunk_collectives", "chunk_cost", "multicast_collectives"]
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,13 @@ def chunk_cost(
         recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=rings.tp[stage])
     if tp > 1 and training and c + 1 < ctx.n_chunks and not ctx.mesh:
         recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=rings.tp[stage])
+    # the multicast of shared operands runs under the pass's compute (double-buffered), so a
+    # pass takes at least its time on the group rings; see ChunkCost
+    multicast_f = rings.time(multicast_collectives(traffic.multicast_forward, stage, rings), stage)
+    multicast_b = rings.time(multicast_collectives(traffic.multicast_backward, stage, rings), stage)
+    compute_f = sum(t.forward_s for t in times)
+    compute_b = sum(t.backward_s for t in times)
+    recompute_s = sum(t.recompute_s for t in times)
     gathered_f = bytes_sent_per_member(Collective("all-gather", prev_out), n=tp) if recv_f else 0.0
     gathered_b = bytes_sent_per_member(Collective("all-gather", full_out), n=tp) if recv_b else 0.0
     return ChunkCost(
@@ -123,9 +130,9 @@ def chunk_cost(
         first_op=lo,
         last_op=hi - 1,
         layers=sum(1 for op in ops if isinstance(op, TransformerLayer)),
-        forward_compute_s=sum(t.forward_s for t in times),
-        backward_compute_s=sum(t.backward_s for t in times),
-        recompute_s=sum(t.recompute_s for t in times),
+        forward_compute_s=max(compute_f, multicast_f),
+        backward_compute_s=max(compute_b, multicast_b - recompute_s),
+        recompute_s=recompute_s,
         tp_forward_s=_tp_exposed(ctx, rings.time(f_coll, stage), ops, backward=False) + cp_f,
         tp_backward_s=_tp_exposed(ctx, rings.time(b_coll, stage), ops, backward=True) + cp_b,
         recv_forward_s=recv_f,
@@ -148,7 +155,25 @@ def chunk_cost(
         send_bytes=send_bytes,
         send_s=hands.send_s(c, send_bytes),
         grad_send_s=hands.send_s(c, send_bytes, backward=True) if training else 0.0,
+        multicast_forward_s=multicast_f,
+        multicast_backward_s=multicast_b,
+        multicast_bytes_forward=sum(x for _, x in traffic.multicast_forward),
+        multicast_bytes_backward=sum(x for _, x in traffic.multicast_backward),
     )
+
+
+def multicast_collectives(
+    per_group: tuple[tuple[str, float], ...], stage: int, rings: StageRings
+) -> list[Collective]:
+    """The multicast of shared operands as one all-gather per group: an all-gather over ``n``
+    members sends ``(n - 1) / n`` of its buffer from each, so a buffer of ``x n / (n - 1)``
+    delivers the ``x`` bytes each device receives, in ``x / bw + (n - 1) lat``."""
+    out = []
+    for group, x in per_group:
+        n = rings.group(stage, group)[1]
+        if n > 1 and x > 0:
+            out.append(Collective("all-gather", x * n / (n - 1), group=group))
+    return out
 
 
 def _tp_exposed(ctx: PlanContext, total_s: float, ops: Sequence[Op], *, backward: bool) -> float:
