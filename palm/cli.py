@@ -23,6 +23,7 @@ from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
 from palm.validation import load_cases
+from palm.validation_report import is_modern_file, modern_report, report_modern
 from palm.workload.model import build_workload
 from palm.workload.presets import MODEL_PRESETS, MODEL_SOURCES
 
@@ -97,6 +98,13 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help=f"simulation engine (default: {DEFAULT_ENGINE})",
     )
     v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument(
+        "--suite",
+        choices=("all", "megatron", "modern"),
+        default="all",
+        help="without FILE: the packaged Megatron A100 cases, the modern GPU set "
+        "(visible_modern.json: H100, B200, GB200, A100 FSDP runs) or both (default)",
+    )
     v.set_defaults(handler=_cmd_validate)
 
     q = sub.add_parser(
@@ -183,6 +191,19 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    suite = getattr(args, "suite", "all")
+    if args.file is not None and is_modern_file(args.file):
+        return report_modern(args.file, engine=args.engine, as_json=args.json, out=out)
+    if args.file is None and suite == "modern":
+        return report_modern(None, engine=args.engine, as_json=args.json, out=out)
+    if args.file is None and suite == "all" and not args.json:
+        _cmd_validate_megatron(args, out)
+        out.write("\n")
+        return report_modern(None, engine=args.engine, as_json=False, out=out)
+    return _cmd_validate_megatron(args, out)
+
+
+def _cmd_validate_megatron(args: argparse.Namespace, out: TextIO) -> int:
     rows = []
     for case in load_cases(args.file):
         result = simulate(case.config, engine=args.engine)
@@ -214,6 +235,8 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         "mean_abs_error": sum(errors) / len(errors),
         "max_abs_error": max(errors),
     }
+    if args.file is None and getattr(args, "suite", "all") == "all":
+        summary["modern"] = modern_report(None, engine=args.engine)
     if args.json:
         out.write(json.dumps(summary, indent=2) + "\n")
         return 0

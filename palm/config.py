@@ -280,7 +280,7 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
 # generic typed builder
 # --------------------------------------------------------------------------------------------
 
-_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding"}
+_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding", "first_stage_layers", "last_stage_layers"}
 _T = typing.TypeVar("_T")
 
 
@@ -507,7 +507,8 @@ def validate(config: SimConfig) -> None:
         if kv % par.tp and par.tp % kv:
             raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
     workload = build_workload(m)
-    if par.pp * par.chunks > workload.blocks:
+    uneven = bool(par.first_stage_layers or par.last_stage_layers)
+    if par.pp * par.chunks > workload.blocks + (2 if uneven and workload.transformer else 0):
         what = "layers" if workload.transformer else "operators"
         raise ConfigError(
             "parallelism.pp",
@@ -515,12 +516,7 @@ def validate(config: SimConfig) -> None:
             f"at most {workload.blocks // par.chunks} stages: "
             f"pp x interleave <= {workload.blocks} {what}",
         )
-    if par.chunks > 1 and workload.transformer and workload.blocks % (par.pp * par.chunks):
-        raise ConfigError(
-            "parallelism.interleave",
-            par.interleave,
-            f"a value with pp x interleave dividing the {workload.blocks} layers",
-        )
+    _validate_modern_parallelism(config, workload)
     if par.interleave > 1 and par.schedule != "interleaved-1f1b" and par.pp > 1:
         raise ConfigError(
             "parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'"
@@ -556,9 +552,12 @@ def validate(config: SimConfig) -> None:
                 f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
             )
     elif hw.gpus and par.devices != hw.gpus:
+        names, values = ("tp*pp*dp", f"{par.tp}*{par.pp}*{par.dp}")
+        if par.cp > 1:
+            names, values = (names + "*cp", values + f"*{par.cp}")
         raise ConfigError(
-            "parallelism.tp*pp*dp",
-            f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
+            f"parallelism.{names}",
+            f"{values} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
     if par.tp > 1 and not workload.transformer:
@@ -597,6 +596,54 @@ def validate(config: SimConfig) -> None:
     if comm.adapters > group:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
+        )
+
+
+def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
+    """Context parallelism, uneven first / last pipeline stages and the FSDP alias."""
+    m, par, tr = config.model, config.parallelism, config.training
+    if par.cp > 1:
+        if not workload.transformer:
+            raise ConfigError("parallelism.cp", par.cp, "1 for a model without attention")
+        if m.seq_len % (2 * par.cp):
+            raise ConfigError(
+                "parallelism.cp",
+                par.cp,
+                f"a value with 2 x cp dividing model.seq_len = {m.seq_len} "
+                "(load-balanced causal chunks)",
+            )
+        if isinstance(config.hardware, Mesh2DHardware):
+            raise ConfigError("parallelism.cp", par.cp, "1 on a mesh2d (a gpu-cluster feature)")
+    if tr.fsdp and tr.zero not in (0, 3):
+        raise ConfigError("training.zero", tr.zero, "0 or 3 with training.fsdp = true")
+    given = [
+        (name, getattr(par, name))
+        for name in ("first_stage_layers", "last_stage_layers")
+        if getattr(par, name)
+    ]
+    if not given:
+        return
+    if not workload.transformer or par.pp < 2:
+        name, value = given[0]
+        raise ConfigError(f"parallelism.{name}", value, "0 unless a transformer with pp >= 2")
+    for name, value in given:
+        if value < par.chunks - 1:
+            raise ConfigError(
+                f"parallelism.{name}",
+                value,
+                f"at least one layer per chunk but the end one ({par.chunks - 1})",
+            )
+    rest = workload.blocks - sum(v for _, v in given)
+    middle = par.pp - len(given)
+    if rest < middle * par.chunks or (middle == 0 and rest != 0):
+        name, value = given[-1]
+        raise ConfigError(
+            f"parallelism.{name}",
+            value,
+            f"a value leaving {middle * par.chunks or 'no'} layers or more for the other "
+            f"{middle} stages (model.layers = {workload.blocks})"
+            if middle
+            else f"first + last = model.layers = {workload.blocks} when pp = 2",
         )
 
 

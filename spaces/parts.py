@@ -30,6 +30,7 @@ __all__ = [
     "InterGroup",
     "HardwareKnob",
     "OpSplit",
+    "ContextParallel",
 ]
 
 Draft = dict[str, dict[str, Any]]
@@ -75,6 +76,31 @@ class Parallelism:
             raise ValueError(f"no pipeline depth fits with tp = {tp}")
         pp = _pick(trial, f"pp|tp={tp}", pps)
         draft["parallelism"].update(tp=tp, pp=pp, dp=n // (tp * pp))
+
+
+@dataclass(frozen=True)
+class ContextParallel:
+    """Context-parallel degree ``cp`` (palm ``parallelism.cp``) from ``choices``, carved out of
+    the data-parallel degree the earlier parts left: only values that divide it, keep ``dp``
+    a divisor of the global batch and cut the sequence into ``2 cp`` equal chunks; 1 on a
+    mesh. Must come after :class:`Parallelism` and before :class:`MicroBatch`."""
+
+    choices: tuple[int, ...]
+
+    def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
+        par = draft["parallelism"]
+        ranks = ctx.devices // (par.get("tp", 1) * par.get("pp", 1))
+        seq = ctx.base.model.seq_len
+        valid = [
+            c
+            for c in self.choices
+            if not ctx.mesh
+            and ranks % c == 0
+            and ctx.global_batch % (ranks // c) == 0
+            and (c == 1 or (ctx.workload.transformer and seq % (2 * c) == 0))
+        ] or [1]
+        cp = _pick(trial, f"cp|ranks={ranks}", valid)
+        par.update(cp=cp, dp=ranks // cp)
 
 
 @dataclass(frozen=True)

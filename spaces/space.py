@@ -15,6 +15,7 @@ from palm.strategy import INTER_GROUP_STRATEGIES, LAYOUTS, RECOMPUTE_MODES, SCHE
 from spaces.context import SpaceContext
 from spaces.parts import (
     Choice,
+    ContextParallel,
     Draft,
     HardwareKnob,
     InterGroup,
@@ -28,8 +29,12 @@ from spaces.parts import (
 
 __all__ = ["Space", "space_from_table", "SPACE_KEYS"]
 
+ATTENTION_KERNELS = ("auto", "flash", "unfused")  # palm ModelConfig.attention
+
 SPACE_KEYS = (
     "parallelism",
+    "cp",
+    "attention",
     "splits",
     "micro_batch",
     "schedule",
@@ -100,6 +105,12 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
         parts.append(Parallelism(tp=tuple(par.get("tp", ())), pp=tuple(par.get("pp", ()))))
     elif par is not False:
         raise ConfigError("space.parallelism", par, "true, false or a table with tp / pp")
+    if "cp" in table:
+        parts.append(ContextParallel(_choices(table, "cp", kind=int)))
+    elif par is not False and ctx.base.parallelism.cp > 1:
+        parts.append(ContextParallel((ctx.base.parallelism.cp, 1)))  # keep the base's if valid
+    if "attention" in table:
+        parts.append(Choice("model", "attention", _choices(table, "attention", ATTENTION_KERNELS)))
     if "splits" in table:
         for field in _choices(table, "splits", ("linear_split", "conv_split", "pool_split")):
             parts.append(OpSplit(field))

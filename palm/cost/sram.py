@@ -37,7 +37,12 @@ from typing import Literal
 __all__ = ["OpFootprint", "SramAllocation", "Strategy", "allocate_sram", "STRATEGIES"]
 
 Strategy = Literal[
-    "on-chip", "activation-stream", "weight-stream", "weight-stationary", "input-stationary"
+    "on-chip",
+    "activation-stream",
+    "weight-stream",
+    "weight-stationary",
+    "input-stationary",
+    "blocked",
 ]
 STRATEGIES: tuple[str, ...] = (
     "on-chip",
@@ -45,6 +50,7 @@ STRATEGIES: tuple[str, ...] = (
     "weight-stream",
     "weight-stationary",
     "input-stationary",
+    "blocked",  # nothing resident, every product blocked (hardware.sram_model = "blocked")
 )
 
 

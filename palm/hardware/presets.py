@@ -30,10 +30,15 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         # fitted on the six visible Megatron SC21 cases (benchmarks/calibrate.py,
         # docs/validation.md): large fp16 GEMMs reach 67% of peak in those runs
         matmul_efficiency=0.671,
+        # FlashAttention-2 kernels of the visible llm-foundry A100 rows
+        # (benchmarks/calibrate_gpus.py; matmul_efficiency is not refitted there)
+        attention_efficiency=0.314,
     ),
-    # NVIDIA H100 SXM5 80GB (H100 datasheet): dense 67 fp32 / 989 bf16, fp16 / 1979 fp8, int8
-    # TFLOP/s; HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU bidirectional = 450 GB/s per
-    # direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s per GPU per direction.
+    # NVIDIA H100 SXM5 80GB (H100 Tensor Core GPU datasheet, 2023): dense 67 fp32 / 989 bf16,
+    # fp16 / 1979 fp8, int8 TFLOP/s (the datasheet's 1979 bf16 and 3958 fp8 are with 2:4
+    # sparsity, halved here); HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU
+    # bidirectional = 450 GB/s per direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s
+    # per GPU per direction.
     "dgx-h100": GpuClusterHardware(
         name="dgx-h100",
         gpus_per_node=8,
@@ -44,8 +49,110 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
-        # no visible H100 run to fit on: the A100 fit, as a prior
+        # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
+        # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels
+        matmul_efficiency=0.568,
+        fp8_matmul_efficiency=0.521,
+        attention_efficiency=0.176,
+    ),
+    # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
+    # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
+    # HBM3e 141 GB at 4.8 TB/s; NVLink4 900 GB/s bidirectional per GPU; DGX H200: 8 x
+    # ConnectX-7 400 Gb/s, 50 GB/s per GPU per direction.
+    "dgx-h200": GpuClusterHardware(
+        name="dgx-h200",
+        gpus_per_node=8,
+        peak_tflops=PeakTflops(fp32=67.0, bf16=989.0, fp16=989.0, fp8=1979.0, int8=1979.0),
+        hbm_gib=141e9 / 2**30,
+        hbm_bandwidth_gbps=4800.0,
+        switch_bandwidth_gbps=450.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=50.0,
+        inter_node_latency_us=5.0,
+        # the H100 fit (same GPU, more and faster memory)
+        matmul_efficiency=0.568,
+        fp8_matmul_efficiency=0.521,
+        attention_efficiency=0.176,
+    ),
+    # NVIDIA DGX B200 (DGX B200 datasheet; HGX B200 datasheet, 2024): 8 B200 GPUs; per
+    # system 72 PFLOP/s fp8 and 36 PFLOP/s fp16/bf16 "with sparsity", 600 TFLOP/s fp32 ->
+    # per GPU dense 2250 bf16, 4500 fp8 / int8, 75 fp32; 1440 GB HBM3e at 64 TB/s -> 180 GB
+    # at 8 TB/s per GPU; fifth-generation NVLink 14.4 TB/s in all = 1.8 TB/s per GPU
+    # bidirectional = 900 GB/s per direction; 8 x ConnectX-7 400 Gb/s = 50 GB/s per GPU.
+    "dgx-b200": GpuClusterHardware(
+        name="dgx-b200",
+        gpus_per_node=8,
+        peak_tflops=PeakTflops(fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0),
+        hbm_gib=180e9 / 2**30,
+        hbm_bandwidth_gbps=8000.0,
+        switch_bandwidth_gbps=900.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=50.0,
+        inter_node_latency_us=5.0,
+        # FP8 and attention fitted on the visible Blackwell rows (benchmarks/calibrate_gpus.py);
+        # no dense BF16 row: matmul_efficiency keeps the A100 fit as a prior
         matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.541,
+        attention_efficiency=0.227,
+    ),
+    # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell
+    # GPUs in one NVLink domain (a "node" here: NVLink switch trays join all 72); per rack
+    # 360 PFLOP/s fp16/bf16 and 720 fp8 / int8 with sparsity, 5760 TFLOP/s fp32 -> per GPU
+    # dense 2500 bf16, 5000 fp8, 80 fp32; up to 13.4 TB HBM3e at 576 TB/s -> 186 GB at
+    # 8 TB/s per GPU; NVLink 130 TB/s = 1.8 TB/s per GPU bidirectional; one ConnectX-7
+    # 400 Gb/s per GPU (DGX GB200) = 50 GB/s per direction across racks.
+    "gb200-nvl72": GpuClusterHardware(
+        name="gb200-nvl72",
+        gpus_per_node=72,
+        peak_tflops=PeakTflops(fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0),
+        hbm_gib=186e9 / 2**30,
+        hbm_bandwidth_gbps=8000.0,
+        switch_bandwidth_gbps=900.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=50.0,
+        inter_node_latency_us=5.0,
+        # the Blackwell fit (as dgx-b200)
+        matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.541,
+        attention_efficiency=0.227,
+    ),
+    # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
+    # PFLOP/s fp8 training (with sparsity) -> 4500 dense fp8 and 2250 bf16 per GPU, as B200;
+    # 2.3 TB HBM3e -> 288 GB per GPU at 8 TB/s; NVLink 1.8 TB/s per GPU; 8 x ConnectX-8
+    # 800 Gb/s = 100 GB/s per GPU per direction. fp32: B200's figure (not restated).
+    "dgx-b300": GpuClusterHardware(
+        name="dgx-b300",
+        gpus_per_node=8,
+        peak_tflops=PeakTflops(fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0),
+        hbm_gib=288e9 / 2**30,
+        hbm_bandwidth_gbps=8000.0,
+        switch_bandwidth_gbps=900.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=100.0,
+        inter_node_latency_us=5.0,
+        # fitted on the visible Blackwell Ultra rows (benchmarks/calibrate_gpus.py)
+        matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.716,
+        attention_efficiency=0.251,
+    ),
+    # NVIDIA GB300 NVL72 (GB300 NVL72 datasheet, 2025): 72 Blackwell Ultra GPUs in one NVLink
+    # domain; per rack 360 PFLOP/s bf16 and 720 fp8 with sparsity -> per GPU dense 2500 bf16,
+    # 5000 fp8 (as GB200); up to 20 TB HBM3e at 576 TB/s -> 288 GB at 8 TB/s per GPU; NVLink
+    # 1.8 TB/s per GPU; ConnectX-8 800 Gb/s per GPU = 100 GB/s per direction.
+    "gb300-nvl72": GpuClusterHardware(
+        name="gb300-nvl72",
+        gpus_per_node=72,
+        peak_tflops=PeakTflops(fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0),
+        hbm_gib=288e9 / 2**30,
+        hbm_bandwidth_gbps=8000.0,
+        switch_bandwidth_gbps=900.0,
+        switch_latency_us=2.0,
+        inter_node_bandwidth_gbps=100.0,
+        inter_node_latency_us=5.0,
+        # the Blackwell Ultra fit (as dgx-b300)
+        matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.716,
+        attention_efficiency=0.251,
     ),
     # The PALM paper's wafer (Table VI): 5 x 4 tiles of 4 x 4 cores, 256 TFLOP/s fp16 and 60 MB
     # SRAM per tile (16 TFLOP/s, 3.75 MB per core), intra-tile NoC 1024 GB/s, inter-tile NoC

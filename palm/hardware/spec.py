@@ -13,8 +13,11 @@ NIC into a fat tree whose core is non-blocking. A device is one GPU. The device 
 from the parallel strategy unless ``gpus`` fixes it.
 
 Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
-(``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``); their values and origin are
-in ``docs/model.md``.
+(``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on GPUs also
+``fp8_matmul_efficiency`` for products run in FP8, and ``attention_efficiency`` of the
+FlashAttention kernel); their values and origin are in ``docs/model.md``. ``sram_model`` chooses
+how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product, :mod:`palm.cost.blocking`) or
+``"algorithm1"`` (the paper's per-layer rule, :mod:`palm.cost.sram`).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ class Mesh2DHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
+    sram_model: Literal["blocked", "algorithm1"] = "blocked"
     topology: Literal["mesh2d"] = "mesh2d"
 
     @property
@@ -100,6 +104,8 @@ class GpuClusterHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 64.0
     memory_efficiency: float = 0.85
+    fp8_matmul_efficiency: float = 0.8
+    attention_efficiency: float = 0.6
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property

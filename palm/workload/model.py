@@ -30,6 +30,9 @@ class ModelConfig:
     to ``heads`` for multi-head attention), ``ffn_hidden`` (MLP width), ``seq_len`` (s, tokens
     per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` (three).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
+    ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
+    products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
+    gpu-cluster, unfused on a mesh2d (resolved by the plan).
     """
 
     name: str = "custom"
@@ -49,6 +52,7 @@ class ModelConfig:
     learned_positions: bool = True
     image_size: int = 224
     classes: int = 1000
+    attention: Literal["auto", "flash", "unfused"] = "auto"
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
 
     @property

@@ -25,6 +25,7 @@ from typing import Literal
 
 __all__ = [
     "Gemm",
+    "FusedAttention",
     "Collective",
     "Op",
     "Linear",
@@ -41,12 +42,18 @@ RecomputeMode = Literal["none", "selective", "full"]
 
 @dataclass(frozen=True)
 class Gemm:
-    """``count`` independent products ``C[m, n] = A[m, k] @ B[k, n]``."""
+    """``count`` independent products ``C[m, n] = A[m, k] @ B[k, n]``. ``fp8`` says whether
+    the product may run in FP8 when training asks for it: Transformer Engine runs the linear
+    layers (``te.Linear``, ``LayerNormLinear``, ``LayerNormMLP``) in FP8 and keeps the core
+    attention, the router, embeddings and the output logits in BF16 (NVIDIA Transformer
+    Engine docs, "Using FP8 with Transformer Engine"; Micikevicius et al. 2022, "FP8 Formats
+    for Deep Learning", sec. 4)."""
 
     m: int
     n: int
     k: int
     count: int = 1
+    fp8: bool = True
 
     @property
     def flops(self) -> float:
@@ -56,6 +63,39 @@ class Gemm:
     def operand_elements(self) -> float:
         """Elements read and written once: A, B and C (the roofline's minimum traffic)."""
         return float(self.m * self.k + self.k * self.n + self.m * self.n) * self.count
+
+
+@dataclass(frozen=True)
+class FusedAttention:
+    """One fused (FlashAttention) attention call of one device for one micro-batch.
+
+    FLOPs (Dao et al. 2022, "FlashAttention", sec. 3.1 and appendix B; Dao 2023,
+    "FlashAttention-2", sec. 3): the forward pass runs ``Q K^T`` and ``P V``, ``4 s_q s_kv d``
+    FLOPs per head, half of it under a causal mask (blocks above the diagonal are skipped;
+    with context parallelism Megatron-Core's load-balanced chunks keep each rank at ``1/cp``
+    of the causal total). The backward pass recomputes ``S = Q K^T`` and ``P`` from the saved
+    log-sum-exp instead of storing them, then runs ``dV = P^T dO``, ``dP = dO V^T``,
+    ``dQ = dS K``, ``dK = dS^T Q``: 2.5 times the forward FLOPs, of which 0.5 is recompute.
+
+    HBM bytes: the ``s x s`` scores are never written. Forward reads Q, K, V and writes O and
+    the fp32 log-sum-exp; backward reads Q, K, V, O, dO and the log-sum-exp and writes dQ,
+    dK, dV (Dao 2022 Thm. 2 bounds re-reads of K and V from SRAM; a head's K and V, e.g.
+    4 MB at s = 8192, d = 128, stay in the 40-60 MB L2 of A100/H100/B200 between blocks, so
+    HBM sees each tensor once)."""
+
+    forward_flops: float
+    forward_bytes: float
+    backward_bytes: float
+
+    @property
+    def backward_flops(self) -> float:
+        """dQ, dK, dV products: twice the forward."""
+        return 2.0 * self.forward_flops
+
+    @property
+    def recompute_flops(self) -> float:
+        """``Q K^T`` recomputed in the backward pass."""
+        return 0.5 * self.forward_flops
 
 
 @dataclass(frozen=True)
@@ -86,6 +126,10 @@ class Op:
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         return ()
+
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: int) -> FusedAttention | None:
+        """The FlashAttention call of this operator, if it has one."""
+        return None
 
     def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
         return 0.0
@@ -136,8 +180,10 @@ class Op:
         return 0.0
 
     def forward_flops(self, *, batch: int, tp: int = 1) -> float:
-        """Matrix-multiply FLOPs of one forward pass on one device."""
-        return sum(g.flops for g in self.forward_gemms(batch=batch, tp=tp))
+        """Matrix-multiply FLOPs of one forward pass on one device (fused attention included)."""
+        flops = sum(g.flops for g in self.forward_gemms(batch=batch, tp=tp))
+        fused = self.fused_attention(batch=batch, tp=tp, act_bytes=2)
+        return flops + (fused.forward_flops if fused is not None else 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,6 +376,12 @@ class TransformerLayer(Op):
     Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019): two all-reduces of ``b s h``
     per forward and per backward pass, or with sequence parallelism a reduce-scatter plus an
     all-gather each (Korthikanti et al. 2022, sec. 4.2.2).
+
+    ``attention = "flash"`` prices the core attention as one FlashAttention call
+    (:class:`FusedAttention`) instead of two batched products and the score-matrix traffic of
+    softmax and dropout (``"unfused"``, Megatron-LM 2021). ``cp > 1``: this device holds
+    ``seq_len`` tokens of a ``cp * seq_len`` sequence (context parallelism) and attends to all
+    of them; its K and V go round the CP ring (:meth:`cp_collectives`).
     """
 
     hidden: int
@@ -341,6 +393,9 @@ class TransformerLayer(Op):
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
+    attention: Literal["flash", "unfused"] = "unfused"
+    causal: bool = True
+    cp: int = 1
 
     @property
     def head_dim(self) -> int:
@@ -373,10 +428,46 @@ class TransformerLayer(Op):
             replicated += 2 * h
         return (self.params - replicated) / tp + replicated
 
-    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, Gemm]:
-        s, d = self.seq_len, self.head_dim
+    @property
+    def context_len(self) -> int:
+        """Keys each query attends to: the whole sequence, ``cp * seq_len``."""
+        return self.seq_len * self.cp
+
+    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        if self.attention == "flash":
+            return ()
+        s, kv, d = self.seq_len, self.context_len, self.head_dim
         heads = batch * self.heads // tp
-        return (Gemm(s, s, d, heads), Gemm(s, d, s, heads))  # Q K^T, then scores @ V
+        # Q K^T, then scores @ V; in BF16 even under FP8 training
+        return (Gemm(s, kv, d, heads, fp8=False), Gemm(s, d, kv, heads, fp8=False))
+
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: int) -> FusedAttention | None:
+        if self.attention != "flash":
+            return None
+        s, kv, d, p = self.seq_len, self.context_len, self.head_dim, act_bytes
+        heads = batch * self.heads / tp
+        kv_heads = batch * max(self.kv_heads / tp, 1.0)
+        mask = 0.5 if self.causal else 1.0
+        flops = 4.0 * s * kv * d * heads * mask
+        q_o = s * d * heads * p  # one of Q, O, dQ, dO
+        k_v = s * d * kv_heads * p  # one of the local K, V, dK, dV
+        lse = 4.0 * s * heads
+        return FusedAttention(
+            forward_flops=flops,
+            forward_bytes=2 * q_o + 2 * k_v + lse,  # read Q, K, V; write O, LSE
+            backward_bytes=3 * q_o + 2 * k_v + lse + q_o + 2 * k_v,  # read Q,O,dO,K,V,LSE; write
+        )
+
+    def cp_collectives(self, *, batch: int, tp: int, act_bytes: int) -> tuple[Collective, ...]:
+        """K/V exchange of context parallelism for one forward pass: each rank's K and V
+        blocks visit every rank of the CP ring, an all-gather of the whole sequence's local K
+        and V heads (``2 b s_full d kv_heads / tp`` elements); the backward pass moves K, V and
+        their gradients, twice as much (Megatron-Core ``AttnFuncWithCPAndKVP2P``)."""
+        if self.cp <= 1:
+            return ()
+        kv_heads = max(self.kv_heads / tp, 1.0)
+        nbytes = 2.0 * batch * self.context_len * self.head_dim * kv_heads * act_bytes
+        return (Collective("all-gather", nbytes, group="cp"),)
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         t = batch * self.seq_len
@@ -395,8 +486,10 @@ class TransformerLayer(Op):
         return ()
 
     def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: int) -> float:
+        if self.attention == "flash":
+            return 0.0  # softmax and dropout run inside the fused kernel, on chip
         p = act_bytes
-        scores = batch * self.heads / tp * self.seq_len * self.seq_len
+        scores = batch * self.heads / tp * self.seq_len * self.context_len
         if self.dropout:
             return scores * (2 * p + (2 * p + 1))  # softmax r/w, dropout r/w + mask
         return scores * 2 * p
@@ -451,9 +544,11 @@ class TransformerLayer(Op):
         kv_share = self.kv_dim / h
         sharded = sbh * (p * (1 + 2 * kv_share) + p) + s * batch * f * p * (self._mlp_in_mats + 1)
         quadratic = 0.0
-        if recompute == "none":
+        if self.attention == "flash":  # only the fp32 log-sum-exp per head and query
+            quadratic = float(batch * self.heads * s * 4)
+        elif recompute == "none":
             per_score = p + (p + mask if self.dropout else 0)  # softmax out, dropout out + mask
-            quadratic = float(batch * self.heads * s * s * per_score)
+            quadratic = float(batch * self.heads * s * self.context_len * per_score)
         return replicated / seq_shard + (sharded + quadratic) / tp
 
     def forward_collectives(
@@ -556,7 +651,8 @@ class Logits(Op):
         return norm + (0 if self.tied else self.vocab * self.hidden / tp)
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
-        return (Gemm(batch * self.seq_len, self.vocab // tp, self.hidden),)
+        # the output layer stays in BF16 under Transformer Engine's FP8 recipe
+        return (Gemm(batch * self.seq_len, self.vocab // tp, self.hidden, fp8=False),)
 
     def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()

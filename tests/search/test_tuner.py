@@ -42,6 +42,8 @@ def _study_file(tmp_path: Path, name: str, study: str, space: str = 'recompute =
 
 def _palm_tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
+    # this tree's packages, not an installed copy, whatever the working directory
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "search.cli", *args],
         capture_output=True,

@@ -133,7 +133,7 @@ def run_event(
     busy = [0.0] * p
     sent_bytes = [0.0] * p
     received = [0.0] * p
-    group = par.tp * par.dp
+    group = par.tp * par.data_ranks
     done_last: list[float] = []
     phases = timeline.raw_phases
     flow_log = timeline.raw_flows
@@ -192,7 +192,8 @@ def run_event(
         st = plan.stages[s]
         n = st.dp_buckets
         per = st.dp_allreduce_s / n
-        sent = bytes_sent_per_member(Collective("all-reduce", st.dp_grad_bytes), n=par.dp) / n
+        grads = Collective("all-reduce", st.dp_grad_bytes)
+        sent = bytes_sent_per_member(grads, n=par.data_ranks) / n
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
             yield env.timeout(max(0.0, ready - env.now))
@@ -231,7 +232,7 @@ def run_event(
                 ch.stream_bytes_backward,
                 ch.tp_backward_s + ch.recv_backward_s,
                 ch.tp_sent_backward,
-                ch.zero3_gather_s,
+                ch.zero3_backward_s,
                 back,
                 grad[g] if g < last_chunk else None,
                 ch.send_bytes * group if g < last_chunk else 0.0,

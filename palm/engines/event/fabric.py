@@ -142,7 +142,7 @@ def build_fabric(plan: Plan, granularity: str) -> tuple[Fabric, FlowTable]:
     """Resources and flows of ``plan`` at ``granularity`` ("group" or "link")."""
     fabric = Fabric()
     mesh = isinstance(plan.config.hardware, Mesh2DHardware)
-    group = plan.config.parallelism.tp * plan.config.parallelism.dp
+    group = plan.config.parallelism.tp * plan.config.parallelism.data_ranks
     pp = plan.config.parallelism.pp
 
     def make(keys: dict[Hashable, float], kind: str) -> Flow:

@@ -1,0 +1,85 @@
+"""The steps of :func:`build_plan`, in order (each a function of its own module):
+
+1. :func:`~palm.plan.context.plan_context`: validate, build the workload, partition the chain;
+2. :func:`~palm.plan.rings.stage_rings`: the TP and DP rings of every stage;
+3. :func:`~palm.plan.traffic.stage_dram`: how each stage of a mesh reaches DRAM;
+4. :func:`~palm.plan.handoffs.hand_offs`: the flows between neighbouring chunks;
+5. :func:`~palm.plan.memory.recompute_mode`: parameters, memory, ``recompute = "auto"``;
+6. :func:`~palm.plan.traffic.sram_allocations`: what stays in SRAM (Algorithm 1) and the DRAM
+   and multicast bytes of every product (mesh, :mod:`palm.plan.products`);
+7. :func:`~palm.plan.chunks.chunk_cost` per chunk and :func:`~palm.plan.stages.stage_cost`
+   per stage.
+"""
+
+from __future__ import annotations
+
+from palm.plan.chunks import OpPricer, chunk_cost
+from palm.plan.context import plan_context
+from palm.plan.handoffs import hand_offs
+from palm.plan.memory import recompute_mode, stage_memory, stage_params
+from palm.plan.rings import stage_rings
+from palm.plan.stages import stage_cost
+from palm.plan.traffic import chunk_traffic, sram_allocations, stage_dram
+from palm.plan.types import Plan
+from palm.strategy import SimConfig
+
+__all__ = ["build_plan"]
+
+
+def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
+    """Price ``config`` (validated again here, so hand-built configs are checked too).
+
+    ``with_links`` keeps the per-link loads of every flow (needed by the event engine's
+    per-link mode); without it only each flow's profile is kept.
+    """
+    ctx = plan_context(config, with_links=with_links)
+    pp = config.parallelism.pp
+    rings = stage_rings(ctx)
+    dram = stage_dram(ctx)
+    hands = hand_offs(ctx)
+    params = stage_params(ctx)
+    recompute = recompute_mode(ctx, params)
+    sram = sram_allocations(ctx, recompute)
+    priced = OpPricer(ctx, recompute)
+    chunks = tuple(
+        chunk_cost(
+            ctx,
+            c,
+            recompute=recompute,
+            priced=priced,
+            rings=rings,
+            hands=hands,
+            traffic=chunk_traffic(ctx, c, sram=sram, dram=dram),
+        )
+        for c in range(ctx.n_chunks)
+    )
+    stages = tuple(
+        stage_cost(
+            ctx,
+            s,
+            chunks=[ch for ch in chunks if ch.stage == s],
+            params=params[s],
+            memory=stage_memory(ctx, s, recompute, params=params[s]),
+            rings=rings,
+            allocations=sram.allocations[s],
+            dram=dram,
+        )
+        for s in range(pp)
+    )
+    return Plan(
+        config=config,
+        workload=ctx.workload,
+        placement=ctx.placement,
+        rates=ctx.rates,
+        micro_batches=ctx.micro_batches,
+        stages=stages,
+        chunks=chunks,
+        training=ctx.training,
+        recompute=recompute,
+        tp_profiles=rings.tp,
+        dp_profiles=rings.dp,
+        send_profiles=hands.send_profiles,
+        grad_profiles=hands.grad_profiles,
+        dram=dram,
+        sram=tuple(tuple(sorted(a.items())) for a in sram.allocations) if ctx.mesh else (),
+    )

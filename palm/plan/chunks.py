@@ -1,0 +1,186 @@
+"""One :class:`~palm.plan.types.ChunkCost` per model chunk: the compute of its operators
+(:mod:`palm.cost.compute`, identical operators priced once), the collectives each pass runs on
+its stage's rings, its DRAM streams and its hand-offs."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from palm.cost.collectives import bytes_sent_per_member, collective_time
+from palm.cost.compute import OpTimes, linear_gemm_time, op_times
+from palm.cost.overlap import cp_exposed_s, fsdp_exposed_s, tp_overlap_exposed_s
+from palm.plan.context import PlanContext
+from palm.plan.handoffs import HandOffs
+from palm.plan.rings import StageRings
+from palm.plan.traffic import ChunkTraffic
+from palm.plan.types import ChunkCost
+from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
+
+__all__ = ["OpPricer", "chunk_collectives", "chunk_cost", "multicast_collectives"]
+
+
+@dataclass(frozen=True)
+class OpPricer:
+    """Per-device times and FLOPs of one micro-batch of an operator; operators equal but for
+    their name are priced once."""
+
+    ctx: PlanContext
+    recompute: RecomputeMode
+    _cache: dict[Op, OpTimes] = field(default_factory=dict, compare=False, repr=False)
+
+    def __call__(self, op: Op) -> OpTimes:
+        key = dataclasses.replace(op, name="")
+        if key not in self._cache:
+            ctx = self.ctx
+            self._cache[key] = op_times(
+                op,
+                batch=ctx.micro_batch,
+                tp=ctx.tp,
+                sp=ctx.sp,
+                recompute=self.recompute,
+                rates=ctx.rates,
+                training=ctx.training,
+            )
+        return self._cache[key]
+
+
+def chunk_collectives(
+    ctx: PlanContext, c: int, *, recompute: RecomputeMode, hands: HandOffs
+) -> tuple[list[Collective], list[Collective]]:
+    """The tensor-parallel collectives of chunk ``c``'s forward and backward passes (the
+    backward one includes the forward ones a full recompute repeats); those a mesh hand-off
+    takes over are left out."""
+    b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
+    ops = ctx.ops(c)
+    f_coll = [x for op in ops for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)]
+    if hands.partial_out[c]:
+        f_coll.pop()  # the last layer's output all-reduce happens in the hand-off
+    b_coll: list[Collective] = []
+    if ctx.training:
+        b_coll = [
+            x for op in ops for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+        ]
+        if hands.partial_in[c]:
+            b_coll.pop(0)  # the first layer's input-gradient all-reduce, likewise
+        if recompute == "full":
+            b_coll += [
+                x
+                for op in ops
+                if op.recompute_gemms(batch=b, tp=tp, recompute="full")
+                for x in op.forward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+            ]
+    return f_coll, b_coll
+
+
+def chunk_cost(
+    ctx: PlanContext,
+    c: int,
+    *,
+    recompute: RecomputeMode,
+    priced: OpPricer,
+    rings: StageRings,
+    hands: HandOffs,
+    traffic: ChunkTraffic,
+) -> ChunkCost:
+    """Price chunk ``c`` for one micro-batch on one device."""
+    par = ctx.config.parallelism
+    b, tp, p, training = ctx.micro_batch, ctx.tp, ctx.act_bytes, ctx.training
+    stage = ctx.stage_of(c)
+    lo, hi = ctx.ranges[c]
+    ops = ctx.ops(c)
+    times = [priced(op) for op in ops]
+    f_coll, b_coll = chunk_collectives(ctx, c, recompute=recompute, hands=hands)
+    zero3 = zero3_back = cp_f = cp_b = 0.0
+    if training and ctx.zero >= 3 and ctx.ranks > 1:  # FSDP: prefetched, overlapped
+        zero3, zero3_back = fsdp_exposed_s(
+            ops,
+            times,
+            tp=tp,
+            weight_bytes=ctx.states.weights,
+            n=ctx.ranks,
+            step=rings.dp[stage],
+        )
+    if par.cp > 1:  # the K/V ring against the attention it overlaps
+        cp_ring, cp_n = rings.group(stage, "cp")
+        cp_f, cp_b = cp_exposed_s(
+            ops, batch=b, tp=tp, rates=ctx.rates, training=training, n=cp_n, step=cp_ring
+        )
+    full_out = ops[-1].output_bytes(batch=b, act_bytes=p)
+    send_bytes = full_out / tp if c + 1 < ctx.n_chunks else 0.0  # Megatron scatter/gather
+    recv_f = recv_b = 0.0
+    prev_out = ctx.ops(c - 1)[-1].output_bytes(batch=b, act_bytes=p) if c else 0.0
+    if tp > 1 and c > 0 and not ctx.mesh:  # Megatron scatter/gather (a mesh broadcasts)
+        recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=rings.tp[stage])
+    if tp > 1 and training and c + 1 < ctx.n_chunks and not ctx.mesh:
+        recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=rings.tp[stage])
+    # the multicast of shared operands runs under the pass's compute (double-buffered), so a
+    # pass takes at least its time on the group rings; see ChunkCost
+    multicast_f = rings.time(multicast_collectives(traffic.multicast_forward, stage, rings), stage)
+    multicast_b = rings.time(multicast_collectives(traffic.multicast_backward, stage, rings), stage)
+    compute_f = sum(t.forward_s for t in times)
+    compute_b = sum(t.backward_s for t in times)
+    recompute_s = sum(t.recompute_s for t in times)
+    gathered_f = bytes_sent_per_member(Collective("all-gather", prev_out), n=tp) if recv_f else 0.0
+    gathered_b = bytes_sent_per_member(Collective("all-gather", full_out), n=tp) if recv_b else 0.0
+    return ChunkCost(
+        index=c,
+        stage=stage,
+        first_op=lo,
+        last_op=hi - 1,
+        layers=sum(1 for op in ops if isinstance(op, TransformerLayer)),
+        forward_compute_s=max(compute_f, multicast_f),
+        backward_compute_s=max(compute_b, multicast_b - recompute_s),
+        recompute_s=recompute_s,
+        tp_forward_s=_tp_exposed(ctx, rings.time(f_coll, stage), ops, backward=False) + cp_f,
+        tp_backward_s=_tp_exposed(ctx, rings.time(b_coll, stage), ops, backward=True) + cp_b,
+        recv_forward_s=recv_f,
+        recv_backward_s=recv_b,
+        zero3_gather_s=zero3,
+        zero3_backward_s=zero3_back,
+        stream_forward_s=traffic.forward_s,
+        stream_backward_s=traffic.backward_s,
+        fetch_s=traffic.fetch_s,
+        forward_flops=sum(t.forward_flops for t in times),
+        backward_flops=sum(t.backward_flops for t in times),
+        recompute_flops=sum(t.recompute_flops for t in times),
+        tp_bytes_forward=sum(x.nbytes for x in f_coll),
+        tp_bytes_backward=sum(x.nbytes for x in b_coll),
+        tp_sent_forward=rings.sent_bytes(f_coll, stage) + gathered_f,
+        tp_sent_backward=rings.sent_bytes(b_coll, stage) + gathered_b,
+        stream_bytes_forward=traffic.forward_bytes,
+        stream_bytes_backward=traffic.backward_bytes,
+        fetch_bytes=traffic.fetch_bytes,
+        send_bytes=send_bytes,
+        send_s=hands.send_s(c, send_bytes),
+        grad_send_s=hands.send_s(c, send_bytes, backward=True) if training else 0.0,
+        multicast_forward_s=multicast_f,
+        multicast_backward_s=multicast_b,
+        multicast_bytes_forward=sum(x for _, x in traffic.multicast_forward),
+        multicast_bytes_backward=sum(x for _, x in traffic.multicast_backward),
+    )
+
+
+def multicast_collectives(
+    per_group: tuple[tuple[str, float], ...], stage: int, rings: StageRings
+) -> list[Collective]:
+    """The multicast of shared operands as one all-gather per group: an all-gather over ``n``
+    members sends ``(n - 1) / n`` of its buffer from each, so a buffer of ``x n / (n - 1)``
+    delivers the ``x`` bytes each device receives, in ``x / bw + (n - 1) lat``."""
+    out = []
+    for group, x in per_group:
+        n = rings.group(stage, group)[1]
+        if n > 1 and x > 0:
+            out.append(Collective("all-gather", x * n / (n - 1), group=group))
+    return out
+
+
+def _tp_exposed(ctx: PlanContext, total_s: float, ops: Sequence[Op], *, backward: bool) -> float:
+    """TP collectives left on the critical path: all of them, or with ``tp_comm_overlap`` what
+    the linear products they are pipelined with cannot hide (:mod:`palm.cost.overlap`)."""
+    tp = ctx.tp
+    if not (ctx.config.parallelism.tp_comm_overlap and tp > 1 and total_s > 0):
+        return total_s
+    hidden = sum(linear_gemm_time(op, batch=ctx.micro_batch, tp=tp, rates=ctx.rates) for op in ops)
+    return tp_overlap_exposed_s(comm_s=total_s, gemm_s=hidden * (2 if backward else 1))

@@ -1,0 +1,154 @@
+"""What every step of :func:`palm.plan.build_plan` reads: the configuration unpacked once, the
+workload with its operator splits, and the partition of the operator chain into chunks
+(:mod:`palm.partition`). Built by :func:`plan_context`; the other ``palm.plan`` modules are
+functions of it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from palm.config import validate
+from palm.cost.compute import DeviceRates, device_rates
+from palm.cost.memory import StateBytes, state_bytes_per_param
+from palm.hardware.spec import Mesh2DHardware
+from palm.network.placement import Placement, make_placement
+from palm.network.region import CoreRegion
+from palm.partition import chunk_ranges
+from palm.strategy import SimConfig
+from palm.workload.model import Workload, build_workload
+from palm.workload.ops import Conv2d, Linear, Op, Pool
+from palm.workload.opsplit import SplitOp
+from palm.workload.sharding import resolve_attention, shard_workload
+
+__all__ = ["PlanContext", "plan_context"]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """A validated configuration unpacked for pricing (sizes per device, bytes, counts)."""
+
+    config: SimConfig
+    with_links: bool
+    workload: Workload
+    rates: DeviceRates
+    placement: Placement
+    states: StateBytes
+    micro_batches: int
+    ranges: tuple[tuple[int, int], ...]
+    regions: tuple[CoreRegion, ...]
+    _arrays: dict[int, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def training(self) -> bool:
+        return self.config.training.mode == "train"
+
+    @property
+    def mesh(self) -> bool:
+        return isinstance(self.config.hardware, Mesh2DHardware)
+
+    @property
+    def tp(self) -> int:
+        return self.config.parallelism.tp
+
+    @property
+    def ranks(self) -> int:
+        """``dp x cp``: the ranks of a stage that reduce gradients and shard ZeRO states."""
+        return self.config.parallelism.data_ranks
+
+    @property
+    def zero(self) -> int:
+        """The ZeRO stage in effect (``fsdp = true`` is 3; none in inference)."""
+        return self.config.training.zero_stage if self.training else 0
+
+    @property
+    def sp(self) -> bool:
+        """Megatron sequence parallelism (only meaningful with tensor parallelism)."""
+        return self.config.parallelism.sequence_parallel and self.tp > 1
+
+    @property
+    def micro_batch(self) -> int:
+        return self.config.training.micro_batch
+
+    @property
+    def act_bytes(self) -> int:
+        return self.rates.elem_bytes
+
+    @property
+    def n_chunks(self) -> int:
+        return self.config.parallelism.pp * self.config.parallelism.chunks
+
+    def stage_of(self, chunk: int) -> int:
+        """Pipeline rank of ``chunk`` (Megatron-LM's interleaving: ``chunk % pp``)."""
+        return chunk % self.config.parallelism.pp
+
+    def chunks_of(self, stage: int) -> range:
+        return range(stage, self.n_chunks, self.config.parallelism.pp)
+
+    def ops(self, chunk: int) -> tuple[Op, ...]:
+        lo, hi = self.ranges[chunk]
+        return self.workload.ops[lo:hi]
+
+    def array(self, stage: int) -> np.ndarray:
+        """The devices of ``stage`` (:meth:`Placement.stage_array`), built on first use: rarely
+        needed on big meshes."""
+        if stage not in self._arrays:
+            self._arrays[stage] = self.placement.stage_array(stage)
+        return self._arrays[stage]
+
+
+def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
+    """Validate ``config`` (again, so hand-built configs are checked too), build its workload
+    and cut the operator chain into ``pp * interleave`` chunks balanced by forward FLOPs."""
+    validate(config)
+    par, tr = config.parallelism, config.training
+    # the attention kernel of the hardware and each context-parallel rank's share of a sequence
+    workload = shard_workload(
+        _with_splits(build_workload(config.model), config),
+        attention=resolve_attention(config.model.attention, topology=config.hardware.topology),
+        cp=par.cp,
+        causal=config.model.family != "bert",
+    )
+    placement = make_placement(config)
+    mesh = isinstance(config.hardware, Mesh2DHardware)
+    unit_cost = [op.forward_flops(batch=1) + 1.0 for op in workload.ops]
+    ranges = chunk_ranges(
+        workload,
+        par.pp * par.chunks,
+        unit_cost,
+        pp=par.pp,
+        first_stage_layers=par.first_stage_layers,
+        last_stage_layers=par.last_stage_layers,
+    )
+    return PlanContext(
+        config=config,
+        with_links=with_links,
+        workload=workload,
+        rates=device_rates(config.hardware, tr.precision, training=tr.mode == "train"),
+        placement=placement,
+        states=state_bytes_per_param(tr),
+        micro_batches=tr.global_batch // (par.dp * tr.micro_batch),
+        ranges=tuple(ranges),
+        regions=tuple(placement.stage_region(s) for s in range(par.pp)) if mesh else (),
+    )
+
+
+def _with_splits(workload: Workload, config: SimConfig) -> Workload:
+    """Wrap Linear, Conv2d and Pool operators in their Table III split, when one is set."""
+    par = config.parallelism
+    splits: dict[type[Op], tuple[int, ...]] = {
+        Linear: par.linear_split,
+        Conv2d: par.conv_split,
+        Pool: par.pool_split,
+    }
+    if not any(splits.values()):
+        return workload
+    ops = tuple(
+        SplitOp(name=op.name, inner=op, split=splits[type(op)], replicas=par.dp)
+        if splits.get(type(op))
+        else op
+        for op in workload.ops
+    )
+    return dataclasses.replace(workload, ops=ops)

@@ -1,0 +1,78 @@
+"""Device memory of each stage: its parameters, the activations its in-flight micro-batches
+stash (:mod:`palm.cost.memory`), and the ``recompute = "auto"`` rule that picks the least
+recompute that fits (paper sec. IV-A: recompute only when memory forces it)."""
+
+from __future__ import annotations
+
+from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, stage_extra_weight_bytes
+from palm.plan.context import PlanContext
+from palm.workload.ops import RecomputeMode
+
+__all__ = ["stage_params", "stage_memory", "recompute_mode"]
+
+
+def stage_params(ctx: PlanContext) -> list[float]:
+    """Parameters per device of every stage (all of its chunks)."""
+    out = [0.0] * ctx.config.parallelism.pp
+    for c in range(ctx.n_chunks):
+        out[ctx.stage_of(c)] += sum(op.params_per_device(tp=ctx.tp) for op in ctx.ops(c))
+    return out
+
+
+def stage_memory(
+    ctx: PlanContext, s: int, mode: RecomputeMode, *, params: float
+) -> tuple[MemoryBreakdown, float]:
+    """Memory of stage ``s`` under recompute ``mode``, and its in-flight micro-batches."""
+    par = ctx.config.parallelism
+    b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
+    act = 0.0
+    for c in ctx.chunks_of(s):
+        ops = ctx.ops(c)
+        if ctx.training:
+            act += sum(
+                op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=mode)
+                for op in ops
+            )
+        else:
+            act = max(act, max(op.output_bytes(batch=b, act_bytes=p) for op in ops) * 2)
+    in_flight = in_flight_microbatches(
+        parallelism=par, stage=s, micro_batches=ctx.micro_batches, training=ctx.training
+    )
+    extra = 0.0
+    if ctx.training:  # FSDP gather buffers, FP8 weight copies
+        extra = stage_extra_weight_bytes(
+            [op for c in ctx.chunks_of(s) for op in ctx.ops(c)],
+            tp=tp,
+            weight_bytes=ctx.states.weights,
+            zero=ctx.zero,
+            ranks=ctx.ranks,
+            fp8=ctx.rates.fp8_casts,
+        )
+    memory = MemoryBreakdown.for_stage(
+        params=params,
+        states=ctx.states,
+        zero=ctx.zero,
+        dp=ctx.ranks,
+        activation_bytes_per_microbatch=act,
+        in_flight=in_flight,
+        extra_weights_bytes=extra,
+    )
+    return memory, in_flight
+
+
+def recompute_mode(ctx: PlanContext, params: list[float]) -> RecomputeMode:
+    """The recompute mode asked for; ``"auto"``: the least that fits every stage's memory
+    (``"none"``, then ``"selective"``, else ``"full"``). Inference never recomputes."""
+    asked = ctx.config.training.recompute if ctx.training else "none"
+    if asked != "auto":
+        return asked
+    capacity = ctx.config.hardware.device_memory_bytes
+    pp = ctx.config.parallelism.pp
+    mode: RecomputeMode
+    for mode in ("none", "selective"):
+        if all(
+            stage_memory(ctx, s, mode, params=params[s])[0].total_bytes <= capacity
+            for s in range(pp)
+        ):
+            return mode
+    return "full"

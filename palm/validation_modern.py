@@ -1,0 +1,267 @@
+"""The modern GPU validation set (``shared/validation/visible_modern.json``, SPEC sec. 7).
+
+Each row is a published training run (NVIDIA NeMo / Megatron-Bridge performance tables,
+MosaicML llm-foundry, torchtitan, Megatron-LM) with its model, cluster and plan. This module
+turns a row into a :class:`~palm.strategy.SimConfig` with the hardware preset of its GPU, or
+says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each one line:
+
+* GPU -> preset (:data:`GPU_PRESETS`); A100 40 GB rows override the memory size and bandwidth;
+* precision: every FP8 recipe (Transformer Engine delayed / current scaling, MXFP8, torchao
+  float8) -> ``fp8``; ``NVFP4`` has no precision in the simulator yet (left out);
+  unstated (Megatron-LM README) -> ``bf16``, which its MFU implies;
+* recompute: ``full ...`` -> ``full``, ``selective ...`` -> ``selective``, else ``none``;
+* sharding: FSDP ``FULL_SHARD`` / ``true`` / a shard degree -> ``zero = 3``; ``SHARD_GRAD_OP``
+  -> ``zero = 2``; Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
+* ``vp > 1`` with ``pp > 1`` -> ``interleaved-1f1b`` with ``interleave = vp``;
+* sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do); NeMo /
+  Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
+  (``tp_comm_overlap``: their performance recipes set it, the Megatron-LM table states it);
+* ``squared_relu`` MLPs (Nemotron) have two matrices, priced as ``gelu``;
+* a micro-batch the source does not state is taken as 1 (marked in the case's assumptions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from palm.config import parse_config
+from palm.errors import ConfigError
+from palm.validation import ValidationCase
+
+__all__ = [
+    "GPU_PRESETS",
+    "LeftOut",
+    "ModernCases",
+    "default_modern_file",
+    "load_modern_cases",
+    "modern_case_tables",
+]
+
+#: GPU name in the data set -> (hardware preset, overrides of the preset's fields)
+GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "H100-SXM5-80GB": ("dgx-h100", {}),
+    "H100-80GB": ("dgx-h100", {}),
+    "H100 (variant not stated)": ("dgx-h100", {}),
+    "H200-141GB": ("dgx-h200", {}),
+    "A100-SXM-80GB": ("dgx-a100", {}),
+    # A100 40 GB SXM4 datasheet: HBM2 40 GB at 1555 GB/s, same compute as the 80 GB part
+    "A100-SXM-40GB": ("dgx-a100", {"hbm_gib": 40e9 / 2**30, "hbm_bandwidth_gbps": 1555.0}),
+    "B200": ("dgx-b200", {}),
+    "GB200": ("gb200-nvl72", {}),
+    "B300": ("dgx-b300", {}),
+    "GB300": ("gb300-nvl72", {}),
+}
+
+_FP8_WORDS = ("fp8", "float8")
+
+#: GPUs with no preset, and why
+_NO_PRESET = {
+    "H100-96GB-HBM2e (500W, Grand Teton)": (
+        "H100 96 GB HBM2e capped at 500 W (Meta Grand Teton, torchtitan): no public clock, "
+        "peak or bandwidth for this power-capped variant"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A row the simulator cannot express yet, and why."""
+
+    case_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ModernCases:
+    cases: tuple[ValidationCase, ...]
+    left_out: tuple[LeftOut, ...]
+    assumptions: dict[str, tuple[str, ...]]
+    rows: dict[str, dict[str, Any]]
+
+
+def default_modern_file() -> Path:
+    return Path(str(resources.files("palm") / "data" / "visible_modern.json"))
+
+
+def _precision(text: str | None) -> str | None:
+    if text is None:
+        return "bf16"
+    low = text.lower()
+    if "fp4" in low:
+        return None
+    if any(w in low for w in _FP8_WORDS):
+        return "fp8"
+    if "bf16" in low or "bfloat16" in low:
+        return "bf16"
+    return None
+
+
+def _recompute(text: str | None) -> str:
+    low = (text or "none").lower()
+    if low.startswith("full"):
+        return "full"
+    if "selective" in low:
+        return "selective"
+    return "none"
+
+
+def _zero(fsdp: Any) -> int:
+    if fsdp in (None, False, "False"):
+        return 1  # Megatron's distributed optimizer
+    if fsdp == "SHARD_GRAD_OP":
+        return 2
+    return 3  # FULL_SHARD, true, or an FSDP shard degree
+
+
+def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str | None:
+    """Why ``row`` cannot be expressed, or ``None``."""
+    m, hw = row["model"], row["hardware"]
+    if hw["gpu"] not in GPU_PRESETS:
+        return _NO_PRESET.get(hw["gpu"], f"GPU {hw['gpu']}: no hardware preset")
+    if _precision(row["training"].get("precision")) is None:
+        return f"precision {row['training']['precision']}: not modelled"
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("cpu_offloading_num_layers") or row["training"].get("activation_cpu_offload"):
+        return "activation CPU offloading (recipe) is not modelled"
+    if m.get("experts"):
+        return "mixture of experts: needs the MoE model"
+    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
+        return f"head_dim {m['head_dim']} != hidden / heads"
+    for need in ("cp", "uneven"):
+        if not supported(need) and _needs(row, need):
+            return {"cp": "context parallelism", "uneven": "uneven pipeline stages"}[need]
+    return None
+
+
+def _needs(row: dict[str, Any], feature: str) -> bool:
+    par, m = row["parallelism"], row["model"]
+    if feature == "cp":
+        return (par.get("cp") or 1) > 1
+    vp, pp = par.get("vp") or 1, par.get("pp") or 1
+    return bool(pp > 1 and m["layers"] % (pp * vp))
+
+
+def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The TOML tables of one row and the assumptions made for fields the source omits."""
+    m, tr, par, hw = row["model"], row["training"], row["parallelism"], row["hardware"]
+    preset, overrides = GPU_PRESETS[hw["gpu"]]
+    assumed: list[str] = []
+    seq = m.get("seq_len") or m.get("seq_len_assumed")
+    if not m.get("seq_len"):
+        assumed.append(f"seq_len {seq} (training config of the source)")
+    micro = tr.get("micro_batch")
+    if not micro:
+        micro = 1
+        assumed.append("micro_batch 1 (not stated)")
+    if tr.get("precision") is None:
+        assumed.append("precision bf16 (not stated; MFU implies it)")
+    extra = m.get("arch_extra") or {}
+    gated = m["mlp"] == "swiglu"
+    tp, pp, vp = par["tp"], par["pp"], par.get("vp") or 1
+    model = {
+        "name": row["id"],
+        "family": "llama" if gated else "gpt",
+        "layers": m["layers"],
+        "hidden": m["hidden"],
+        "heads": m["heads"],
+        "kv_heads": m.get("kv_heads") or m["heads"],
+        "ffn_hidden": m["ffn_hidden"],
+        "seq_len": seq,
+        "vocab": m["vocab"],
+        "mlp": "swiglu" if gated else "gelu",
+        "bias": bool(extra.get("bias", False)),
+        "norm": "rmsnorm" if gated else "layernorm",
+        "dropout": False,
+        "tied_embeddings": bool(extra.get("tied_embeddings", not gated)),
+        "learned_positions": "learned" in str(extra.get("position_embedding", "")),
+    }
+    parallelism: dict[str, Any] = {
+        "tp": tp,
+        "pp": pp,
+        "dp": par["dp"],
+        "sequence_parallel": tp > 1,
+    }
+    if (par.get("cp") or 1) > 1:
+        parallelism["cp"] = par["cp"]
+    if tp > 1 and "Megatron" in str(row.get("source_family", "")) + str(row["source"]):
+        # NeMo / Megatron-Bridge performance recipes and the Megatron-LM weak-scaling runs
+        # overlap TP communication with the linear products (--tp-comm-overlap)
+        parallelism["tp_comm_overlap"] = True
+    if pp > 1 and vp > 1:
+        parallelism["schedule"] = "interleaved-1f1b"
+        parallelism["interleave"] = vp
+    layers = m["layers"]
+    if pp > 1 and layers % (pp * vp) and (layers + 2) % pp == 0:
+        # embedding and loss each count as a layer of the split (Megatron-Bridge recipes'
+        # account_for_embedding / loss_in_pipeline_split): the end ranks hold one layer less
+        parallelism["first_stage_layers"] = parallelism["last_stage_layers"] = (
+            layers + 2
+        ) // pp - 1
+        assumed.append("embedding and loss counted as pipeline layers (recipe)")
+    tables = {
+        "model": model,
+        "hardware": {"preset": preset, "gpus": hw["gpus"], **overrides},
+        "training": {
+            "global_batch": tr["global_batch"],
+            "micro_batch": micro,
+            "precision": _precision(tr.get("precision")),
+            "optimizer": "adam",
+            "recompute": _recompute(tr.get("recompute")),
+            "zero": _zero(par.get("fsdp")),
+        },
+        "parallelism": parallelism,
+    }
+    return tables, tuple(assumed)
+
+
+def _supported_features() -> Callable[[str], bool]:
+    from palm.strategy import ParallelismConfig
+
+    fields = ParallelismConfig.__dataclass_fields__
+    have = {"cp": "cp" in fields, "uneven": "first_stage_layers" in fields}
+    return lambda name: have[name]
+
+
+def load_modern_cases(path: str | Path | None = None) -> ModernCases:
+    """Every row of a modern validation file: the expressible ones as cases, the others with
+    the reason they are left out."""
+    path = Path(path) if path is not None else default_modern_file()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("validation file", str(path), "an existing JSON file") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("validation file", str(path), f"valid JSON ({exc})") from None
+    rows = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows:
+        raise ConfigError("validation file", str(path), "a JSON object with a cases list")
+    supported = _supported_features()
+    cases, left, assumptions, by_id = [], [], {}, {}
+    for row in rows:
+        by_id[row["id"]] = row
+        reason = _unsupported(row, supported)
+        if reason is None:
+            tables, assumed = modern_case_tables(row)
+            try:
+                config = parse_config(tables)
+            except ConfigError as exc:
+                reason = f"not accepted: {exc}"
+            else:
+                cases.append(
+                    ValidationCase(
+                        case_id=row["id"],
+                        config=config,
+                        published_iteration_time_s=float(row["derived"]["iteration_time_s"]),
+                        source=f"{row['source'].get('repo')}: {row['source'].get('table')}",
+                    )
+                )
+                if assumed:
+                    assumptions[row["id"]] = assumed
+                continue
+        left.append(LeftOut(row["id"], reason))
+    return ModernCases(tuple(cases), tuple(left), assumptions, by_id)

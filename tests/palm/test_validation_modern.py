@@ -1,0 +1,55 @@
+"""The modern GPU validation set: every row is either a simulated case or left out with a
+reason; the mapping of precision, sharding and schedule follows the documented rules."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from palm.validation_modern import default_modern_file, load_modern_cases
+from palm.validation_report import generation, modern_report
+from search.cli import build_parser
+
+
+def test_every_row_is_a_case_or_left_out_with_a_reason() -> None:
+    data = load_modern_cases()
+    rows = json.loads(default_modern_file().read_text())["cases"]
+    ids = {c.case_id for c in data.cases} | {x.case_id for x in data.left_out}
+    assert ids == {r["id"] for r in rows} and len(data.cases) + len(data.left_out) == len(rows)
+    assert all(x.reason for x in data.left_out)
+    assert len(data.cases) >= 150  # every dense H100 / A100 row at least
+
+
+def test_mapping_rules() -> None:
+    data = load_modern_cases()
+    by_id = {c.case_id: c.config for c in data.cases}
+    fsdp = by_id["foundry-h100-80gb-mpt-760m-16g-s2048"]
+    assert fsdp.training.zero == 3 and fsdp.training.precision == "bf16"
+    assert fsdp.hardware.name == "dgx-h100" and fsdp.parallelism.dp == 16
+    grad_op = by_id["foundry-h100-80gb-mpt-3b-128g-s2048"]
+    assert grad_op.training.zero == 2
+    nemo = by_id["nemo2407-h100-gpt3-175b-128g"]
+    assert nemo.training.precision == "fp8" and nemo.training.zero == 1
+    assert nemo.parallelism.schedule == "interleaved-1f1b" and nemo.parallelism.interleave == 6
+    assert nemo.parallelism.sequence_parallel
+    a100_40 = by_id["foundry-a100-40gb-mpt-1b-8g-s2048"]
+    assert a100_40.hardware.device_memory_bytes == 40e9
+    assert "micro_batch 1 (not stated)" in data.assumptions["mlm-weak-h100-1.7b-48g"]
+    reasons = {x.case_id: x.reason for x in data.left_out}
+    assert "fp4" in reasons["mb260401-gb200-llama31-405b-256g-nvfp4"].lower()
+
+
+def test_report_groups_by_generation_and_cli_prints_both_sets() -> None:
+    report = modern_report(None, engine="analytical")
+    assert set(report["by_generation"]) >= {"A100", "H100"}
+    assert sum(g["count"] for g in report["by_generation"].values()) == len(report["cases"])
+    assert generation("dgx-b200") == "Blackwell" and generation("dgx-h200") == "H100"
+    args = build_parser().parse_args(["validate", "--engine", "analytical"])
+    out = io.StringIO()
+    assert args.handler(args, out) == 0
+    text = out.getvalue()
+    assert "megatron-sc21-t1-18.4b" in text and "modern cases" in text and "left out" in text
+    args = build_parser().parse_args(["validate", "--suite", "modern", "--json"])
+    out = io.StringIO()
+    assert args.handler(args, out) == 0
+    assert json.loads(out.getvalue())["engine"] == "event"
