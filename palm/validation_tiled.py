@@ -80,9 +80,18 @@ def _read(path: Path) -> Any:
 
 
 def is_tiled_file(path: str | Path) -> bool:
-    """Whether ``path`` has the tiled shape (a ``cases`` list) rather than ``gpu_training``."""
-    data = _read(Path(path))
-    return isinstance(data, dict) and isinstance(data.get("cases"), list)
+    """Whether ``path`` has the tiled shape (``cases`` of kind ``gemm`` or ``dram``);
+    unreadable files are left to the other loaders' errors."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    cases = data.get("cases") if isinstance(data, dict) else None
+    return (
+        isinstance(cases, list)
+        and bool(cases)
+        and all(isinstance(c, dict) and c.get("kind") in ("gemm", "dram") for c in cases)
+    )
 
 
 def _source(case: dict[str, Any]) -> str:

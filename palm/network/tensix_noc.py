@@ -17,8 +17,8 @@ tile the cores used, and one tile for both channels would cap a group at one por
 **Sharing.** Every transfer is a flow that loads each link of its route, the NoC port of the
 DRAM tile and of the core (``intra_tile_link_gbps`` each) and its channel
 (``dram_channel_bandwidth_gbps x memory_efficiency``). Rates are max-min fair
-(:func:`palm.network.flows.max_min_rates`), recomputed whenever a transfer ends; the bandwidth
-is the bytes moved over the time until the last transfer ends.
+(:func:`palm.network.flows.max_min_rates`, in its array form ``fill``), recomputed whenever a
+transfer ends; the bandwidth is the bytes moved over the time until the last transfer ends.
 
 **Assignment.** ``paired`` ("carefully" in the tables): channels in turn take the free core
 whose route shares the least with the routes already taken (then the shortest); otherwise
@@ -37,8 +37,10 @@ import random
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+import numpy as np
+
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.flows import max_min_rates
+from palm.network.flows import fill
 
 __all__ = [
     "GRID",
@@ -152,17 +154,23 @@ def _assignment(t: DramTransfer, rng: random.Random | None) -> list[tuple[Coord,
 
 def _makespan(loads: list[dict[Hashable, float]], capacity: dict[Hashable, float], size: float
               ) -> float:  # fmt: skip
-    """Time until every flow has moved ``size`` bytes, rates re-shared as flows end."""
-    remaining = [size] * len(loads)
-    active = list(range(len(loads)))
+    """Time until every flow has moved ``size`` bytes, rates re-shared (max-min fair, by
+    :func:`palm.network.flows.fill`, the array form of ``max_min_rates``) as flows end."""
+    keys = {r: j for j, r in enumerate(capacity)}
+    matrix = np.zeros((len(loads), len(keys)))
+    for i, flow in enumerate(loads):
+        for r, a in flow.items():
+            matrix[i, keys[r]] += a
+    cap = np.fromiter(capacity.values(), dtype=np.float64, count=len(keys))
+    remaining = np.full(len(loads), size)
+    active = np.ones(len(loads), bool)
     now = 0.0
-    while active:
-        rates = max_min_rates(loads=[loads[i] for i in active], capacity_Bps=capacity)
-        step = min(remaining[i] / r for i, r in zip(active, rates, strict=True))
+    while active.any():
+        rates = fill(matrix[active], cap)
+        step = float(np.min(remaining[active] / rates))
         now += step
-        for i, r in zip(active, rates, strict=True):
-            remaining[i] -= r * step
-        active = [i for i in active if remaining[i] > size * 1e-9]
+        remaining[active] -= rates * step
+        active &= remaining > size * 1e-9
     return now
 
 
