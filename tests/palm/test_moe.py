@@ -364,3 +364,18 @@ def test_context_parallel_ranks_join_the_expert_layout() -> None:
     assert [c.group for c in colls] == ["dp", "edp"]
     with pytest.raises(ConfigError, match=r"^parallelism.ep\*etp = .*tp x cp x dp = 16"):
         parse_config(mixtral(dp=8, cp=2, ep=8, etp=4))
+
+
+def test_all_to_all_uses_the_member_with_the_fewest_local_peers() -> None:
+    # groups of 4 over DGX nodes of 8: [0, 1, 8, 9] has 2 local, [2, 3, 4, 16] has 1 (rank 16)
+    step = cluster_all_to_all_step(H100, np.array([[0, 1, 8, 9], [2, 3, 4, 16]]))
+    assert step.bandwidth_Bps == pytest.approx(3 / max(0 / 450e9, 3 / 50e9))
+    even = cluster_all_to_all_step(H100, np.array([[0, 1, 8, 9]]))
+    assert even.bandwidth_Bps == pytest.approx(3 / max(1 / 450e9, 2 / 50e9))
+
+
+def test_expert_count_is_bounded() -> None:
+    tables = mixtral(ep=1)
+    tables["model"].update(experts=2**40, top_k=2)
+    with pytest.raises(ConfigError, match=r"^model.experts = 1099511627776 .*at most 65536"):
+        parse_config(tables)
