@@ -37,7 +37,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="simulate one configuration (TOML) and print its throughput, memory and timings",
         description="Simulate one training or inference iteration of the configuration in FILE.",
     )
-    p.add_argument("file", metavar="FILE", help="simulation configuration (TOML, SPEC sec. 3)")
+    p.add_argument(
+        "file", metavar="FILE", help="simulation configuration (TOML, see docs/config.md)"
+    )
     _add_overrides(p)
     p.add_argument(
         "--engine",
@@ -89,7 +91,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         nargs="?",
         default=None,
-        help="validation JSON of the same shape as shared/validation/visible.json",
+        help="validation JSON of the same shape as the packaged palm/data/visible.json",
     )
     v.add_argument(
         "--engine",
