@@ -265,7 +265,12 @@ def _cmd_validate_megatron(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _gib(x: float) -> str:
-    return f"{x / 2**30:,.1f} GiB"
+    """Bytes in the largest binary unit that keeps the number >= 1 (B, KiB, MiB, GiB, TiB), so
+    that a small chip's SRAM does not print as 0.0 GiB."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= size:
+            return f"{x / size:,.1f} {unit}"
+    return f"{x:,.0f} B"
 
 
 def format_summary(config: SimConfig, result: Result) -> str:

@@ -25,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
-from search.lifecycle import supervise, worker_main
+from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.objective import Objective, TrialFailed
 from search.samplers import make_sampler
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
@@ -165,14 +165,15 @@ def _optimize_here(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     if progress:
         callbacks.append(_Progress(n_trials, sys.stderr))
-    tuning.study.optimize(
-        Objective(tuning.spec),
-        n_trials=n_trials,
-        timeout=timeout,
-        catch=(TrialFailed,),
-        callbacks=callbacks,
-        gc_after_trial=False,
-    )
+    with trial_signals():  # a stop signal fails the running trial, never orphans one
+        tuning.study.optimize(
+            guarded(Objective(tuning.spec)),
+            n_trials=n_trials,
+            timeout=timeout,
+            catch=(TrialFailed,),
+            callbacks=[*callbacks, stop_if_signalled],
+            gc_after_trial=False,
+        )
 
 
 def _run(

@@ -315,7 +315,7 @@ def _out_dir(path: str) -> Path:
 def write_trials_csv(study: optuna.Study, path: Path) -> Path:
     """Every trial of ``study`` as one CSV row (Optuna's ``trials_dataframe``, a pandas
     DataFrame): number, state, values, parameters, times, and the simulated result fields."""
-    import pandas
+    import pandas  # type: ignore[import-untyped,unused-ignore]
 
     frame = study.trials_dataframe(
         attrs=("number", "state", "values", "params", "datetime_start", "duration")

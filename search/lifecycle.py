@@ -24,7 +24,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
     "quiet_optuna_logs",
     "worker_main",
     "supervise",
+    "guarded",
+    "stop_if_signalled",
+    "trial_signals",
 ]
 
 #: how long stopped workers get to fail their trial and exit before they are killed
@@ -49,18 +53,68 @@ def _raise_terminated(signum: int, frame: Any) -> None:
     raise Terminated()
 
 
-def _stop_once(signum: int, frame: Any) -> None:
-    """A worker's first SIGINT or SIGTERM unwinds the trial (Optuna fails it); later ones are
-    ignored so that they cannot break Optuna's bookkeeping of that failure."""
-    # a Python no-op, not SIG_IGN: a signal already pending would otherwise be reported as
-    # "ignored due to race condition" with a traceback
-    signal.signal(signal.SIGINT, _ignore)
-    signal.signal(signal.SIGTERM, _ignore)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-
 def _ignore(signum: int, frame: Any) -> None:
     """Drop the signal."""
+
+
+class _Signals:
+    """Whether a trial's objective is running, and a stop signal received outside it."""
+
+    inside = False
+    pending: type[KeyboardInterrupt] | None = None
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """Inside an objective: unwind it now (Optuna fails the trial). Elsewhere (Optuna asking
+    for or telling a trial): remember it, so that no trial is left RUNNING without an owner;
+    :func:`guarded` and :func:`stop_if_signalled` act on it a moment later."""
+    exc = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    if _Signals.inside:
+        signal.signal(signal.SIGINT, _ignore)
+        signal.signal(signal.SIGTERM, _ignore)
+        raise exc()
+    _Signals.pending = exc
+
+
+def guarded(objective: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``objective`` that a stop signal interrupts only while it runs (see :func:`_on_signal`)."""
+
+    def run(trial: Any) -> Any:
+        if _Signals.pending is not None:
+            raise _Signals.pending()
+        _Signals.inside = True
+        try:
+            return objective(trial)
+        finally:
+            _Signals.inside = False
+
+    return run
+
+
+def stop_if_signalled(study: Any, trial: Any) -> None:
+    """Optuna callback: end ``optimize`` after a trial if a stop signal came meanwhile."""
+    if _Signals.pending is not None:
+        study.stop()
+
+
+@contextmanager
+def trial_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM handled by :func:`_on_signal` while trials run; a signal received
+    between trials is raised when they have stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    _Signals.inside, _Signals.pending = False, None
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    if _Signals.pending is not None:
+        raise _Signals.pending()
 
 
 def install_sigterm() -> None:
@@ -120,8 +174,7 @@ def _die_with_parent(parent: int) -> None:
 def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -> None:
     """Body of worker process ``index``: dies with its parent, turns SIGTERM and Ctrl-C into a
     quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
-    signal.signal(signal.SIGINT, _stop_once)
-    signal.signal(signal.SIGTERM, _stop_once)
+    install_sigterm()
     _die_with_parent(parent)
     quiet_optuna_logs()
     try:
