@@ -39,7 +39,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="simulate one configuration (TOML) and print its throughput, memory and timings",
         description="Simulate one training or inference iteration of the configuration in FILE.",
     )
-    p.add_argument("file", metavar="FILE", help="simulation configuration (TOML, SPEC sec. 3)")
+    p.add_argument(
+        "file", metavar="FILE", help="simulation configuration (TOML, see docs/config.md)"
+    )
     _add_overrides(p)
     p.add_argument(
         "--engine",
@@ -279,7 +281,12 @@ def _write_gpu_table(out: TextIO, rows: list[dict[str, Any]], summary: dict[str,
 
 
 def _gib(x: float) -> str:
-    return f"{x / 2**30:,.1f} GiB"
+    """Bytes in the largest binary unit that keeps the number >= 1 (B, KiB, MiB, GiB, TiB), so
+    that a small chip's SRAM does not print as 0.0 GiB."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= size:
+            return f"{x / size:,.1f} {unit}"
+    return f"{x:,.0f} B"
 
 
 def format_summary(config: SimConfig, result: Result) -> str:

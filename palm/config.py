@@ -88,6 +88,10 @@ def load_config(path: str | Path, *, overrides: Iterable[str] = ()) -> SimConfig
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config file", str(path), f"valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(
+            "config file", str(path), "TOML nested less deeply (tables in tables)"
+        ) from None
     data = apply_overrides(data, overrides)
     return parse_config(data, base_dir=path.parent)
 

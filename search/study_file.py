@@ -87,6 +87,10 @@ def load_study(path: str | Path) -> StudySpec:
         raise ConfigError("study file", str(path), f"a readable file ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("study file", str(path), f"valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(
+            "study file", str(path), "TOML nested less deeply (tables in tables)"
+        ) from None
     return study_from_tables(data, base_dir=path.parent, default_name=path.stem)
 
 

@@ -138,7 +138,9 @@ def test_heatmap_colours_busy_and_idle_cells_differently(tmp_path: Path) -> None
         return pixels[pixels.shape[0] - 1 - int(round(y)), int(round(x)), :3].astype(int)
 
     hot, cold = pixel(busiest), pixel(idle)
-    assert np.abs(hot - cold).sum() > 100
+    # the colour scale is utilisation 0..1, fixed: a nearly idle link is not drawn bright
+    assert (image.norm.vmin, image.norm.vmax) == (0.0, 1.0)
+    assert np.abs(hot - cold).sum() > 0 if grid.max() > 0.05 else True
     ends = np.asarray(image.cmap(image.norm(np.array([0.0, grid.max()]))))[:, :3] * 255
     expected_cold, expected_hot = ends
     assert np.abs(cold - expected_cold).max() <= 3
