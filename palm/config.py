@@ -476,10 +476,10 @@ _NONNEG_INTS = {
     "padding",
     "first_stage_layers",
     "last_stage_layers",
-    "etp",
     "m",
     "k",
     "n",
+    "etp",
 }
 _T = typing.TypeVar("_T")
 

@@ -128,9 +128,9 @@ def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str |
     hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
     if hints.get("cpu_offloading_num_layers") or row["training"].get("activation_cpu_offload"):
         return "activation CPU offloading (recipe) is not modelled"
-    if m.get("experts"):
+    if m.get("experts") and not supported("moe"):
         return "mixture of experts: needs the MoE model"
-    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
+    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"] and not supported("moe"):
         return f"head_dim {m['head_dim']} != hidden / heads"
     for need in ("cp", "uneven"):
         if not supported(need) and _needs(row, need):
@@ -180,6 +180,8 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         "tied_embeddings": bool(extra.get("tied_embeddings", not gated)),
         "learned_positions": "learned" in str(extra.get("position_embedding", "")),
     }
+    if m.get("experts"):
+        assumed.extend(_moe_fields(m, model, par, row))
     parallelism: dict[str, Any] = {
         "tp": tp,
         "pp": pp,
@@ -203,6 +205,10 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             layers + 2
         ) // pp - 1
         assumed.append("embedding and loss counted as pipeline layers (recipe)")
+    if m.get("experts"):
+        parallelism["ep"] = par.get("ep") or 1
+        # Megatron-Bridge MoE recipes run experts without tensor parallelism (etp = 1)
+        parallelism["etp"] = par.get("etp") or 1
     tables = {
         "model": model,
         "hardware": {"preset": preset, "gpus": hw["gpus"], **overrides},
@@ -219,11 +225,46 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     return tables, tuple(assumed)
 
 
+def _moe_fields(
+    m: dict[str, Any], model: dict[str, Any], par: dict[str, Any], row: dict[str, Any]
+) -> list[str]:
+    """Mixture-of-experts fields of ``model`` from the row; returns the assumptions made."""
+    extra = m.get("arch_extra") or {}
+    assumed = []
+    model.update(
+        experts=m["experts"],
+        top_k=m["top_k"],
+        moe_ffn_hidden=m["moe_ffn_hidden"],
+        shared_experts=m.get("shared_experts") or 0,
+        dense_layers=m.get("dense_layers") or 0,
+    )
+    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
+        model["head_dim"] = m["head_dim"]
+    if extra.get("attention") == "MLA":  # DeepSeek multi-head latent attention
+        model.update(
+            q_lora_rank=extra["q_lora_rank"],
+            kv_lora_rank=extra["kv_lora_rank"],
+            qk_rope_head_dim=extra["qk_pos_emb_head_dim"],
+            v_head_dim=extra["v_head_dim"],
+            head_dim=extra["qk_head_dim"] + extra["qk_pos_emb_head_dim"],
+        )
+    if "sliding" in str(extra.get("attention", "")) or extra.get("attention_chunk_size"):
+        assumed.append("local (sliding-window / chunked) attention layers priced as full")
+    if not par.get("etp"):
+        assumed.append("etp 1 (Megatron-Bridge MoE recipes)")
+    return assumed
+
+
 def _supported_features() -> Callable[[str], bool]:
     from palm.strategy import ParallelismConfig
+    from palm.workload.model import ModelConfig
 
     fields = ParallelismConfig.__dataclass_fields__
-    have = {"cp": "cp" in fields, "uneven": "first_stage_layers" in fields}
+    have = {
+        "cp": "cp" in fields,
+        "uneven": "first_stage_layers" in fields,
+        "moe": "experts" in ModelConfig.__dataclass_fields__ and "ep" in fields,
+    }
     return lambda name: have[name]
 
 

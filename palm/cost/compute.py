@@ -38,7 +38,8 @@ Constants and their origin: ``docs/model.md``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import dataclasses
+from dataclasses import dataclass
 
 from palm.hardware.spec import GpuClusterHardware, Hardware
 from palm.units import bytes_per_element
@@ -159,7 +160,11 @@ def attention_time(flops: float, nbytes: float, rates: DeviceRates) -> float:
 def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
     """Input gradient ``dA = dC B^T`` (m x k, inner n) and weight gradient ``dB = A^T dC``
     (k x n, inner m): each as many FLOPs as the forward product, with other shapes."""
-    return (replace(g, n=g.k, k=g.n), replace(g, m=g.k, n=g.n, k=g.m))
+    # the same kind of product (FP8 or not) as the forward one
+    return (
+        dataclasses.replace(g, m=g.m, n=g.k, k=g.n),
+        dataclasses.replace(g, m=g.k, n=g.n, k=g.m),
+    )
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ class ModelConfig:
     ``gemm`` is one matrix product ``C[m, n] = A[m, k] B[k, n]`` (:mod:`palm.workload.gemm`);
     ``sram_resident`` names its operands that already sit in SRAM (``"a"``, ``"b"``, ``"c"``:
     e.g. tt-metal's L1-sharded tensors) instead of starting or ending in DRAM.
+
     ``head_dim`` is the attention head width (0 = ``hidden / heads``; Gemma and Qwen3 differ).
 
     Mixture of experts (:mod:`palm.workload.moe`, docs/model.md "Mixture of experts"):

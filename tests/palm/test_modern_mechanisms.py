@@ -112,6 +112,19 @@ def test_fp8_applies_to_linear_layers_only() -> None:
     for g in gemms:
         ratio = gemm_time(g, fp8) / gemm_time(g, bf16)
         assert ratio == pytest.approx(0.5 if g.fp8 else 1.0)
+    # backward products keep the forward product's precision
+    unfused16 = op_times(
+        layer, batch=1, tp=1, sp=False, recompute="none", rates=bf16, training=True
+    )
+    unfused8 = op_times(layer, batch=1, tp=1, sp=False, recompute="none", rates=fp8, training=True)
+    attn16 = sum(gemm_time(g, bf16) for g in gemms if not g.fp8)
+    lin16 = sum(gemm_time(g, bf16) for g in gemms if g.fp8)
+    vec = layer.forward_vector_bytes(batch=1, tp=1, sp=False, act_bytes=2)
+    cast_b = sum(3 * g.m * g.n for g in gemms if g.fp8)
+    assert unfused16.backward_s - unfused8.backward_s == pytest.approx(
+        2 * lin16 / 2 - cast_b / fp8.local_bandwidth_Bps
+    )
+    assert unfused8.backward_s > 2 * attn16 + 2 * vec / fp8.local_bandwidth_Bps
     # per-tensor scaling: every FP8 product casts its input (read 2 B, write 1 B)
     t16 = op_times(LAYER, batch=1, tp=1, sp=False, recompute="none", rates=bf16, training=True)
     t8 = op_times(LAYER, batch=1, tp=1, sp=False, recompute="none", rates=fp8, training=True)

@@ -125,3 +125,33 @@ def test_validate_prints_tiled_rows_next_to_the_gpu_cases(tmp_path: Path) -> Non
     assert args.handler(args, out) == 0
     text = out.getvalue()
     assert "Wormhole n150 matmul" in text and "matmul all" in text and "TP" not in text
+
+
+def test_file_shapes_are_told_apart(tmp_path: Path) -> None:
+    from palm.validation import default_validation_file
+    from palm.validation_tiled import is_tiled_file
+
+    assert is_tiled_file(default_tiled_file())
+    assert not is_tiled_file(default_validation_file())
+    modern = tmp_path / "modern.json"
+    modern.write_text(json.dumps({"cases": [{"id": "x", "hardware": {}}]}))
+    assert not is_tiled_file(modern)
+    assert not is_tiled_file(tmp_path / "missing.json")
+
+
+def test_block_format_and_lofi_rows_load(tmp_path: Path) -> None:
+    """The held-out rows are BFLOAT8_B / BFLOAT4_B, some at LoFi: they map onto bfp8 / bfp4."""
+    data = json.loads(default_tiled_file().read_text())
+    rows = [c for c in data["cases"] if c["kind"] == "gemm"][:2]
+    rows[0]["workload"]["dtype"] = "DataType.BFLOAT8_B"
+    rows[1]["workload"]["dtype"] = "DataType.BFLOAT4_B"
+    rows[1]["workload"]["math_fidelity"] = "MathFidelity.LoFi"
+    data["cases"] = rows
+    path = tmp_path / "blocks.json"
+    path.write_text(json.dumps(data))
+    cases = load_tiled_cases(path)
+    assert [c.config.training.precision for c in cases.gemm] == ["bfp8", "bfp4"]
+    hw = cases.gemm[1].config.hardware
+    assert isinstance(hw, Mesh2DHardware) and hw.math_fidelity == "lofi"
+    report = tiled_report(cases)
+    assert all(r["predicted_s"] > 0 for r in report["gemm"]["cases"])
