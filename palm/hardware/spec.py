@@ -59,6 +59,9 @@ class Mesh2DHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
+    #: where a stage's data lives in DRAM (palm/network/dram.py): "interleaved" over every
+    #: channel, or on the channel "nearest" each core
+    dram_placement: Literal["interleaved", "nearest"] = "interleaved"
     topology: Literal["mesh2d"] = "mesh2d"
 
     @property
