@@ -4,6 +4,14 @@ Transformer layers are split evenly between chunks, the embedding riding with th
 the logits with the last, as Megatron-LM does; when the layers do not divide evenly, or for
 other operator chains, chunks are balanced by forward FLOPs: the contiguous split that
 minimises the largest chunk.
+
+Uneven stages (Megatron-Core ``num_layers_in_first_pipeline_stage`` /
+``num_layers_in_last_pipeline_stage``): the first and / or last pipeline rank get the layer
+counts asked for, the other ranks share the rest evenly (earlier ranks take the remainder),
+and each rank's layers are spread evenly over its ``v`` interleaved chunks, chunk ``j`` of
+rank ``s`` being chunk ``j p + s`` of the model (so 126 layers on 16 ranks with 8 chunks and
+first = last = 7 give one layer per chunk, the embedding and the logits alone in the first
+and last chunk, as Megatron-Bridge's Llama 3.1 405B recipe splits them).
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from collections.abc import Sequence
 
 from palm.workload.model import Workload
 
-__all__ = ["partition", "chunk_ranges"]
+__all__ = ["partition", "chunk_ranges", "uneven_chunk_layers"]
 
 
 def partition(costs: Sequence[float], parts: int) -> list[tuple[int, int]]:
@@ -52,10 +60,53 @@ def partition(costs: Sequence[float], parts: int) -> list[tuple[int, int]]:
     return found
 
 
+def _spread(total: int, parts: int) -> list[int]:
+    """``total`` items in ``parts`` near-equal counts, the larger ones first."""
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def uneven_chunk_layers(*, layers: int, pp: int, chunks: int, first: int, last: int) -> list[int]:
+    """Layers of each model chunk (in model order ``c = j pp + s``) when the first and / or
+    last pipeline rank hold ``first`` / ``last`` layers (0: an equal share)."""
+    fixed = {0: first, pp - 1: last}
+    fixed = {s: n for s, n in fixed.items() if n}
+    free = [s for s in range(pp) if s not in fixed]
+    shares = _spread(layers - sum(fixed.values()), len(free)) if free else []
+    per_stage = dict(fixed) | dict(zip(free, shares, strict=True))
+    per_chunk = {s: _spread(per_stage[s], chunks) for s in range(pp)}
+    # a short first (last) rank leaves its first (last) chunk the lightest: with as many
+    # chunks as layers plus two, the embedding (logits) fills that chunk alone, as Megatron's
+    # account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split do
+    per_chunk[0] = per_chunk[0][::-1]
+    return [per_chunk[c % pp][c // pp] for c in range(pp * chunks)]
+
+
 def chunk_ranges(
-    workload: Workload, parts: int, unit_cost: Sequence[float]
+    workload: Workload,
+    parts: int,
+    unit_cost: Sequence[float],
+    *,
+    pp: int = 1,
+    first_stage_layers: int = 0,
+    last_stage_layers: int = 0,
 ) -> list[tuple[int, int]]:
     ops = workload.ops
+    if workload.transformer and (first_stage_layers or last_stage_layers):
+        counts = uneven_chunk_layers(
+            layers=workload.blocks,
+            pp=pp,
+            chunks=parts // pp,
+            first=first_stage_layers,
+            last=last_stage_layers,
+        )
+        bounds = [0]
+        for n in counts:
+            bounds.append(bounds[-1] + n)
+        out = [(1 + a, 1 + b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        out[0] = (0, out[0][1])
+        out[-1] = (out[-1][0], len(ops))
+        return out
     if workload.transformer:
         layers = workload.blocks
         if layers % parts == 0:

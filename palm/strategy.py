@@ -38,16 +38,26 @@ class TrainingConfig:
     """``[training]``. ``precision`` is the compute precision; training in a 16- or 8-bit
     precision is mixed precision with fp32 master weights. ``zero`` is the ZeRO stage
     (Rajbhandari et al. 2020): 1 shards optimizer states, 2 also gradients, 3 also weights
-    over the data-parallel group. ``recompute = "auto"`` recomputes only when memory forces it:
-    the least of none, selective and full with which every stage fits."""
+    over the data-parallel group. ``fsdp = true`` is an alias of ``zero = 3`` (PyTorch FSDP /
+    FSDP2 ``FULL_SHARD``, DeepSpeed ZeRO stage 3: weights, gradients and optimizer states
+    sharded, weights all-gathered one layer ahead of use and gradients reduce-scattered
+    during the backward pass; docs/model.md). ``recompute = "auto"`` recomputes only when
+    memory forces it: the least of none, selective and full with which every stage fits. ``bfp8``
+    and ``bfp4`` are Tenstorrent's block floating-point formats (inference only)."""
 
     mode: Literal["train", "inference"] = "train"
     global_batch: int = 8
     micro_batch: int = 1
-    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4"] = "bf16"
     optimizer: Literal["sgd", "adam"] = "adam"
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0
+    fsdp: bool = False
+
+    @property
+    def zero_stage(self) -> int:
+        """The ZeRO stage in effect (``fsdp = true`` means 3)."""
+        return 3 if self.fsdp else self.zero
 
 
 @dataclass(frozen=True)
@@ -58,7 +68,23 @@ class ParallelismConfig:
     25 MiB). ``linear_split = [b, m, n, k]``, ``conv_split = [b, c, i, k]`` and
     ``pool_split = [b, c, i]`` run the Linear, Conv2d and Pool operators of a stage with the
     operator-level splits of paper Table III (their product must be the stage group size
-    ``tp x dp``); empty keeps tensor parallelism by output features."""
+    ``tp x dp``); empty keeps tensor parallelism by output features.
+
+    ``cp`` is context parallelism (Megatron-Core ``--context-parallel-size``): each sequence is
+    cut into ``cp`` parts held by ``cp`` ranks that exchange K and V round a ring; gradients
+    are reduced over ``dp x cp`` ranks. Ranks are ordered TP fastest, then CP, DP, PP, as in
+    Megatron-Core. ``first_stage_layers`` / ``last_stage_layers`` (0: balanced) give the
+    first and last pipeline stage fewer layers, like Megatron's
+    ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``; the
+    other stages share the rest evenly, and each stage's layers are spread over its
+    ``interleave`` chunks. ``tp_comm_overlap`` pipelines the TP collectives with the linear
+    products (Megatron-Core ``--tp-comm-overlap``; :mod:`palm.cost.overlap`).
+
+    ``ep`` (expert parallelism) and ``etp`` (expert tensor parallelism) lay the experts of a
+    mixture-of-experts model over the same ``tp x cp x dp`` devices of a stage, Megatron-Core
+    style: experts split ``ep`` ways, each expert's MLP ``etp`` ways, expert gradients reduced
+    over the other ``tp x cp x dp / (ep x etp)`` devices (:mod:`palm.workload.moe`); ``etp = 0``
+    (the default) means ``etp = tp``, Megatron-Core's default."""
 
     tp: int = 1
     pp: int = 1
@@ -70,10 +96,32 @@ class ParallelismConfig:
     linear_split: tuple[int, ...] = ()
     conv_split: tuple[int, ...] = ()
     pool_split: tuple[int, ...] = ()
+    cp: int = 1
+    first_stage_layers: int = 0
+    last_stage_layers: int = 0
+    tp_comm_overlap: bool = False
+    ep: int = 1
+    etp: int = 0
+
+    @property
+    def expert_tp(self) -> int:
+        """The expert tensor-parallel degree: ``etp``, or ``tp`` when ``etp = 0``."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallelism: the devices of a stage over ``ep x etp``."""
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp)
 
     @property
     def devices(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def data_ranks(self) -> int:
+        """Ranks of a stage that hold the same weights: ``dp x cp`` (gradient reduction and
+        ZeRO sharding run over them)."""
+        return self.dp * self.cp
 
     @property
     def chunks(self) -> int:

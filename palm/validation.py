@@ -64,6 +64,7 @@ def _case_tables(case: dict[str, Any]) -> dict[str, Any]:
             "family": "gpt",
             **case["model"],
             "kv_heads": case["model"]["heads"],
+            "attention": "unfused",  # Megatron-LM 2021 (SC21): no fused attention kernel
         },
         "hardware": {
             "preset": "dgx-a100",

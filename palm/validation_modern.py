@@ -13,7 +13,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
 * sharding: FSDP ``FULL_SHARD`` / ``true`` / a shard degree -> ``zero = 3``; ``SHARD_GRAD_OP``
   -> ``zero = 2``; Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
 * ``vp > 1`` with ``pp > 1`` -> ``interleaved-1f1b`` with ``interleave = vp``;
-* sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do);
+* sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do); NeMo /
+  Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
+  (``tp_comm_overlap``: their performance recipes set it, the Megatron-LM table states it);
 * ``squared_relu`` MLPs (Nemotron) have two matrices, priced as ``gelu``;
 * a micro-batch the source does not state is taken as 1 (marked in the case's assumptions).
 """
@@ -45,9 +47,6 @@ GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "H100-SXM5-80GB": ("dgx-h100", {}),
     "H100-80GB": ("dgx-h100", {}),
     "H100 (variant not stated)": ("dgx-h100", {}),
-    # Meta Grand Teton H100 with 96 GB HBM2e at 500 W (torchtitan docs): no public peak or
-    # bandwidth for this power-capped SKU; the SXM5 figures with its 96 GB capacity
-    "H100-96GB-HBM2e (500W, Grand Teton)": ("dgx-h100", {"hbm_gib": 96e9 / 2**30}),
     "H200-141GB": ("dgx-h200", {}),
     "A100-SXM-80GB": ("dgx-a100", {}),
     # A100 40 GB SXM4 datasheet: HBM2 40 GB at 1555 GB/s, same compute as the 80 GB part
@@ -59,6 +58,14 @@ GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 _FP8_WORDS = ("fp8", "float8")
+
+#: GPUs with no preset, and why
+_NO_PRESET = {
+    "H100-96GB-HBM2e (500W, Grand Teton)": (
+        "H100 96 GB HBM2e capped at 500 W (Meta Grand Teton, torchtitan): no public clock, "
+        "peak or bandwidth for this power-capped variant"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -115,12 +122,15 @@ def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str |
     """Why ``row`` cannot be expressed, or ``None``."""
     m, hw = row["model"], row["hardware"]
     if hw["gpu"] not in GPU_PRESETS:
-        return f"GPU {hw['gpu']}: no hardware preset"
+        return _NO_PRESET.get(hw["gpu"], f"GPU {hw['gpu']}: no hardware preset")
     if _precision(row["training"].get("precision")) is None:
         return f"precision {row['training']['precision']}: not modelled"
-    if m.get("experts"):
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("cpu_offloading_num_layers") or row["training"].get("activation_cpu_offload"):
+        return "activation CPU offloading (recipe) is not modelled"
+    if m.get("experts") and not supported("moe"):
         return "mixture of experts: needs the MoE model"
-    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
+    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"] and not supported("moe"):
         return f"head_dim {m['head_dim']} != hidden / heads"
     for need in ("cp", "uneven"):
         if not supported(need) and _needs(row, need):
@@ -170,6 +180,8 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         "tied_embeddings": bool(extra.get("tied_embeddings", not gated)),
         "learned_positions": "learned" in str(extra.get("position_embedding", "")),
     }
+    if m.get("experts"):
+        assumed.extend(_moe_fields(m, model, par, row))
     parallelism: dict[str, Any] = {
         "tp": tp,
         "pp": pp,
@@ -178,9 +190,25 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     }
     if (par.get("cp") or 1) > 1:
         parallelism["cp"] = par["cp"]
+    if tp > 1 and "Megatron" in str(row.get("source_family", "")) + str(row["source"]):
+        # NeMo / Megatron-Bridge performance recipes and the Megatron-LM weak-scaling runs
+        # overlap TP communication with the linear products (--tp-comm-overlap)
+        parallelism["tp_comm_overlap"] = True
     if pp > 1 and vp > 1:
         parallelism["schedule"] = "interleaved-1f1b"
         parallelism["interleave"] = vp
+    layers = m["layers"]
+    if pp > 1 and layers % (pp * vp) and (layers + 2) % pp == 0:
+        # embedding and loss each count as a layer of the split (Megatron-Bridge recipes'
+        # account_for_embedding / loss_in_pipeline_split): the end ranks hold one layer less
+        parallelism["first_stage_layers"] = parallelism["last_stage_layers"] = (
+            layers + 2
+        ) // pp - 1
+        assumed.append("embedding and loss counted as pipeline layers (recipe)")
+    if m.get("experts"):
+        parallelism["ep"] = par.get("ep") or 1
+        # Megatron-Bridge MoE recipes run experts without tensor parallelism (etp = 1)
+        parallelism["etp"] = par.get("etp") or 1
     tables = {
         "model": model,
         "hardware": {"preset": preset, "gpus": hw["gpus"], **overrides},
@@ -197,11 +225,46 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     return tables, tuple(assumed)
 
 
+def _moe_fields(
+    m: dict[str, Any], model: dict[str, Any], par: dict[str, Any], row: dict[str, Any]
+) -> list[str]:
+    """Mixture-of-experts fields of ``model`` from the row; returns the assumptions made."""
+    extra = m.get("arch_extra") or {}
+    assumed = []
+    model.update(
+        experts=m["experts"],
+        top_k=m["top_k"],
+        moe_ffn_hidden=m["moe_ffn_hidden"],
+        shared_experts=m.get("shared_experts") or 0,
+        dense_layers=m.get("dense_layers") or 0,
+    )
+    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
+        model["head_dim"] = m["head_dim"]
+    if extra.get("attention") == "MLA":  # DeepSeek multi-head latent attention
+        model.update(
+            q_lora_rank=extra["q_lora_rank"],
+            kv_lora_rank=extra["kv_lora_rank"],
+            qk_rope_head_dim=extra["qk_pos_emb_head_dim"],
+            v_head_dim=extra["v_head_dim"],
+            head_dim=extra["qk_head_dim"] + extra["qk_pos_emb_head_dim"],
+        )
+    if "sliding" in str(extra.get("attention", "")) or extra.get("attention_chunk_size"):
+        assumed.append("local (sliding-window / chunked) attention layers priced as full")
+    if not par.get("etp"):
+        assumed.append("etp 1 (Megatron-Bridge MoE recipes)")
+    return assumed
+
+
 def _supported_features() -> Callable[[str], bool]:
     from palm.strategy import ParallelismConfig
+    from palm.workload.model import ModelConfig
 
     fields = ParallelismConfig.__dataclass_fields__
-    have = {"cp": "cp" in fields, "uneven": "first_stage_layers" in fields}
+    have = {
+        "cp": "cp" in fields,
+        "uneven": "first_stage_layers" in fields,
+        "moe": "experts" in ModelConfig.__dataclass_fields__ and "ep" in fields,
+    }
     return lambda name: have[name]
 
 

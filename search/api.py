@@ -27,7 +27,7 @@ from palm.strategy import SimConfig
 from search.objective import Objective, TrialFailed
 from search.samplers import make_sampler
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
-from search.study_file import StudySpec, load_study
+from search.study_file import StudySpec, check_sampler, load_study
 
 __all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial", "counts"]
 
@@ -57,6 +57,7 @@ def create_study(
         spec = replace(
             spec, sampler=sampler or spec.sampler, seed=seed if seed is not None else spec.seed
         )
+        check_sampler(spec.space, spec.sampler)
     url = storage or DEFAULT_STORAGE
     backend = open_storage(url)
     name = study_name or spec.name

@@ -9,6 +9,7 @@ from spaces._math import divisors, factorizations, lehmer_to_permutation, permut
 from spaces.context import SpaceContext
 from spaces.parts import (
     Choice,
+    ContextParallel,
     HardwareKnob,
     InterGroup,
     Layout,
@@ -27,6 +28,7 @@ __all__ = [
     "InterGroup",
     "Layout",
     "MicroBatch",
+    "ContextParallel",
     "OpSplit",
     "Parallelism",
     "Schedule",

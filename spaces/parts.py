@@ -30,6 +30,8 @@ __all__ = [
     "InterGroup",
     "HardwareKnob",
     "OpSplit",
+    "ExpertParallelism",
+    "ContextParallel",
 ]
 
 Draft = dict[str, dict[str, Any]]
@@ -75,6 +77,31 @@ class Parallelism:
             raise ValueError(f"no pipeline depth fits with tp = {tp}")
         pp = _pick(trial, f"pp|tp={tp}", pps)
         draft["parallelism"].update(tp=tp, pp=pp, dp=n // (tp * pp))
+
+
+@dataclass(frozen=True)
+class ContextParallel:
+    """Context-parallel degree ``cp`` (palm ``parallelism.cp``) from ``choices``, carved out of
+    the data-parallel degree the earlier parts left: only values that divide it, keep ``dp``
+    a divisor of the global batch and cut the sequence into ``2 cp`` equal chunks; 1 on a
+    mesh. Must come after :class:`Parallelism` and before :class:`MicroBatch`."""
+
+    choices: tuple[int, ...]
+
+    def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
+        par = draft["parallelism"]
+        ranks = ctx.devices // (par.get("tp", 1) * par.get("pp", 1))
+        seq = ctx.base.model.seq_len
+        valid = [
+            c
+            for c in self.choices
+            if not ctx.mesh
+            and ranks % c == 0
+            and ctx.global_batch % (ranks // c) == 0
+            and (c == 1 or (ctx.workload.transformer and seq % (2 * c) == 0))
+        ] or [1]
+        cp = _pick(trial, f"cp|ranks={ranks}", valid)
+        par.update(cp=cp, dp=ranks // cp)
 
 
 @dataclass(frozen=True)
@@ -241,3 +268,34 @@ def _fits(op: Any, split: tuple[int, ...]) -> bool:
     else:
         ok = op.channels % split[1] == 0 and op.out_hw[0] % split[2] == 0
     return ok
+
+
+@dataclass(frozen=True)
+class ExpertParallelism:
+    """Expert (``ep``) and expert-tensor (``etp``) parallel degrees of a mixture-of-experts
+    model that obey Megatron-Core's layout for the drawn ``tp``, ``cp`` and ``dp``: ``ep``
+    divides the experts, ``etp`` the expert width, ``ep x etp`` the stage's ``tp x cp x dp``
+    devices. ``ep`` /
+    ``etp`` restrict the candidates (empty: all valid; none valid for this draw: 1). TP > 1
+    with experts needs sequence parallelism, which this part then sets. Apply it after the
+    parts that draw ``tp``, ``dp`` and ``sequence_parallel``."""
+
+    ep: tuple[int, ...] = ()
+    etp: tuple[int, ...] = ()
+
+    def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
+        m, par = ctx.base.model, draft["parallelism"]
+        if not m.is_moe:
+            return
+        stage = par["tp"] * par.get("cp", 1) * par["dp"]
+        eps = [e for e in divisors(m.experts) if stage % e == 0 and (not self.ep or e in self.ep)]
+        ep = _pick(trial, f"ep|G={stage}", eps or [1])
+        etps = [
+            t
+            for t in divisors(stage // ep)
+            if m.moe_ffn_hidden % t == 0 and (not self.etp or t in self.etp)
+        ]
+        etp = _pick(trial, f"etp|G={stage},ep={ep}", etps or [1])
+        par.update(ep=ep, etp=etp)
+        if par["tp"] > 1:
+            par["sequence_parallel"] = True

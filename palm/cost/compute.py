@@ -4,7 +4,8 @@ A matrix multiply ``C[m, n] = A[m, k] B[k, n]`` runs at
 
     eff(m, n, k) = matmul_efficiency * s(m) * s(n) * s(k),   s(d) = d / (d + matmul_half_dim)
 
-of the device's peak for its precision: ``matmul_efficiency`` is the fraction of peak that
+of the device's peak for its precision (times ``grouped_gemm_efficiency`` for the many small
+products of a mixture-of-experts grouped GEMM): ``matmul_efficiency`` is the fraction of peak that
 large, well-shaped products reach (tile quantisation, pipeline fill, clock throttling under
 sustained load), and ``s(d)`` is the loss of a small dimension, which halves throughput when
 ``d = matmul_half_dim``. Each product also takes at least the time to read its operands and
@@ -13,7 +14,23 @@ write its result at the memory bandwidth that feeds it (roofline; Williams et al
     t = max(flops / (peak * eff), (m k + k n + m n) * bytes / bandwidth).
 
 Operators that are not matrix multiplies (norms, softmax, dropout, activations, residual adds,
-pooling) are memory-bound and take ``bytes / bandwidth``. The bandwidth is HBM on a GPU and
+pooling) are memory-bound and take ``bytes / bandwidth``.
+
+FlashAttention (:class:`~palm.workload.ops.FusedAttention`) is one kernel with its own
+achievable fraction of the 16-bit peak, ``attention_efficiency`` (the kernel is tuned as a
+whole, so no shape factor): ``t = max(flops / (peak_bf16 * attention_efficiency),
+bytes / bandwidth)``. Published kernel throughput: FlashAttention-2 reaches 50-73% of the
+A100's peak forward and about 60% forward + backward (Dao 2023, Fig. 4-6); on H100
+FlashAttention-3 reaches 75% forward in BF16 (Shah et al. 2024, sec. 4.1), while
+FlashAttention-2 there reaches 35-40%.
+
+FP8 training as Transformer Engine runs it: products flagged ``fp8`` (the linear layers) run
+at the FP8 peak with their own ``fp8_matmul_efficiency``; the others (attention, logits) at
+the BF16 peak. Each FP8 product casts its 16-bit input to FP8 with a per-tensor scale
+(current or delayed scaling: an amax reduction fused into the cast), reading 2 B and
+writing 1 B per element: the activation input in the forward pass and the output gradient
+in the backward pass (weights are cast once per iteration and cached across micro-batches,
+TE ``is_first_microbatch``). The bandwidth is HBM on a GPU and
 the core's SRAM on a mesh; weights that do not fit on chip stream from DRAM, which
 :mod:`palm.plan` prices as a DRAM flow running alongside each pass.
 Constants and their origin: ``docs/model.md``.
@@ -21,13 +38,23 @@ Constants and their origin: ``docs/model.md``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from palm.hardware.spec import GpuClusterHardware, Hardware
 from palm.units import bytes_per_element
 from palm.workload.ops import Gemm, Op, RecomputeMode
 
-__all__ = ["DeviceRates", "device_rates", "gemm_efficiency", "gemm_time", "OpTimes", "op_times"]
+__all__ = [
+    "DeviceRates",
+    "device_rates",
+    "gemm_efficiency",
+    "gemm_time",
+    "attention_time",
+    "linear_gemm_time",
+    "OpTimes",
+    "op_times",
+]
 
 
 @dataclass(frozen=True)
@@ -40,24 +67,47 @@ class DeviceRates:
     local_bandwidth_Bps: float
     dram_bandwidth_Bps: float
     sram_bytes: float
-    elem_bytes: int
+    elem_bytes: float
+    grouped_gemm_efficiency: float = 1.0
+    wide_peak_flops: float = 0.0
+    wide_matmul_efficiency: float = 0.0
+    attention_efficiency: float = 0.0
+    fp8_casts: bool = False
+
+    def peak_for(self, g: Gemm) -> tuple[float, float]:
+        """Peak FLOP/s and large-product efficiency for ``g``: products that stay in 16 bits
+        under FP8 training use the 16-bit figures."""
+        if not g.fp8 and self.wide_peak_flops > 0:
+            return self.wide_peak_flops, self.wide_matmul_efficiency or self.matmul_efficiency
+        return self.peak_flops, self.matmul_efficiency
 
 
-def device_rates(hw: Hardware, precision: str) -> DeviceRates:
+def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> DeviceRates:
+    """Rates of one device. FP8 training on a GPU is Transformer Engine's mixed FP8: 16-bit
+    activations (2 B), FP8 linear products, BF16 for the rest (module docstring)."""
     elem = bytes_per_element(precision)
     if isinstance(hw, GpuClusterHardware):
         hbm = hw.hbm_bandwidth_gbps * 1e9 * hw.memory_efficiency
+        mixed_fp8 = training and precision == "fp8"
+        wide = hw.peak_tflops.get("bf16") * 1e12 if precision in ("fp8", "int8") else 0.0
         return DeviceRates(
             peak_flops=hw.peak_tflops.get(precision) * 1e12,
-            matmul_efficiency=hw.matmul_efficiency,
+            matmul_efficiency=(
+                hw.fp8_matmul_efficiency if precision == "fp8" else hw.matmul_efficiency
+            ),
             matmul_half_dim=hw.matmul_half_dim,
             local_bandwidth_Bps=hbm,
             dram_bandwidth_Bps=hbm,
             sram_bytes=float("inf"),
-            elem_bytes=elem,
+            elem_bytes=2 if mixed_fp8 else elem,
+            grouped_gemm_efficiency=hw.grouped_gemm_efficiency,
+            wide_peak_flops=wide,
+            wide_matmul_efficiency=hw.matmul_efficiency if wide else 0.0,
+            attention_efficiency=hw.attention_efficiency,
+            fp8_casts=mixed_fp8,
         )
     return DeviceRates(
-        peak_flops=hw.core_peak_tflops.get(precision) * 1e12,
+        peak_flops=hw.peak_flops(precision),
         matmul_efficiency=hw.matmul_efficiency,
         matmul_half_dim=hw.matmul_half_dim,
         local_bandwidth_Bps=hw.sram_bandwidth_per_core_gbps * 1e9 * hw.memory_efficiency,
@@ -71,22 +121,50 @@ def gemm_efficiency(g: Gemm, rates: DeviceRates) -> float:
     """Achievable fraction of peak for the shape of ``g``."""
     h = rates.matmul_half_dim
     sat = (g.m / (g.m + h)) * (g.n / (g.n + h)) * (g.k / (g.k + h))
-    return rates.matmul_efficiency * sat
+    grouped = rates.grouped_gemm_efficiency if g.grouped else 1.0
+    return rates.peak_for(g)[1] * sat * grouped
 
 
 def gemm_time(g: Gemm, rates: DeviceRates) -> float:
     """Roofline time of ``g``: compute at its achievable efficiency, or operand traffic."""
     if g.flops <= 0:
         return 0.0
-    compute = g.flops / (rates.peak_flops * gemm_efficiency(g, rates))
+    compute = g.flops / (rates.peak_for(g)[0] * gemm_efficiency(g, rates))
     traffic = g.operand_elements() * rates.elem_bytes / rates.local_bandwidth_Bps
     return max(compute, traffic)
+
+
+def _fp8_cast_bytes(gemms: tuple[Gemm, ...], rates: DeviceRates, *, backward: bool) -> float:
+    """Bytes of the per-tensor FP8 casts (read 2 B, write 1 B per element) of the FP8
+    products: their ``A`` input forward, their output gradient backward."""
+    if not rates.fp8_casts:
+        return 0.0
+    return sum(3.0 * g.m * (g.n if backward else g.k) * g.count for g in gemms if g.fp8)
+
+
+def linear_gemm_time(op: Op, *, batch: int, tp: int, rates: DeviceRates) -> float:
+    """Forward time of ``op``'s linear-layer products (those that may run in FP8): what a
+    tensor-parallel collective pipelined with them can hide behind."""
+    return sum(gemm_time(g, rates) for g in op.forward_gemms(batch=batch, tp=tp) if g.fp8)
+
+
+def attention_time(flops: float, nbytes: float, rates: DeviceRates) -> float:
+    """Roofline time of a fused attention kernel (16-bit peak times its efficiency)."""
+    if flops <= 0:
+        return 0.0
+    peak = rates.wide_peak_flops or rates.peak_flops
+    eff = rates.attention_efficiency or rates.matmul_efficiency
+    return max(flops / (peak * eff), nbytes / rates.local_bandwidth_Bps)
 
 
 def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
     """Input gradient ``dA = dC B^T`` (m x k, inner n) and weight gradient ``dB = A^T dC``
     (k x n, inner m): each as many FLOPs as the forward product, with other shapes."""
-    return (Gemm(g.m, g.k, g.n, g.count), Gemm(g.k, g.n, g.m, g.count))
+    # the same kind of product (FP8 or not) as the forward one
+    return (
+        dataclasses.replace(g, m=g.m, n=g.k, k=g.n),
+        dataclasses.replace(g, m=g.k, n=g.n, k=g.m),
+    )
 
 
 @dataclass(frozen=True)
@@ -114,16 +192,37 @@ def op_times(
     """Forward, backward and recompute time of ``op`` for one micro-batch, with operands in
     the device's local memory (weights streamed from DRAM are priced by the plan)."""
     p = rates.elem_bytes
+    bw = rates.local_bandwidth_Bps
     fwd_gemms = op.forward_gemms(batch=batch, tp=tp)
+    fused = op.fused_attention(batch=batch, tp=tp, act_bytes=p)
     vec = op.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p)
-    fwd = sum(gemm_time(g, rates) for g in fwd_gemms) + vec / rates.local_bandwidth_Bps
+    casts = _fp8_cast_bytes(fwd_gemms, rates, backward=False)
+    fwd = sum(gemm_time(g, rates) for g in fwd_gemms) + (vec + casts) / bw
     fwd_flops = sum(g.flops for g in fwd_gemms)
+    att_fwd = 0.0
+    if fused is not None:
+        att_fwd = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+        fwd += att_fwd
+        fwd_flops += fused.forward_flops
     if not training:
         return OpTimes(fwd, 0.0, 0.0, fwd_flops, 0.0, 0.0)
     bwd = sum(gemm_time(b, rates) for g in fwd_gemms for b in _backward_gemms(g))
-    bwd += 2 * vec / rates.local_bandwidth_Bps
+    bwd += (2 * vec + _fp8_cast_bytes(fwd_gemms, rates, backward=True)) / bw
     re_gemms = op.recompute_gemms(batch=batch, tp=tp, recompute=recompute)
     re_vec = op.recompute_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
-    re = sum(gemm_time(g, rates) for g in re_gemms) + re_vec / rates.local_bandwidth_Bps
+    re = sum(gemm_time(g, rates) for g in re_gemms) + re_vec / bw
     re_flops = sum(g.flops for g in re_gemms)
-    return OpTimes(fwd, bwd, re, fwd_flops, 2 * fwd_flops, re_flops)
+    if re_gemms:
+        re += _fp8_cast_bytes(re_gemms, rates, backward=False) / bw
+    bwd_flops = 2 * (fwd_flops - (fused.forward_flops if fused else 0.0))
+    if fused is not None:
+        # backward kernel: dQ, dK, dV plus the recompute of Q K^T (2.5 x forward FLOPs)
+        bwd += attention_time(
+            fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
+        )
+        bwd_flops += fused.backward_flops
+        re_flops += fused.recompute_flops
+        if recompute == "full":
+            re += att_fwd
+            re_flops += fused.forward_flops
+    return OpTimes(fwd, bwd, re, fwd_flops, bwd_flops, re_flops)

@@ -13,15 +13,33 @@ SC21 sec. 2.2): GPipe keeps all ``m`` micro-batches; 1F1B keeps ``min(p - i, m)`
 the interleaved schedule with ``v`` chunks per device keeps, on rank ``i``, the
 ``min(2 (p - i - 1) + (v - 1) p, m v) + 1`` chunks of Megatron-LM's warm-up, i.e.
 ``(1 + (p - 1)/(p v))`` times 1F1B's on the first stage.
+
+Extra weight buffers (:func:`extra_weight_bytes`): FSDP / ZeRO-3 holds the gathered 16-bit
+weights of the layer computing and of the one prefetched (PyTorch FSDP's
+``limit_all_gathers`` keeps at most two in flight; Zhao et al. 2023 sec. 3.3); FP8 training
+keeps an FP8 copy (1 B) of every linear layer's weights, cast once per iteration and reused
+by every micro-batch (Transformer Engine's weight caching), sharded like the weights.
+Context parallelism needs nothing here: each rank's activations are those of ``s / cp``
+tokens, which the operators already count.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from palm.strategy import ParallelismConfig, TrainingConfig
+from palm.units import bytes_per_element
+from palm.workload.ops import Op, TransformerLayer
 
-__all__ = ["StateBytes", "state_bytes_per_param", "in_flight_microbatches", "MemoryBreakdown"]
+__all__ = [
+    "StateBytes",
+    "state_bytes_per_param",
+    "in_flight_microbatches",
+    "MemoryBreakdown",
+    "extra_weight_bytes",
+    "stage_extra_weight_bytes",
+]
 
 
 @dataclass(frozen=True)
@@ -40,7 +58,7 @@ class StateBytes:
 def state_bytes_per_param(training: TrainingConfig) -> StateBytes:
     """Weights, gradients and optimizer bytes per parameter for ``training``."""
     if training.mode == "inference":
-        return StateBytes({"fp32": 4, "bf16": 2, "fp16": 2}.get(training.precision, 1), 0, 0)
+        return StateBytes(bytes_per_element(training.precision), 0, 0)
     if training.precision == "fp32":
         optimizer = 8.0 if training.optimizer == "adam" else 0.0  # momentum + variance
         return StateBytes(4.0, 4.0, optimizer)
@@ -48,6 +66,40 @@ def state_bytes_per_param(training: TrainingConfig) -> StateBytes:
     # for the non-matmul parts, counted here as 2 B), fp32 master copy in the optimizer
     optimizer = 12.0 if training.optimizer == "adam" else 4.0
     return StateBytes(2.0, 2.0, optimizer)
+
+
+def extra_weight_bytes(
+    *,
+    linear_params: float,
+    largest_layer_params: float,
+    weight_bytes: float,
+    zero: int,
+    ranks: int,
+    fp8: bool,
+) -> float:
+    """FSDP gather buffers (two layers unsharded) plus FP8 weight copies (1 B per linear
+    parameter, sharded over ``ranks`` under ZeRO-3)."""
+    sharded = zero >= 3 and ranks > 1
+    gathered = 2.0 * largest_layer_params * weight_bytes if sharded else 0.0
+    copies = linear_params / (ranks if sharded else 1) if fp8 else 0.0
+    return gathered + copies
+
+
+def stage_extra_weight_bytes(
+    ops: Sequence[Op], *, tp: int, weight_bytes: float, zero: int, ranks: int, fp8: bool
+) -> float:
+    """:func:`extra_weight_bytes` of a stage's operators: its transformer layers' parameters
+    are the linear ones; the largest operator sets the gather buffers."""
+    per_op = [op.params_per_device(tp=tp) for op in ops]
+    linear = sum(x for op, x in zip(ops, per_op, strict=True) if isinstance(op, TransformerLayer))
+    return extra_weight_bytes(
+        linear_params=linear,
+        largest_layer_params=max(per_op, default=0.0),
+        weight_bytes=weight_bytes,
+        zero=zero,
+        ranks=ranks,
+        fp8=fp8,
+    )
 
 
 def in_flight_microbatches(
@@ -96,10 +148,12 @@ class MemoryBreakdown:
         dp: int,
         activation_bytes_per_microbatch: float,
         in_flight: float,
+        extra_weights_bytes: float = 0.0,
     ) -> MemoryBreakdown:
-        """ZeRO stage ``zero`` shards optimizer (>= 1), gradients (>= 2), weights (3) by ``dp``."""
+        """ZeRO stage ``zero`` shards optimizer (>= 1), gradients (>= 2), weights (3) by ``dp``;
+        ``extra_weights_bytes`` (:func:`extra_weight_bytes`) adds to the weights."""
         return MemoryBreakdown(
-            weights_bytes=params * states.weights / (dp if zero >= 3 else 1),
+            weights_bytes=params * states.weights / (dp if zero >= 3 else 1) + extra_weights_bytes,
             gradients_bytes=params * states.gradients / (dp if zero >= 2 else 1),
             optimizer_bytes=params * states.optimizer / (dp if zero >= 1 else 1),
             activations_bytes=activation_bytes_per_microbatch * in_flight,

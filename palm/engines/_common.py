@@ -14,7 +14,7 @@ def hand_off_bytes(plan: Plan) -> tuple[list[float], list[float]]:
     """Bytes each stage sends to and receives from its neighbours in one iteration, by the
     plan (every micro-batch's activation forward and, in training, its gradient back)."""
     par = plan.config.parallelism
-    group = par.tp * par.dp
+    group = par.tp * par.data_ranks
     m = plan.micro_batches
     sent = [0.0] * par.pp
     received = [0.0] * par.pp
@@ -76,7 +76,7 @@ def assemble_result(
     hw_flops = sum(
         m * (c.forward_flops + c.backward_flops + c.recompute_flops) for c in plan.chunks
     )
-    per_stage_devices = cfg.parallelism.tp * cfg.parallelism.dp
+    per_stage_devices = cfg.parallelism.tp * cfg.parallelism.data_ranks
     model_tflops = model_flops * per_stage_devices / devices / t / 1e12
     hw_tflops = hw_flops * per_stage_devices / devices / t / 1e12
     stages = []

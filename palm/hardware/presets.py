@@ -9,6 +9,17 @@ __all__ = ["HARDWARE_PRESETS", "hardware_preset"]
 
 _MB_IN_MIB = 1e6 / 2**20
 
+# Constants fitted on the visible Wormhole n150 measurements by benchmarks/calibrate_tiled.py
+# (docs/validation.md, "Tenstorrent Wormhole n150"): the achievable fraction of the matrix
+# engine's pipeline and of a DRAM channel, the rate at which the unpackers feed operand tiles
+# (per cycle: 47 B at 1 GHz), and the fixed cost of one program launch on the device (traced)
+# and of enqueueing it on the host (untraced).
+_TENSIX_MATMUL_EFFICIENCY = 0.912
+_TENSIX_MEMORY_EFFICIENCY = 0.922
+_TENSIX_FEED_BYTES_PER_CYCLE = 47.0
+_TENSIX_LAUNCH_US = 10.1
+_TENSIX_HOST_DISPATCH_US = 102.0
+
 HARDWARE_PRESETS: dict[str, Hardware] = {
     # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
     # whitepaper): dense peak 19.5 fp32 / 312 bf16, fp16 / 624 int8 TFLOP/s, no fp8;
@@ -30,11 +41,15 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         # fitted on the six visible Megatron SC21 cases (benchmarks/calibrate.py,
         # docs/validation.md): large fp16 GEMMs reach 67% of peak in those runs
         matmul_efficiency=0.671,
+        # FlashAttention-2 kernels of the visible llm-foundry A100 rows
+        # (benchmarks/calibrate_gpus.py; matmul_efficiency is not refitted there)
+        attention_efficiency=0.314,
     ),
     # NVIDIA H100 SXM5 80GB (H100 Tensor Core GPU datasheet, 2023): dense 67 fp32 / 989 bf16,
     # fp16 / 1979 fp8, int8 TFLOP/s (the datasheet's 1979 bf16 and 3958 fp8 are with 2:4
-    # sparsity, halved here); HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU bidirectional = 450 GB/s per
-    # direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s per GPU per direction.
+    # sparsity, halved here); HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU
+    # bidirectional = 450 GB/s per direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s
+    # per GPU per direction.
     "dgx-h100": GpuClusterHardware(
         name="dgx-h100",
         gpus_per_node=8,
@@ -45,8 +60,11 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
-        # no visible H100 run to fit on: the A100 fit, as a prior
-        matmul_efficiency=0.671,
+        # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
+        # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels
+        matmul_efficiency=0.568,
+        fp8_matmul_efficiency=0.521,
+        attention_efficiency=0.176,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -62,7 +80,10 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
-        matmul_efficiency=0.671,
+        # the H100 fit (same GPU, more and faster memory)
+        matmul_efficiency=0.568,
+        fp8_matmul_efficiency=0.521,
+        attention_efficiency=0.176,
     ),
     # NVIDIA DGX B200 (DGX B200 datasheet; HGX B200 datasheet, 2024): 8 B200 GPUs; per
     # system 72 PFLOP/s fp8 and 36 PFLOP/s fp16/bf16 "with sparsity", 600 TFLOP/s fp32 ->
@@ -79,7 +100,11 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
+        # FP8 and attention fitted on the visible Blackwell rows (benchmarks/calibrate_gpus.py);
+        # no dense BF16 row: matmul_efficiency keeps the A100 fit as a prior
         matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.541,
+        attention_efficiency=0.227,
     ),
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell
     # GPUs in one NVLink domain (a "node" here: NVLink switch trays join all 72); per rack
@@ -97,7 +122,10 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
+        # the Blackwell fit (as dgx-b200)
         matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.541,
+        attention_efficiency=0.227,
     ),
     # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
     # PFLOP/s fp8 training (with sparsity) -> 4500 dense fp8 and 2250 bf16 per GPU, as B200;
@@ -113,7 +141,10 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=100.0,
         inter_node_latency_us=5.0,
+        # fitted on the visible Blackwell Ultra rows (benchmarks/calibrate_gpus.py)
         matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.716,
+        attention_efficiency=0.251,
     ),
     # NVIDIA GB300 NVL72 (GB300 NVL72 datasheet, 2025): 72 Blackwell Ultra GPUs in one NVLink
     # domain; per rack 360 PFLOP/s bf16 and 720 fp8 with sparsity -> per GPU dense 2500 bf16,
@@ -129,7 +160,10 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=100.0,
         inter_node_latency_us=5.0,
+        # the Blackwell Ultra fit (as dgx-b300)
         matmul_efficiency=0.671,
+        fp8_matmul_efficiency=0.716,
+        attention_efficiency=0.251,
     ),
     # The PALM paper's wafer (Table VI): 5 x 4 tiles of 4 x 4 cores, 256 TFLOP/s fp16 and 60 MB
     # SRAM per tile (16 TFLOP/s, 3.75 MB per core), intra-tile NoC 1024 GB/s, inter-tile NoC
@@ -199,6 +233,68 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         dram_channel_bandwidth_gbps=800.0,
         dram_capacity_gib=5 * 32e9 / 2**30,
         dram_response_ns=200.0,
+    ),
+    # Tenstorrent Wormhole n150 (one Wormhole B0 ASIC). Sources (docs/hardware.md):
+    # tt-metal tech_reports/GEMM_FLOPS/GEMM_FLOPS.md @06bd3735 (1 GHz; 8x8 compute grid; a
+    # Tensix matrix engine does 8x16 x 16x16 per cycle = 4096 FLOP/cycle, 4 TFLOP/s per core at
+    # LoFi, a 32x32x32 tile in 16/32/48/64 cycles at LoFi/HiFi2/HiFi3/HiFi4; ~1.5 MB SRAM);
+    # tt-isa-documentation @39304719 (L1.md: 1464 KiB in 16 banks of one 128-bit access per
+    # cycle = 256 B/cycle; DRAMTile: 12 GDDR6 channels of 16 bit at 12 GT/s = 24 GB/s each,
+    # 12 GiB; NoC: two 2-D tori of 32 B/cycle per hop, 9 cycles router to router); tt-metal
+    # tech_reports/Blackhole/BlackholeBringUpProgrammingGuide.md (8x10 Tensix, 8x8 for
+    # compute). Block formats move at the same matrix-engine rate (bf16 = bfp8 = bfp4 per
+    # cycle; they differ in bytes). DRAM response: assumption.
+    "wormhole-n150": Mesh2DHardware(
+        name="wormhole-n150",
+        tiles=(1, 1),
+        cores_per_tile=(8, 8),
+        core_peak_tflops=PeakTflops(bf16=4.096, bfp8=4.096, bfp4=4.096),
+        sram_per_core_mib=1464 / 1024,
+        sram_bandwidth_per_core_gbps=256.0,
+        intra_tile_link_gbps=32.0,
+        inter_tile_link_gbps=32.0,
+        intra_tile_link_latency_ns=9.0,
+        inter_tile_link_latency_ns=9.0,
+        dram_channels=12,
+        dram_channel_bandwidth_gbps=24.0,
+        dram_capacity_gib=12.0,
+        dram_response_ns=300.0,
+        math_fidelity="hifi4",
+        matmul_efficiency=_TENSIX_MATMUL_EFFICIENCY,
+        memory_efficiency=_TENSIX_MEMORY_EFFICIENCY,
+        operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.0,
+        launch_us=_TENSIX_LAUNCH_US,
+        host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
+    ),
+    # Tenstorrent Blackhole p150 (one Blackhole ASIC). docs.tenstorrent.com Blackhole
+    # specifications: 140 Tensix cores, AI clock up to 1.35 GHz, 1.5 MB SRAM per core, 32 GB
+    # GDDR6 at 512 GB/s; tt-system-firmware docs: 8 GDDR6 channels (64 GB/s each);
+    # tt-isa-documentation BlackholeA0: 1536 KiB L1 per Tensix, NoC flits of 512 bit (64 B per
+    # cycle per hop = 86.4 GB/s); tt-metal BlackholeBringUpProgrammingGuide: 14x10 Tensix, 13x10
+    # for compute. The matrix engine does 4096 FLOP/cycle at LoFi as on Wormhole: 140 x 4096 x
+    # 1.35 GHz = 774 TFLOP/s, the card's published block-fp8 peak. L1 bandwidth, latencies,
+    # DRAM response and the efficiency constants: assumptions (Wormhole's, per cycle).
+    "blackhole-p150": Mesh2DHardware(
+        name="blackhole-p150",
+        tiles=(1, 1),
+        cores_per_tile=(10, 13),
+        core_peak_tflops=PeakTflops(bf16=4.096 * 1.35, bfp8=4.096 * 1.35, bfp4=4.096 * 1.35),
+        sram_per_core_mib=1536 / 1024,
+        sram_bandwidth_per_core_gbps=256.0 * 1.35,
+        intra_tile_link_gbps=64 * 1.35,
+        inter_tile_link_gbps=64 * 1.35,
+        intra_tile_link_latency_ns=9 / 1.35,
+        inter_tile_link_latency_ns=9 / 1.35,
+        dram_channels=8,
+        dram_channel_bandwidth_gbps=64.0,
+        dram_capacity_gib=32.0,
+        dram_response_ns=300.0,
+        math_fidelity="hifi4",
+        matmul_efficiency=_TENSIX_MATMUL_EFFICIENCY,
+        memory_efficiency=_TENSIX_MEMORY_EFFICIENCY,
+        operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.35,
+        launch_us=_TENSIX_LAUNCH_US,
+        host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
     ),
 }
 

@@ -172,7 +172,7 @@ def make_placement(config: SimConfig) -> Placement:
         explicit = tuple(tuple(divmod(t, cols) for t in tiles) for tiles in pl.stage_tiles)
     return Placement(
         pp=par.pp,
-        dp=par.dp,
+        dp=par.data_ranks,  # dp x cp: CP ranks sit between TP and DP (Megatron-Core order)
         tp=par.tp,
         compact=pl.tp_group == "compact",
         hardware=hw,

@@ -15,6 +15,7 @@ Where each concern lives (the steps of :func:`build_plan`, :mod:`palm.plan.build
 :mod:`.context`           validation, workload with operator splits, partition into chunks
 :mod:`.rings`             TP / DP / split-group rings of each stage, collective times
 :mod:`.traffic`           SRAM allocation and DRAM traffic of a mesh stage, DRAM access
+:mod:`.products`          the matrix products of every pass on their memory domains (mesh)
 :mod:`.handoffs`          activation and gradient hand-offs between neighbouring chunks
 :mod:`.memory`            parameters and memory per stage, ``recompute = "auto"``
 :mod:`.chunks`            compute pricing and collectives of each chunk (:class:`ChunkCost`)
@@ -31,6 +32,15 @@ from __future__ import annotations
 from palm.network.dram import DramAccess
 from palm.partition import partition
 from palm.plan.build import build_plan
+from palm.plan.stages import MAX_DP_BUCKETS
 from palm.plan.types import ChunkCost, Plan, StageCost
 
-__all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
+__all__ = [
+    "ChunkCost",
+    "StageCost",
+    "Plan",
+    "DramAccess",
+    "build_plan",
+    "partition",
+    "MAX_DP_BUCKETS",
+]

@@ -5,7 +5,8 @@
 3. :func:`~palm.plan.traffic.stage_dram`: how each stage of a mesh reaches DRAM;
 4. :func:`~palm.plan.handoffs.hand_offs`: the flows between neighbouring chunks;
 5. :func:`~palm.plan.memory.recompute_mode`: parameters, memory, ``recompute = "auto"``;
-6. :func:`~palm.plan.traffic.sram_allocations`: Algorithm 1's SRAM allocation (mesh);
+6. :func:`~palm.plan.traffic.sram_allocations`: what stays in SRAM (Algorithm 1) and the DRAM
+   and multicast bytes of every product (mesh, :mod:`palm.plan.products`);
 7. :func:`~palm.plan.chunks.chunk_cost` per chunk and :func:`~palm.plan.stages.stage_cost`
    per stage.
 """
@@ -38,7 +39,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
     hands = hand_offs(ctx)
     params = stage_params(ctx)
     recompute = recompute_mode(ctx, params)
-    allocations = sram_allocations(ctx, recompute)
+    sram = sram_allocations(ctx, recompute)
     priced = OpPricer(ctx, recompute)
     chunks = tuple(
         chunk_cost(
@@ -48,7 +49,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             priced=priced,
             rings=rings,
             hands=hands,
-            traffic=chunk_traffic(ctx, c, allocations=allocations, dram=dram),
+            traffic=chunk_traffic(ctx, c, sram=sram, dram=dram),
         )
         for c in range(ctx.n_chunks)
     )
@@ -60,7 +61,7 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
             params=params[s],
             memory=stage_memory(ctx, s, recompute, params=params[s]),
             rings=rings,
-            allocations=allocations[s],
+            allocations=sram.allocations[s],
             dram=dram,
         )
         for s in range(pp)
@@ -80,5 +81,5 @@ def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
         send_profiles=hands.send_profiles,
         grad_profiles=hands.grad_profiles,
         dram=dram,
-        sram=tuple(tuple(sorted(a.items())) for a in allocations) if ctx.mesh else (),
+        sram=tuple(tuple(sorted(a.items())) for a in sram.allocations) if ctx.mesh else (),
     )

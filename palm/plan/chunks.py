@@ -5,10 +5,12 @@ its stage's rings, its DRAM streams and its hand-offs."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
-from palm.cost.compute import OpTimes, op_times
+from palm.cost.compute import OpTimes, linear_gemm_time, op_times
+from palm.cost.overlap import cp_exposed_s, fsdp_exposed_s, tp_overlap_exposed_s
 from palm.plan.context import PlanContext
 from palm.plan.handoffs import HandOffs
 from palm.plan.rings import StageRings
@@ -16,7 +18,7 @@ from palm.plan.traffic import ChunkTraffic
 from palm.plan.types import ChunkCost
 from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
 
-__all__ = ["OpPricer", "chunk_collectives", "chunk_cost"]
+__all__ = ["OpPricer", "chunk_collectives", "chunk_cost", "multicast_collectives"]
 
 
 @dataclass(frozen=True)
@@ -83,18 +85,28 @@ def chunk_cost(
     traffic: ChunkTraffic,
 ) -> ChunkCost:
     """Price chunk ``c`` for one micro-batch on one device."""
-    par, tr = ctx.config.parallelism, ctx.config.training
+    par = ctx.config.parallelism
     b, tp, p, training = ctx.micro_batch, ctx.tp, ctx.act_bytes, ctx.training
     stage = ctx.stage_of(c)
     lo, hi = ctx.ranges[c]
     ops = ctx.ops(c)
     times = [priced(op) for op in ops]
     f_coll, b_coll = chunk_collectives(ctx, c, recompute=recompute, hands=hands)
-    zero3 = 0.0
-    if training and tr.zero >= 3 and par.dp > 1:
-        chunk_params = sum(op.params_per_device(tp=tp) for op in ops)
-        gather = Collective("all-gather", chunk_params * ctx.states.weights)
-        zero3 = collective_time(gather, n=par.dp, step=rings.dp[stage])
+    zero3 = zero3_back = cp_f = cp_b = 0.0
+    if training and ctx.zero >= 3 and ctx.ranks > 1:  # FSDP: prefetched, overlapped
+        zero3, zero3_back = fsdp_exposed_s(
+            ops,
+            times,
+            tp=tp,
+            weight_bytes=ctx.states.weights,
+            n=ctx.ranks,
+            step=rings.dp[stage],
+        )
+    if par.cp > 1:  # the K/V ring against the attention it overlaps
+        cp_ring, cp_n = rings.group(stage, "cp")
+        cp_f, cp_b = cp_exposed_s(
+            ops, batch=b, tp=tp, rates=ctx.rates, training=training, n=cp_n, step=cp_ring
+        )
     full_out = ops[-1].output_bytes(batch=b, act_bytes=p)
     send_bytes = full_out / tp if c + 1 < ctx.n_chunks else 0.0  # Megatron scatter/gather
     recv_f = recv_b = 0.0
@@ -103,6 +115,13 @@ def chunk_cost(
         recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=rings.tp[stage])
     if tp > 1 and training and c + 1 < ctx.n_chunks and not ctx.mesh:
         recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=rings.tp[stage])
+    # the multicast of shared operands runs under the pass's compute (double-buffered), so a
+    # pass takes at least its time on the group rings; see ChunkCost
+    multicast_f = rings.time(multicast_collectives(traffic.multicast_forward, stage, rings), stage)
+    multicast_b = rings.time(multicast_collectives(traffic.multicast_backward, stage, rings), stage)
+    compute_f = sum(t.forward_s for t in times)
+    compute_b = sum(t.backward_s for t in times)
+    recompute_s = sum(t.recompute_s for t in times)
     gathered_f = bytes_sent_per_member(Collective("all-gather", prev_out), n=tp) if recv_f else 0.0
     gathered_b = bytes_sent_per_member(Collective("all-gather", full_out), n=tp) if recv_b else 0.0
     return ChunkCost(
@@ -111,14 +130,15 @@ def chunk_cost(
         first_op=lo,
         last_op=hi - 1,
         layers=sum(1 for op in ops if isinstance(op, TransformerLayer)),
-        forward_compute_s=sum(t.forward_s for t in times),
-        backward_compute_s=sum(t.backward_s for t in times),
-        recompute_s=sum(t.recompute_s for t in times),
-        tp_forward_s=rings.time(f_coll, stage),
-        tp_backward_s=rings.time(b_coll, stage),
+        forward_compute_s=max(compute_f, multicast_f),
+        backward_compute_s=max(compute_b, multicast_b - recompute_s),
+        recompute_s=recompute_s,
+        tp_forward_s=_tp_exposed(ctx, rings.time(f_coll, stage), ops, backward=False) + cp_f,
+        tp_backward_s=_tp_exposed(ctx, rings.time(b_coll, stage), ops, backward=True) + cp_b,
         recv_forward_s=recv_f,
         recv_backward_s=recv_b,
         zero3_gather_s=zero3,
+        zero3_backward_s=zero3_back,
         stream_forward_s=traffic.forward_s,
         stream_backward_s=traffic.backward_s,
         fetch_s=traffic.fetch_s,
@@ -135,4 +155,32 @@ def chunk_cost(
         send_bytes=send_bytes,
         send_s=hands.send_s(c, send_bytes),
         grad_send_s=hands.send_s(c, send_bytes, backward=True) if training else 0.0,
+        multicast_forward_s=multicast_f,
+        multicast_backward_s=multicast_b,
+        multicast_bytes_forward=sum(x for _, x in traffic.multicast_forward),
+        multicast_bytes_backward=sum(x for _, x in traffic.multicast_backward),
     )
+
+
+def multicast_collectives(
+    per_group: tuple[tuple[str, float], ...], stage: int, rings: StageRings
+) -> list[Collective]:
+    """The multicast of shared operands as one all-gather per group: an all-gather over ``n``
+    members sends ``(n - 1) / n`` of its buffer from each, so a buffer of ``x n / (n - 1)``
+    delivers the ``x`` bytes each device receives, in ``x / bw + (n - 1) lat``."""
+    out = []
+    for group, x in per_group:
+        n = rings.group(stage, group)[1]
+        if n > 1 and x > 0:
+            out.append(Collective("all-gather", x * n / (n - 1), group=group))
+    return out
+
+
+def _tp_exposed(ctx: PlanContext, total_s: float, ops: Sequence[Op], *, backward: bool) -> float:
+    """TP collectives left on the critical path: all of them, or with ``tp_comm_overlap`` what
+    the linear products they are pipelined with cannot hide (:mod:`palm.cost.overlap`)."""
+    tp = ctx.tp
+    if not (ctx.config.parallelism.tp_comm_overlap and tp > 1 and total_s > 0):
+        return total_s
+    hidden = sum(linear_gemm_time(op, batch=ctx.micro_batch, tp=tp, rates=ctx.rates) for op in ops)
+    return tp_overlap_exposed_s(comm_s=total_s, gemm_s=hidden * (2 if backward else 1))

@@ -19,8 +19,10 @@ from palm.network.region import CoreRegion
 from palm.partition import chunk_ranges
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
+from palm.workload.moe import with_expert_layout
 from palm.workload.ops import Conv2d, Linear, Op, Pool
 from palm.workload.opsplit import SplitOp
+from palm.workload.sharding import resolve_attention, shard_workload
 
 __all__ = ["PlanContext", "plan_context"]
 
@@ -53,6 +55,16 @@ class PlanContext:
         return self.config.parallelism.tp
 
     @property
+    def ranks(self) -> int:
+        """``dp x cp``: the ranks of a stage that reduce gradients and shard ZeRO states."""
+        return self.config.parallelism.data_ranks
+
+    @property
+    def zero(self) -> int:
+        """The ZeRO stage in effect (``fsdp = true`` is 3; none in inference)."""
+        return self.config.training.zero_stage if self.training else 0
+
+    @property
     def sp(self) -> bool:
         """Megatron sequence parallelism (only meaningful with tensor parallelism)."""
         return self.config.parallelism.sequence_parallel and self.tp > 1
@@ -62,7 +74,7 @@ class PlanContext:
         return self.config.training.micro_batch
 
     @property
-    def act_bytes(self) -> int:
+    def act_bytes(self) -> float:
         return self.rates.elem_bytes
 
     @property
@@ -93,16 +105,33 @@ def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
     and cut the operator chain into ``pp * interleave`` chunks balanced by forward FLOPs."""
     validate(config)
     par, tr = config.parallelism, config.training
-    workload = _with_splits(build_workload(config.model), config)
+    # the attention kernel of the hardware and each context-parallel rank's share of a sequence
+    workload = shard_workload(
+        _with_splits(build_workload(config.model), config),
+        attention=resolve_attention(config.model.attention, topology=config.hardware.topology),
+        cp=par.cp,
+        causal=config.model.family != "bert",
+    )
+    # the expert-parallel degrees on every mixture-of-experts layer
+    workload = dataclasses.replace(
+        workload, ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.expert_tp)
+    )
     placement = make_placement(config)
     mesh = isinstance(config.hardware, Mesh2DHardware)
     unit_cost = [op.forward_flops(batch=1) + 1.0 for op in workload.ops]
-    ranges = chunk_ranges(workload, par.pp * par.chunks, unit_cost)
+    ranges = chunk_ranges(
+        workload,
+        par.pp * par.chunks,
+        unit_cost,
+        pp=par.pp,
+        first_stage_layers=par.first_stage_layers,
+        last_stage_layers=par.last_stage_layers,
+    )
     return PlanContext(
         config=config,
         with_links=with_links,
         workload=workload,
-        rates=device_rates(config.hardware, tr.precision),
+        rates=device_rates(config.hardware, tr.precision, training=tr.mode == "train"),
         placement=placement,
         states=state_bytes_per_param(tr),
         micro_batches=tr.global_batch // (par.dp * tr.micro_batch),

@@ -4,11 +4,14 @@ recompute that fits (paper sec. IV-A: recompute only when memory forces it)."""
 
 from __future__ import annotations
 
-from palm.cost.memory import MemoryBreakdown, in_flight_microbatches
+import dataclasses
+
+from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, stage_extra_weight_bytes
 from palm.plan.context import PlanContext
+from palm.workload.moe import expert_params_per_device
 from palm.workload.ops import RecomputeMode
 
-__all__ = ["stage_params", "stage_memory", "recompute_mode"]
+__all__ = ["stage_params", "stage_expert_params", "stage_memory", "recompute_mode"]
 
 
 def stage_params(ctx: PlanContext) -> list[float]:
@@ -19,11 +22,17 @@ def stage_params(ctx: PlanContext) -> list[float]:
     return out
 
 
+def stage_expert_params(ctx: PlanContext, s: int) -> float:
+    """Of the parameters per device of stage ``s``, the experts' (sharded by ZeRO over the
+    expert-data-parallel group instead of ``dp x cp``; :mod:`palm.workload.moe`)."""
+    return sum(expert_params_per_device(ctx.ops(c)) for c in ctx.chunks_of(s))
+
+
 def stage_memory(
     ctx: PlanContext, s: int, mode: RecomputeMode, *, params: float
 ) -> tuple[MemoryBreakdown, float]:
     """Memory of stage ``s`` under recompute ``mode``, and its in-flight micro-batches."""
-    tr, par = ctx.config.training, ctx.config.parallelism
+    par = ctx.config.parallelism
     b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
     act = 0.0
     for c in ctx.chunks_of(s):
@@ -38,14 +47,38 @@ def stage_memory(
     in_flight = in_flight_microbatches(
         parallelism=par, stage=s, micro_batches=ctx.micro_batches, training=ctx.training
     )
+    extra = 0.0
+    if ctx.training:  # FSDP gather buffers, FP8 weight copies
+        extra = stage_extra_weight_bytes(
+            [op for c in ctx.chunks_of(s) for op in ctx.ops(c)],
+            tp=tp,
+            weight_bytes=ctx.states.weights,
+            zero=ctx.zero,
+            ranks=ctx.ranks,
+            fp8=ctx.rates.fp8_casts,
+        )
+    experts = stage_expert_params(ctx, s)
     memory = MemoryBreakdown.for_stage(
-        params=params,
+        params=params - experts,
         states=ctx.states,
-        zero=tr.zero if ctx.training else 0,
-        dp=par.dp,
+        zero=ctx.zero,
+        dp=ctx.ranks,
         activation_bytes_per_microbatch=act,
         in_flight=in_flight,
+        extra_weights_bytes=extra,
     )
+    if experts:
+        moe = MemoryBreakdown.for_stage(
+            params=experts,
+            states=ctx.states,
+            zero=ctx.zero,
+            dp=par.expert_dp,
+            activation_bytes_per_microbatch=0.0,
+            in_flight=0.0,
+        )
+        memory = MemoryBreakdown(
+            *(getattr(memory, f.name) + getattr(moe, f.name) for f in dataclasses.fields(moe))
+        )
     return memory, in_flight
 
 

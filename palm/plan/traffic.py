@@ -1,9 +1,15 @@
-"""SRAM allocation and DRAM traffic of a mesh stage (paper Algorithm 1, sec. IV-C,
-:mod:`palm.cost.sram`): what stays in each core's SRAM, the DRAM bytes each pass streams per
-micro-batch, and the stage's :class:`~palm.network.dram.DramAccess` that prices them."""
+"""SRAM allocation and DRAM traffic of a mesh stage: what stays in each core's SRAM (paper
+Algorithm 1, sec. IV-C, :mod:`palm.cost.sram`), the DRAM bytes each pass streams per
+micro-batch, the NoC multicast of shared operands, and the stage's
+:class:`~palm.network.dram.DramAccess` that prices the DRAM bytes.
+
+``hardware.sram_model = "blocked"`` (default) keeps Algorithm 1's decision of what stays resident
+and prices every matrix product of every pass on its memory domain (:mod:`palm.plan.products`,
+:mod:`palm.cost.blocking`); ``"algorithm1"`` keeps the paper's per-operator bytes."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from palm.cost.memory import StateBytes
@@ -12,9 +18,18 @@ from palm.hardware.spec import Mesh2DHardware
 from palm.network.dram import DramAccess, dram_access
 from palm.network.loads import dram_channel_cores
 from palm.plan.context import PlanContext
-from palm.workload.ops import Op, TransformerLayer
+from palm.plan.products import PassTraffic, op_products, pass_traffic
+from palm.workload.ops import Op, RecomputeMode, TransformerLayer
 
-__all__ = ["ChunkTraffic", "stage_dram", "sram_allocations", "chunk_traffic"]
+__all__ = ["ChunkTraffic", "StageSram", "stage_dram", "sram_allocations", "chunk_traffic"]
+
+# operand kinds Algorithm 1's stage-level strategy keeps in SRAM (palm.plan.products)
+_RESIDENT: dict[str, frozenset[str]] = {
+    "activation-stream": frozenset({"w", "g"}),
+    "weight-stream": frozenset({"x"}),
+    "weight-stationary": frozenset(),
+    "input-stationary": frozenset(),
+}
 
 
 @dataclass(frozen=True)
@@ -28,6 +43,18 @@ class ChunkTraffic:
     backward_s: float = 0.0
     fetch_bytes: float = 0.0
     fetch_s: float = 0.0
+    multicast_forward: tuple[tuple[str, float], ...] = ()
+    multicast_backward: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class StageSram:
+    """Per stage, op index -> its SRAM allocation (strategy and DRAM bytes per device) and
+    op index -> the NoC multicast bytes per device of its forward and backward passes, by
+    group (``"tp"``, ``"dp"``)."""
+
+    allocations: list[dict[int, SramAllocation]]
+    multicast: list[dict[int, tuple[PassTraffic, PassTraffic]]]
 
 
 def stage_dram(ctx: PlanContext) -> tuple[DramAccess, ...] | None:
@@ -43,12 +70,14 @@ def stage_dram(ctx: PlanContext) -> tuple[DramAccess, ...] | None:
     )
 
 
-def sram_allocations(ctx: PlanContext, recompute: str) -> list[dict[int, SramAllocation]]:
-    """Algorithm 1 per stage (mesh): op index -> allocation; empty dicts on a cluster."""
+def sram_allocations(ctx: PlanContext, recompute: RecomputeMode) -> StageSram:
+    """Algorithm 1 per stage (mesh), re-priced per product under ``sram_model = "blocked"``;
+    empty on a cluster."""
     tr, par = ctx.config.training, ctx.config.parallelism
-    allocations: list[dict[int, SramAllocation]] = [{} for _ in range(par.pp)]
-    if not ctx.mesh:
-        return allocations
+    out = StageSram([{} for _ in range(par.pp)], [{} for _ in range(par.pp)])
+    hw = ctx.config.hardware
+    if not isinstance(hw, Mesh2DHardware):
+        return out
     per_param = 28.0 if tr.optimizer == "adam" else 12.0
     for s in range(par.pp):
         indices = [i for c in ctx.chunks_of(s) for i in range(*ctx.ranges[c])]
@@ -71,33 +100,87 @@ def sram_allocations(ctx: PlanContext, recompute: str) -> list[dict[int, SramAll
             full_recompute=recompute == "full",
             update_bytes_per_weight_byte=per_param
             / max(ctx.states.weights, 1e-30)
-            / (par.dp if tr.zero >= 1 else 1),
+            / (par.dp if tr.zero_stage >= 1 else 1),
         )
-        allocations[s] = dict(zip(indices, allocs, strict=True))
-    return allocations
+        out.allocations[s] = dict(zip(indices, allocs, strict=True))
+        if hw.sram_model == "blocked":
+            for i, alloc in zip(indices, allocs, strict=True):
+                priced = _blocked(ctx, ctx.workload.ops[i], alloc, recompute)
+                if priced is not None:
+                    out.allocations[s][i], out.multicast[s][i] = priced
+    return out
+
+
+def _blocked(
+    ctx: PlanContext, op: Op, alloc: SramAllocation, recompute: RecomputeMode
+) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
+    """``alloc`` with the DRAM bytes of ``op``'s products (None: nothing to re-price, i.e.
+    everything on chip or an operator without matrix products)."""
+    if alloc.strategy == "on-chip":
+        return None
+    fwd, bwd = op_products(
+        dataclasses.replace(op, name=""),
+        batch=ctx.micro_batch,
+        tp=ctx.tp,
+        dp=ctx.ranks,  # the data ranks (dp x cp) run in lockstep on the same weights
+        recompute=recompute,
+        training=ctx.training,
+        accumulate=ctx.micro_batches > 1,
+    )
+    fused = op.fused_attention(batch=ctx.micro_batch, tp=ctx.tp, act_bytes=ctx.act_bytes)
+    if not fwd and fused is None:
+        return None
+    resident = _RESIDENT[alloc.strategy]
+    f, b = (
+        pass_traffic(
+            products,
+            resident_kinds=resident,
+            act_bytes=float(ctx.act_bytes),
+            weight_bytes=float(ctx.states.weights),
+            sram_bytes=ctx.rates.sram_bytes,
+        )
+        for products in (fwd, bwd)
+    )
+    if fused is not None and "x" not in resident:
+        # FlashAttention (model.attention = "flash"): Q, K, V in, O out, no scores; its
+        # backward reads them and dO and writes dQ, dK, dV; a full recompute runs it again
+        f = f + PassTraffic(fused.forward_bytes)
+        redo = fused.forward_bytes if recompute == "full" else 0.0
+        b = b + PassTraffic(fused.backward_bytes + redo if ctx.training else 0.0)
+    strategy = alloc.strategy if resident else "blocked"
+    priced = dataclasses.replace(
+        alloc, strategy=strategy, forward_bytes=f.dram_bytes, backward_bytes=b.dram_bytes
+    )
+    return priced, (f, b)
 
 
 def chunk_traffic(
     ctx: PlanContext,
     c: int,
     *,
-    allocations: list[dict[int, SramAllocation]],
+    sram: StageSram,
     dram: tuple[DramAccess, ...] | None,
 ) -> ChunkTraffic:
-    """The DRAM traffic of chunk ``c`` (Algorithm 1's allocation), streamed alongside each
-    pass; the first chunk also fetches its input (token ids as int32, or 8-bit pixels)."""
+    """The DRAM traffic of chunk ``c`` (its operators' allocations), streamed alongside each
+    pass, and the multicast of its shared operands; the first chunk also fetches its input
+    (token ids as int32, or 8-bit pixels)."""
     if dram is None:
         return ChunkTraffic()
     stage = ctx.stage_of(c)
     lo, hi = ctx.ranges[c]
-    chunk_allocs = [allocations[stage][i] for i in range(lo, hi)]
+    chunk_allocs = [sram.allocations[stage][i] for i in range(lo, hi)]
     bytes_f = sum(a.forward_bytes for a in chunk_allocs)
     bytes_b = sum(a.backward_bytes for a in chunk_allocs)
+    fwd, bwd = PassTraffic(), PassTraffic()
+    for i in range(lo, hi):
+        if i in sram.multicast[stage]:
+            f, b = sram.multicast[stage][i]
+            fwd, bwd = fwd + f, bwd + b
     fetch = fetch_bytes = 0.0
     if c == 0:
         w = ctx.workload
         sample = w.tokens_per_sample * 4 if w.transformer else 3 * 224**2
-        fetch_bytes = ctx.micro_batch * sample / (ctx.tp * ctx.config.parallelism.dp)
+        fetch_bytes = ctx.micro_batch * sample / (ctx.tp * ctx.ranks)
         fetch = dram[stage].time(fetch_bytes)
     return ChunkTraffic(
         forward_bytes=bytes_f,
@@ -106,11 +189,13 @@ def chunk_traffic(
         backward_s=dram[stage].time(bytes_b),
         fetch_bytes=fetch_bytes,
         fetch_s=fetch,
+        multicast_forward=fwd.multicast_bytes,
+        multicast_backward=bwd.multicast_bytes,
     )
 
 
 def _footprint(
-    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: int, states: StateBytes, training: bool
+    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: float, states: StateBytes, training: bool
 ) -> OpFootprint:
     """Per-device sizes of ``op`` for Algorithm 1."""
     params = op.params_per_device(tp=tp)

@@ -20,7 +20,18 @@ __all__ = ["ChunkCost", "StageCost", "Plan"]
 
 @dataclass(frozen=True)
 class ChunkCost:
-    """One model chunk on one device, for one micro-batch (seconds, FLOPs, bytes)."""
+    """One model chunk on one device, for one micro-batch (seconds, FLOPs, bytes).
+
+    ``multicast_*``: the NoC multicast of operands shared inside a memory domain
+    (:mod:`palm.plan.products`): bytes each device receives beyond its DRAM reads, and their
+    time on the group rings (one all-gather per group,
+    :func:`palm.plan.chunks.multicast_collectives`).
+    The multicast runs under the pass's compute (the operands of the next block arrive while
+    the current one is multiplied), so ``forward_compute_s`` is the larger of the compute and
+    the forward multicast, and ``backward_compute_s + recompute_s`` of theirs and the backward
+    multicast; engines price it through these (the links it loads are not yet shared with other
+    flows).
+    """
 
     index: int
     stage: int
@@ -51,6 +62,11 @@ class ChunkCost:
     send_bytes: float
     send_s: float
     grad_send_s: float
+    zero3_backward_s: float = 0.0
+    multicast_forward_s: float = 0.0
+    multicast_backward_s: float = 0.0
+    multicast_bytes_forward: float = 0.0
+    multicast_bytes_backward: float = 0.0
 
     @property
     def forward_busy_s(self) -> float:
@@ -68,7 +84,7 @@ class ChunkCost:
 
     @property
     def backward_comm_s(self) -> float:
-        return self.tp_backward_s + self.recv_backward_s + self.zero3_gather_s
+        return self.tp_backward_s + self.recv_backward_s + self.zero3_backward_s
 
     @property
     def forward_s(self) -> float:

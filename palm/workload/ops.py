@@ -25,6 +25,7 @@ from typing import Literal
 
 __all__ = [
     "Gemm",
+    "FusedAttention",
     "Collective",
     "Op",
     "Linear",
@@ -41,12 +42,22 @@ RecomputeMode = Literal["none", "selective", "full"]
 
 @dataclass(frozen=True)
 class Gemm:
-    """``count`` independent products ``C[m, n] = A[m, k] @ B[k, n]``."""
+    """``count`` independent products ``C[m, n] = A[m, k] @ B[k, n]``. ``fp8`` says whether
+    the product may run in FP8 when training asks for it: Transformer Engine runs the linear
+    layers (``te.Linear``, ``LayerNormLinear``, ``LayerNormMLP``) in FP8 and keeps the core
+    attention, the router, embeddings and the output logits in BF16 (NVIDIA Transformer
+    Engine docs, "Using FP8 with Transformer Engine"; Micikevicius et al. 2022, "FP8 Formats
+    for Deep Learning", sec. 4). ``grouped`` marks the products of one grouped GEMM (the experts of
+    a mixture-of-experts layer run as one kernel over many small problems), which run at the
+    hardware's ``grouped_gemm_efficiency`` on top of the shape rule
+    (:func:`palm.cost.compute.gemm_efficiency`)."""
 
     m: int
     n: int
     k: int
     count: int = 1
+    fp8: bool = True
+    grouped: bool = False
 
     @property
     def flops(self) -> float:
@@ -56,6 +67,39 @@ class Gemm:
     def operand_elements(self) -> float:
         """Elements read and written once: A, B and C (the roofline's minimum traffic)."""
         return float(self.m * self.k + self.k * self.n + self.m * self.n) * self.count
+
+
+@dataclass(frozen=True)
+class FusedAttention:
+    """One fused (FlashAttention) attention call of one device for one micro-batch.
+
+    FLOPs (Dao et al. 2022, "FlashAttention", sec. 3.1 and appendix B; Dao 2023,
+    "FlashAttention-2", sec. 3): the forward pass runs ``Q K^T`` and ``P V``, ``4 s_q s_kv d``
+    FLOPs per head, half of it under a causal mask (blocks above the diagonal are skipped;
+    with context parallelism Megatron-Core's load-balanced chunks keep each rank at ``1/cp``
+    of the causal total). The backward pass recomputes ``S = Q K^T`` and ``P`` from the saved
+    log-sum-exp instead of storing them, then runs ``dV = P^T dO``, ``dP = dO V^T``,
+    ``dQ = dS K``, ``dK = dS^T Q``: 2.5 times the forward FLOPs, of which 0.5 is recompute.
+
+    HBM bytes: the ``s x s`` scores are never written. Forward reads Q, K, V and writes O and
+    the fp32 log-sum-exp; backward reads Q, K, V, O, dO and the log-sum-exp and writes dQ,
+    dK, dV (Dao 2022 Thm. 2 bounds re-reads of K and V from SRAM; a head's K and V, e.g.
+    4 MB at s = 8192, d = 128, stay in the 40-60 MB L2 of A100/H100/B200 between blocks, so
+    HBM sees each tensor once)."""
+
+    forward_flops: float
+    forward_bytes: float
+    backward_bytes: float
+
+    @property
+    def backward_flops(self) -> float:
+        """dQ, dK, dV products: twice the forward."""
+        return 2.0 * self.forward_flops
+
+    @property
+    def recompute_flops(self) -> float:
+        """``Q K^T`` recomputed in the backward pass."""
+        return 0.5 * self.forward_flops
 
 
 @dataclass(frozen=True)
@@ -87,26 +131,30 @@ class Op:
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         return ()
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: float) -> FusedAttention | None:
+        """The FlashAttention call of this operator, if it has one."""
+        return None
+
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         return 0.0
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         return 0.0
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         return ()
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         """By default the backward pass mirrors the forward collectives."""
         return self.forward_collectives(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return 0.0
 
     def update_collectives(self, *, tp: int, dp: int, grad_bytes: float) -> tuple[Collective, ...]:
@@ -117,7 +165,7 @@ class Op:
             return ()
         return (Collective("all-reduce", nbytes, group="dp"),)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         """Bytes of the activation this operator reads (one micro-batch, unsharded)."""
         return 0.0
 
@@ -128,7 +176,7 @@ class Op:
         return ()
 
     def recompute_vector_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         """Vector traffic re-run in the backward pass by recompute."""
         if recompute == "full" and self.recompute_gemms(batch=batch, tp=tp, recompute=recompute):
@@ -136,8 +184,10 @@ class Op:
         return 0.0
 
     def forward_flops(self, *, batch: int, tp: int = 1) -> float:
-        """Matrix-multiply FLOPs of one forward pass on one device."""
-        return sum(g.flops for g in self.forward_gemms(batch=batch, tp=tp))
+        """Matrix-multiply FLOPs of one forward pass on one device (fused attention included)."""
+        flops = sum(g.flops for g in self.forward_gemms(batch=batch, tp=tp))
+        fused = self.fused_attention(batch=batch, tp=tp, act_bytes=2)
+        return flops + (fused.forward_flops if fused is not None else 0.0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -165,32 +215,32 @@ class Linear(Op):
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         return (Gemm(batch * self.tokens, self.out_features // tp, self.in_features),)
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         return 2.0 * batch * self.tokens * self.out_features / tp * act_bytes if self.bias else 0.0
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         return float(batch * self.tokens * self.in_features * act_bytes)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         return (Collective("all-gather", batch * self.tokens * self.out_features * act_bytes),)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         return (Collective("all-reduce", batch * self.tokens * self.in_features * act_bytes),)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.tokens * self.out_features * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.tokens * self.in_features * act_bytes)
 
 
@@ -238,12 +288,12 @@ class Conv2d(Op):
         k = self.in_channels * self.kernel * self.kernel
         return (Gemm(batch * ho * wo, self.out_channels // tp, k),)
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         # batch norm (read, write) then ReLU (read, write) on the output
         return 4.0 * self._out_elems(batch) / tp * act_bytes if self.norm_act else 0.0
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         h, w = self.in_hw
         stored = float(batch * h * w * self.in_channels * act_bytes)
@@ -252,24 +302,24 @@ class Conv2d(Op):
         return float(stored)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         return (Collective("all-gather", self._out_elems(batch) * act_bytes),)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         h, w = self.in_hw
         return (Collective("all-reduce", batch * h * w * self.in_channels * act_bytes),)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(self._out_elems(batch) * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         h, w = self.in_hw
         return float(batch * h * w * self.in_channels * act_bytes)
 
@@ -295,22 +345,22 @@ class Pool(Op):
             _out_size(w, self.kernel, self.stride, self.padding),
         )
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         h, w = self.in_hw
         ho, wo = self.out_hw
         return float(batch * self.channels * (h * w + ho * wo)) / tp * act_bytes
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         h, w = self.in_hw
         return float(batch * self.channels * h * w) / tp * act_bytes
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         ho, wo = self.out_hw
         return float(batch * self.channels * ho * wo * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         h, w = self.in_hw
         return float(batch * self.channels * h * w * act_bytes)
 
@@ -323,13 +373,20 @@ class Pool(Op):
 @dataclass(frozen=True)
 class TransformerLayer(Op):
     """One pre-norm decoder/encoder layer: attention (with grouped-query attention when
-    ``kv_heads < heads``) and an MLP (GELU with two matrices or SwiGLU with three).
+    ``kv_heads < heads``) and an MLP (GELU with two matrices, or a gated MLP with three:
+    SwiGLU, or GeGLU as in Gemma). ``head_dim`` is the width of a head (0: ``hidden / heads``).
 
     Forward FLOPs per sample with ``ffn = 4h`` and ``kv_heads = heads``: ``24 s h^2 + 4 s^2 h``
     (Narayanan et al., SC21, sec. 5.1), counting the full ``s x s`` score matrix.
     Tensor parallelism follows Megatron-LM (Shoeybi et al. 2019): two all-reduces of ``b s h``
     per forward and per backward pass, or with sequence parallelism a reduce-scatter plus an
     all-gather each (Korthikanti et al. 2022, sec. 4.2.2).
+
+    ``attention = "flash"`` prices the core attention as one FlashAttention call
+    (:class:`FusedAttention`) instead of two batched products and the score-matrix traffic of
+    softmax and dropout (``"unfused"``, Megatron-LM 2021). ``cp > 1``: this device holds
+    ``seq_len`` tokens of a ``cp * seq_len`` sequence (context parallelism) and attends to all
+    of them; its K and V go round the CP ring (:meth:`cp_collectives`).
     """
 
     hidden: int
@@ -337,14 +394,25 @@ class TransformerLayer(Op):
     kv_heads: int
     ffn_hidden: int
     seq_len: int
-    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
+    attention: Literal["flash", "unfused"] = "unfused"
+    causal: bool = True
+    cp: int = 1
+    head_dim: int = 0
+
+    def __post_init__(self) -> None:
+        # head_dim = 0 means hidden / heads; models such as Gemma and Qwen3 set it apart, so
+        # that the query width heads x head_dim differs from hidden
+        if self.head_dim == 0 and self.heads > 0:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def q_dim(self) -> int:
+        """Width of the queries (and of the attention output): ``heads x head_dim``."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -352,15 +420,15 @@ class TransformerLayer(Op):
 
     @property
     def _mlp_in_mats(self) -> int:
-        return 2 if self.mlp == "swiglu" else 1
+        return 2 if self.mlp in ("swiglu", "geglu") else 1
 
     @property
     def params(self) -> int:
-        h, f, kv = self.hidden, self.ffn_hidden, self.kv_dim
-        attn = h * (h + 2 * kv) + h * h
+        h, f, kv, q = self.hidden, self.ffn_hidden, self.kv_dim, self.q_dim
+        attn = h * (q + 2 * kv) + q * h
         mlp = (self._mlp_in_mats + 1) * h * f
         if self.bias:
-            attn += (h + 2 * kv) + h
+            attn += (q + 2 * kv) + h
             mlp += self._mlp_in_mats * f + h
         norms = 2 * (2 * h if self.norm == "layernorm" else h)
         return attn + mlp + norms
@@ -373,16 +441,52 @@ class TransformerLayer(Op):
             replicated += 2 * h
         return (self.params - replicated) / tp + replicated
 
-    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, Gemm]:
-        s, d = self.seq_len, self.head_dim
+    @property
+    def context_len(self) -> int:
+        """Keys each query attends to: the whole sequence, ``cp * seq_len``."""
+        return self.seq_len * self.cp
+
+    def _attention_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        if self.attention == "flash":
+            return ()
+        s, kv, d = self.seq_len, self.context_len, self.head_dim
         heads = batch * self.heads // tp
-        return (Gemm(s, s, d, heads), Gemm(s, d, s, heads))  # Q K^T, then scores @ V
+        # Q K^T, then scores @ V; in BF16 even under FP8 training
+        return (Gemm(s, kv, d, heads, fp8=False), Gemm(s, d, kv, heads, fp8=False))
+
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: float) -> FusedAttention | None:
+        if self.attention != "flash":
+            return None
+        s, kv, d, p = self.seq_len, self.context_len, self.head_dim, act_bytes
+        heads = batch * self.heads / tp
+        kv_heads = batch * max(self.kv_heads / tp, 1.0)
+        mask = 0.5 if self.causal else 1.0
+        flops = 4.0 * s * kv * d * heads * mask
+        q_o = s * d * heads * p  # one of Q, O, dQ, dO
+        k_v = s * d * kv_heads * p  # one of the local K, V, dK, dV
+        lse = 4.0 * s * heads
+        return FusedAttention(
+            forward_flops=flops,
+            forward_bytes=2 * q_o + 2 * k_v + lse,  # read Q, K, V; write O, LSE
+            backward_bytes=3 * q_o + 2 * k_v + lse + q_o + 2 * k_v,  # read Q,O,dO,K,V,LSE; write
+        )
+
+    def cp_collectives(self, *, batch: int, tp: int, act_bytes: float) -> tuple[Collective, ...]:
+        """K/V exchange of context parallelism for one forward pass: each rank's K and V
+        blocks visit every rank of the CP ring, an all-gather of the whole sequence's local K
+        and V heads (``2 b s_full d kv_heads / tp`` elements); the backward pass moves K, V and
+        their gradients, twice as much (Megatron-Core ``AttnFuncWithCPAndKVP2P``)."""
+        if self.cp <= 1:
+            return ()
+        kv_heads = max(self.kv_heads / tp, 1.0)
+        nbytes = 2.0 * batch * self.context_len * self.head_dim * kv_heads * act_bytes
+        return (Collective("all-gather", nbytes, group="cp"),)
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         t = batch * self.seq_len
         h, f = self.hidden, self.ffn_hidden
-        qkv = Gemm(t, (h + 2 * self.kv_dim) // tp, h)
-        proj = Gemm(t, h, h // tp)
+        qkv = Gemm(t, (self.q_dim + 2 * self.kv_dim) // tp, h)
+        proj = Gemm(t, h, self.q_dim // tp)
         up = Gemm(t, self._mlp_in_mats * f // tp, h)
         down = Gemm(t, h, f // tp)
         return (qkv, *self._attention_gemms(batch=batch, tp=tp), proj, up, down)
@@ -394,15 +498,17 @@ class TransformerLayer(Op):
             return self._attention_gemms(batch=batch, tp=tp)
         return ()
 
-    def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: int) -> float:
+    def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: float) -> float:
+        if self.attention == "flash":
+            return 0.0  # softmax and dropout run inside the fused kernel, on chip
         p = act_bytes
-        scores = batch * self.heads / tp * self.seq_len * self.seq_len
+        scores = batch * self.heads / tp * self.seq_len * self.context_len
         if self.dropout:
             return scores * (2 * p + (2 * p + 1))  # softmax r/w, dropout r/w + mask
         return scores * 2 * p
 
     def recompute_vector_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         if recompute == "full":
             return self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
@@ -410,7 +516,7 @@ class TransformerLayer(Op):
             return self._score_vector_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
         return 0.0
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         p = act_bytes
         t = batch * self.seq_len
         h, f = self.hidden, self.ffn_hidden
@@ -425,7 +531,7 @@ class TransformerLayer(Op):
         return float(norms + residual + attn + act)
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         """Activation memory of one layer for one micro-batch on one device.
 
@@ -448,16 +554,19 @@ class TransformerLayer(Op):
         # the two dropout masks after attention and MLP, the MLP input
         replicated = sbh * (2 * p + p + mask + p + mask)
         # split across TP: Q, K, V, projection input, MLP activations
-        kv_share = self.kv_dim / h
-        sharded = sbh * (p * (1 + 2 * kv_share) + p) + s * batch * f * p * (self._mlp_in_mats + 1)
+        q_share, kv_share = self.q_dim / h, self.kv_dim / h
+        sharded = sbh * p * (q_share + 2 * kv_share + q_share)
+        sharded += s * batch * f * p * (self._mlp_in_mats + 1)
         quadratic = 0.0
-        if recompute == "none":
+        if self.attention == "flash":  # only the fp32 log-sum-exp per head and query
+            quadratic = float(batch * self.heads * s * 4)
+        elif recompute == "none":
             per_score = p + (p + mask if self.dropout else 0)  # softmax out, dropout out + mask
-            quadratic = float(batch * self.heads * s * s * per_score)
+            quadratic = float(batch * self.heads * s * self.context_len * per_score)
         return replicated / seq_shard + (sharded + quadratic) / tp
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
@@ -471,10 +580,10 @@ class TransformerLayer(Op):
             )
         return (Collective("all-reduce", nbytes), Collective("all-reduce", nbytes))
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
 
@@ -499,12 +608,12 @@ class Embedding(Op):
         pos = self.seq_len * self.hidden if self.learned_positions else 0
         return self.vocab * self.hidden / tp + pos
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         t = batch * self.seq_len * self.hidden
         return float(3 * t * act_bytes)  # gather rows, add positions, write
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         if not self.dropout:
             return 0.0
@@ -512,7 +621,7 @@ class Embedding(Op):
         return float(batch * self.seq_len * self.hidden) / (tp if sp else 1)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
@@ -520,17 +629,17 @@ class Embedding(Op):
         return (Collective("reduce-scatter" if sp else "all-reduce", nbytes),)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         return ()
 
     def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * 4)  # int32 token ids
 
 
@@ -556,19 +665,20 @@ class Logits(Op):
         return norm + (0 if self.tied else self.vocab * self.hidden / tp)
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
-        return (Gemm(batch * self.seq_len, self.vocab // tp, self.hidden),)
+        # the output layer stays in BF16 under Transformer Engine's FP8 recipe
+        return (Gemm(batch * self.seq_len, self.vocab // tp, self.hidden, fp8=False),)
 
     def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         t = batch * self.seq_len
         norm = 2 * t * self.hidden * act_bytes / (tp if sp else 1)
         # cross-entropy in fp32 over the local vocabulary shard: read logits, exp, write
         return float(norm + 3 * 4 * t * self.vocab / tp)
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         # Korthikanti et al. 2022 sec. 4.3: final norm input (2sbh), projection input (2sbh),
         # fp32 logits for the cross-entropy (4 s b v / t)
@@ -577,7 +687,7 @@ class Logits(Op):
         return float(2 * t * self.hidden * act_bytes / seq_shard + 4 * t * self.vocab / tp)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
@@ -590,15 +700,15 @@ class Logits(Op):
         return tuple(coll)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         nbytes = float(batch * self.seq_len * self.hidden * act_bytes)
         return (Collective("reduce-scatter" if sp else "all-reduce", nbytes),)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return 4.0 * batch  # the loss
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)

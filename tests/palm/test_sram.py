@@ -70,17 +70,20 @@ def test_inference_keeps_weights_only() -> None:
     assert a.strategy == "activation-stream" and a.forward_bytes == 8 * MB
 
 
-def test_strategies_reach_the_result_and_drive_dram_traffic() -> None:
-    cfg = palm.load_config("examples/wafer-t18b.toml", overrides=["training.global_batch=8"])
-    result = palm.simulate(cfg)
+@pytest.mark.parametrize(
+    ("model", "penalty"),
+    [("algorithm1", {"weight-stationary", "input-stationary"}), ("blocked", {"blocked"})],
+)
+def test_strategies_reach_the_result_and_drive_dram_traffic(model: str, penalty: set[str]) -> None:
+    over = ["training.global_batch=8", f'hardware.sram_model="{model}"']
+    result = palm.simulate(palm.load_config("examples/wafer-t18b.toml", overrides=over))
     assert result.operators is not None
     layers = [o for o in result.operators if o.name.startswith("layer")]
     assert len(layers) == 40 and {o.stage for o in layers} == set(range(20))
     # 3.75 MB of SRAM per core holds neither T-18B's weights nor its activations
-    assert {o.strategy for o in layers} <= {"weight-stationary", "input-stationary"}
+    assert {o.strategy for o in layers} <= penalty
     roomy = palm.load_config(
-        "examples/wafer-t18b.toml",
-        overrides=["training.global_batch=8", "hardware.sram_per_core_mib=40000"],
+        "examples/wafer-t18b.toml", overrides=[*over, "hardware.sram_per_core_mib=40000"]
     )
     fast = palm.simulate(roomy)
     assert fast.operators is not None

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalW
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _study_file(tmp_path: Path, name: str, study: str, space: str = "") -> Path:
+def _study_file(tmp_path: Path, name: str, study: str, space: str = 'recompute = ["full"]') -> Path:
     path = tmp_path / f"{name}.toml"
     path.write_text(f"[study]\n{study.strip()}\n\n[space]\n{space.strip()}\n", encoding="utf-8")
     return path
@@ -42,6 +42,8 @@ def _study_file(tmp_path: Path, name: str, study: str, space: str = "") -> Path:
 
 def _palm_tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
+    # this tree's packages, not an installed copy, whatever the working directory
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "search.cli", *args],
         capture_output=True,

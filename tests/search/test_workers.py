@@ -35,6 +35,8 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 def _palm_tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
+    # this tree's packages, not an installed copy, whatever the working directory
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return subprocess.run(
         [sys.executable, "-m", "search.cli", *args],
         capture_output=True,
@@ -173,6 +175,7 @@ def test_a_worker_killed_mid_study_loses_no_finished_trial_and_the_study_resumes
     url = f"journal:///{journal}"
     log = (tmp_path / "worker.log").open("w")
     env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     proc = subprocess.Popen(
         [
             sys.executable,

@@ -374,3 +374,27 @@ def test_bad_space_tables_name_the_field(table: dict[str, Any], field: str) -> N
     with pytest.raises(ConfigError) as info:
         space_from_table(table, ctx)
     assert field in str(info.value)
+
+
+def test_context_parallel_and_attention_parts_propose_only_valid_plans() -> None:
+    ctx = _context(DGX, ["training.global_batch=1024"])
+    table = {
+        "parallelism": True,
+        "cp": [1, 2, 4, 8],
+        "attention": ["flash", "unfused"],
+        "micro_batch": [1, 2],
+    }
+    study, drafts = _sample_random(table, ctx, 120)
+    configs = _parse_all(drafts)
+    cps = Counter(c.parallelism.cp for c in configs)
+    assert set(cps) == {1, 2, 4, 8}, cps  # t-18b: seq 2048, every cp divides it in 2 cp chunks
+    for config in configs:
+        par = config.parallelism
+        assert par.tp * par.pp * par.dp * par.cp == 256
+        assert 1024 % (par.dp * config.training.micro_batch) == 0
+    assert {c.model.attention for c in configs} == {"flash", "unfused"}
+    assert _param_kinds(study)["cp"] > 0
+    # on a mesh, context parallelism is not offered
+    mesh = _context(WAFER)
+    _, mesh_drafts = _sample_random({"parallelism": True, "cp": [1, 2]}, mesh, 20)
+    assert {c.parallelism.cp for c in _parse_all(mesh_drafts)} == {1}

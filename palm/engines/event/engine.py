@@ -168,7 +168,7 @@ class _Run:
         self.pipe_end, self.stage_end = [0.0] * p, [0.0] * p
         self.busy, self.sent_bytes, self.received = [0.0] * p, [0.0] * p, [0.0] * p
         self.done_last: list[float] = []
-        self.group = par.tp * par.dp
+        self.group = par.tp * par.data_ranks
         self.forward, self.backward = self._pass_params()
 
     def _pass_params(self) -> tuple[list[_PassParams], list[_PassParams]]:
@@ -201,7 +201,7 @@ class _Run:
                     ch.stream_bytes_backward,
                     ch.tp_backward_s + ch.recv_backward_s,
                     ch.tp_sent_backward,
-                    ch.zero3_gather_s,
+                    ch.zero3_backward_s,
                     (flows.grad[g - 1], prev.grad_send_s, prev.send_bytes, self.grad[g - 1])
                     if prev is not None
                     else None,
@@ -306,7 +306,8 @@ class _Run:
         st = self.plan.stages[s]
         n = st.dp_buckets
         per = st.dp_allreduce_s / n
-        sent = bytes_sent_per_member(Collective("all-reduce", st.dp_grad_bytes), n=self.par.dp) / n
+        grads = Collective("all-reduce", st.dp_grad_bytes)
+        sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
             yield self.env.timeout(max(0.0, ready - self.env.now))

@@ -179,7 +179,7 @@ def build_fabric(
     fabric = Fabric()
     hw = plan.config.hardware
     mesh = isinstance(hw, Mesh2DHardware)
-    group = plan.config.parallelism.tp * plan.config.parallelism.dp
+    group = plan.config.parallelism.tp * plan.config.parallelism.data_ranks
     pp = plan.config.parallelism.pp
     fair = noc_model == "fair"
 

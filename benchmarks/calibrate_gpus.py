@@ -1,0 +1,178 @@
+"""Fit the achievable-efficiency constants of each GPU generation on the modern visible set.
+
+Usage:
+    python benchmarks/calibrate_gpus.py [--generation H100] [--no-loo] [--write-docs]
+
+Per generation (H100: dgx-h100, dgx-h200; Blackwell: dgx-b200, gb200-nvl72; Blackwell Ultra:
+dgx-b300, gb300-nvl72; A100: dgx-a100) at most three physically meaningful constants, shared
+by every preset of the generation:
+
+* ``matmul_efficiency``: fraction of the BF16 peak that large products reach;
+* ``fp8_matmul_efficiency``: the same for products run in FP8;
+* ``attention_efficiency``: fraction of the BF16 peak the FlashAttention kernels reach.
+
+A constant is fitted only if the generation has rows that depend on it (no BF16 row, no BF16
+fit). For the A100 only ``attention_efficiency`` is fitted: its ``matmul_efficiency`` stays the
+value fitted on the Megatron SC21 cases (benchmarks/calibrate.py), which this set must not
+move. The loss is the mean squared log error of the iteration time over the rows; it is
+minimised by coordinate descent with a golden-section search per constant. Leave-one-out:
+for every row, refit on the others (warm-started from the full fit) and predict it.
+The fit uses the analytical engine; the event engine's errors with the fitted constants
+are printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import palm
+from palm.validation import ValidationCase
+from palm.validation_modern import load_modern_cases
+from palm.validation_report import generation
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "validation.md"
+BOUNDS = {
+    "matmul_efficiency": (0.3, 1.0),
+    "fp8_matmul_efficiency": (0.2, 1.0),
+    "attention_efficiency": (0.15, 1.0),
+}
+
+
+def _with(case: ValidationCase, consts: dict[str, float]) -> palm.SimConfig:
+    hardware = dataclasses.replace(case.config.hardware, **consts)  # type: ignore[arg-type]
+    return dataclasses.replace(case.config, hardware=hardware)
+
+
+def errors(cases: Sequence[ValidationCase], consts: dict[str, float], engine: str) -> list[float]:
+    return [
+        palm.simulate(_with(c, consts), engine=engine).iteration_time_s
+        / c.published_iteration_time_s
+        - 1.0
+        for c in cases
+    ]
+
+
+def loss(cases: Sequence[ValidationCase], consts: dict[str, float]) -> float:
+    return sum(math.log1p(e) ** 2 for e in errors(cases, consts, "analytical")) / len(cases)
+
+
+def golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 2e-3) -> float:
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > tol:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return (a + b) / 2
+
+
+def fit(
+    cases: Sequence[ValidationCase], start: dict[str, float], *, rounds: int = 3
+) -> dict[str, float]:
+    """Coordinate descent over the constants in ``start``."""
+    consts = dict(start)
+    for _ in range(rounds):
+        before = dict(consts)
+        for name in consts:
+            lo, hi = BOUNDS[name]
+            consts[name] = golden(lambda x, n=name: loss(cases, {**consts, n: x}), lo, hi)
+        if all(abs(consts[k] - before[k]) < 5e-3 for k in consts):
+            break
+    return consts
+
+
+def _uses(case: ValidationCase) -> set[str]:
+    """The constants a row's prediction depends on."""
+    cfg = case.config
+    used = {"attention_efficiency"}
+    used.add("fp8_matmul_efficiency" if cfg.training.precision == "fp8" else "matmul_efficiency")
+    if cfg.training.precision == "fp8":
+        used.add("matmul_efficiency")  # the logits stay in BF16
+    return used
+
+
+def _summary(errs: Sequence[float]) -> str:
+    a = [abs(e) for e in errs]
+    return f"mean {sum(a) / len(a):.1%}, max {max(a):.1%}" if a else "-"
+
+
+def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[str, dict]:
+    prior = cases[0].config.hardware
+    names = sorted(set().union(*(_uses(c) for c in cases)))
+    if gen == "A100":
+        names = ["attention_efficiency"]  # matmul_efficiency is the Megatron SC21 fit
+    if not any(c.config.training.precision != "fp8" for c in cases):
+        names = [n for n in names if n != "matmul_efficiency"]
+    start = {n: getattr(prior, n) for n in names}
+    fitted = fit(cases, start)
+    before = errors(cases, {}, "analytical")
+    inside = errors(cases, fitted, "analytical")
+    event = errors(cases, fitted, "event")
+    held: list[float] = []
+    if loo:
+        for i, case in enumerate(cases):
+            rest = [c for j, c in enumerate(cases) if j != i]
+            held.append(errors([case], fit(rest, fitted, rounds=1), "analytical")[0])
+    lines = [
+        f"### {gen}: {len(cases)} rows",
+        "",
+        "Fitted: "
+        + ", ".join(f"`{k}` = {v:.3f} (prior {start[k]:.3f})" for k, v in fitted.items())
+        + ".",
+        "",
+        "| case | preset | prior constants | fitted | leave-one-out | event engine, fitted |",
+        "|---|---|---|---|---|---|",
+    ]
+    for i, case in enumerate(cases):
+        loo_text = f"{held[i]:+.1%}" if held else "-"
+        lines.append(
+            f"| {case.case_id} | {case.config.hardware.name} | {before[i]:+.1%} | "
+            f"{inside[i]:+.1%} | {loo_text} | {event[i]:+.1%} |"
+        )
+    lines.append(
+        f"| **mean / max abs** | | {_summary(before)} | {_summary(inside)} | "
+        f"{_summary(held)} | {_summary(event)} |"
+    )
+    return "\n".join(lines), fitted
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument(
+        "--generation", choices=("A100", "H100", "Blackwell", "Blackwell Ultra"), action="append"
+    )
+    ap.add_argument("--no-loo", action="store_true", help="skip leave-one-out (faster)")
+    ap.add_argument("--write-docs", action="store_true", help="update docs/validation.md")
+    args = ap.parse_args()
+    data = load_modern_cases()
+    gens = args.generation or ["H100", "Blackwell", "Blackwell Ultra", "A100"]
+    blocks = []
+    for gen in gens:
+        cases = [c for c in data.cases if generation(c.config.hardware.name) == gen]
+        text, fitted = calibrate(gen, cases, loo=not args.no_loo)
+        print(text, flush=True)
+        print(flush=True)
+        blocks.append(text)
+    if args.write_docs:
+        write_section(DOC, "gpu-calibration", "\n\n".join(blocks))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Communication hidden behind compute: FSDP / ZeRO-3 prefetch and context-parallel rings.
+
+**FSDP / ZeRO-3** (Rajbhandari et al. 2020, "ZeRO", sec. 5.3 and 7; PyTorch FSDP, Zhao et
+al. 2023, sec. 3.3 "backward / forward prefetching"; FSDP2 ``fully_shard`` with implicit
+prefetching; DeepSpeed ``stage3_prefetch_bucket_size``). Each layer's weights are sharded
+over the data-parallel group and all-gathered before use. The gather of layer ``i + 1`` is
+issued when layer ``i`` starts computing (prefetch one layer ahead), on a separate stream, so
+with per-layer gather times ``g_i`` and compute times ``c_i`` a pass exposes
+
+    E = max(0, g_1 - c_0) + sum_{i=2..L} max(0, g_i - c_{i-1}),
+
+where ``c_0`` is the compute before the first layer of the pass (the embedding in a forward
+pass, nothing in a chunk that starts cold). In the backward pass the gather of layer ``i - 1``
+and the reduce-scatter of layer ``i + 1``'s gradients share the links while layer ``i``
+computes, so ``g`` above becomes ``g + r``, and the last reduce-scatter (of the first layer)
+has nothing left to hide behind.
+
+**Context parallelism** (Megatron-Core ``context_parallel_size``; Liu et al. 2023, "Ring
+Attention"): each of ``cp`` ranks keeps ``1/cp`` of every sequence; K and V blocks travel
+round the CP ring in ``cp - 1`` steps, each step's transfer overlapped with the attention of
+the block already held. Exposed per pass: ``max(0, T_ring - T_attention)`` (the attention
+compute bounds what can be hidden), and in the backward pass K, V and their gradients travel
+(twice the bytes).
+
+**Tensor-parallel communication overlap** (``parallelism.tp_comm_overlap``; Megatron-Core
+``--tp-comm-overlap`` with Transformer Engine userbuffers; Wang et al. 2023, "Overlap
+Communication with Dependent Computation via Decomposition", ASPLOS): the sequence-parallel
+all-gather before the QKV and FC1 products and the reduce-scatter after the projection and
+FC2 are cut into chunks pipelined with the pieces of those products, so a pass exposes
+``max(0, T_tp - T_linear)`` (the backward pass pairs them with the data- and weight-gradient
+products, twice the forward FLOPs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from palm.cost.collectives import RingStep, collective_time
+from palm.cost.compute import DeviceRates, OpTimes, attention_time
+from palm.workload.ops import Collective, Op, TransformerLayer
+
+__all__ = [
+    "prefetch_exposed_s",
+    "ring_exposed_s",
+    "tp_overlap_exposed_s",
+    "fsdp_exposed_s",
+    "cp_exposed_s",
+]
+
+
+def prefetch_exposed_s(
+    comm_s: Sequence[float], compute_s: Sequence[float], *, lead_compute_s: float = 0.0
+) -> float:
+    """Communication time not hidden when item ``i``'s transfer overlaps item ``i - 1``'s
+    compute (the first transfer overlaps ``lead_compute_s``)."""
+    if len(comm_s) != len(compute_s):
+        raise ValueError("one transfer per computed item")
+    exposed = 0.0
+    previous = lead_compute_s
+    for g, c in zip(comm_s, compute_s, strict=True):
+        exposed += max(0.0, g - previous)
+        previous = c
+    return exposed
+
+
+def ring_exposed_s(*, ring_s: float, attention_s: float) -> float:
+    """Context-parallel K/V ring time left after overlapping it with the attention."""
+    return max(0.0, ring_s - attention_s)
+
+
+def tp_overlap_exposed_s(*, comm_s: float, gemm_s: float) -> float:
+    """TP collectives not hidden by the linear products they are pipelined with."""
+    return max(0.0, comm_s - gemm_s)
+
+
+def fsdp_exposed_s(
+    ops: Sequence[Op],
+    times: Sequence[OpTimes],
+    *,
+    tp: int,
+    weight_bytes: float,
+    n: int,
+    step: RingStep,
+) -> tuple[float, float]:
+    """Exposed ZeRO-3 / FSDP time of a chunk's forward and backward pass for one micro-batch:
+    per operator an all-gather of its 16-bit weights over the ``n`` data ranks and, in the
+    backward pass, a reduce-scatter of its gradients in fp32 (FSDP2's and Composer's default
+    ``reduce_dtype``) sharing the links with the next gather; the last reduce-scatter is not
+    hidden (module docstring)."""
+    params = [op.params_per_device(tp=tp) for op in ops]
+    gathers = [
+        collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
+    ]
+    scatters = [
+        collective_time(Collective("reduce-scatter", x * 4.0), n=n, step=step) for x in params
+    ]
+    forward = prefetch_exposed_s(gathers, [t.forward_s for t in times])
+    g_back, r_back = gathers[::-1], scatters[::-1]
+    b_back = [t.backward_s + t.recompute_s for t in times][::-1]
+    comm = [g + (r_back[k - 1] if k else 0.0) for k, g in enumerate(g_back)]
+    backward = prefetch_exposed_s(comm, b_back) + r_back[-1]
+    return forward, backward
+
+
+def cp_exposed_s(
+    ops: Sequence[Op],
+    *,
+    batch: int,
+    tp: int,
+    rates: DeviceRates,
+    training: bool,
+    n: int,
+    step: RingStep,
+) -> tuple[float, float]:
+    """Exposed context-parallel K/V ring time of a chunk, forward and backward: each layer's
+    ring (twice the bytes backward) against its attention kernel."""
+    p = rates.elem_bytes
+    forward = backward = 0.0
+    for op in ops:
+        if not isinstance(op, TransformerLayer):
+            continue
+        fused = op.fused_attention(batch=batch, tp=tp, act_bytes=p)
+        att_f = att_b = 0.0
+        if fused is not None:
+            att_f = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+            att_b = attention_time(
+                fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
+            )
+        for x in op.cp_collectives(batch=batch, tp=tp, act_bytes=p):
+            t = collective_time(x, n=n, step=step)
+            forward += ring_exposed_s(ring_s=t, attention_s=att_f)
+            if training:
+                backward += ring_exposed_s(ring_s=2 * t, attention_s=att_b)
+    return forward, backward

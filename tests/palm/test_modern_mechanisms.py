@@ -1,0 +1,286 @@
+"""Hand-worked cases for the modern GPU mechanisms: FlashAttention FLOPs and HBM bytes, FP8 on
+linear layers only, FSDP prefetch overlap, context-parallel ring traffic, uneven stages."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import palm
+from palm.config import parse_config
+from palm.cost.compute import attention_time, device_rates, gemm_time, op_times
+from palm.cost.memory import extra_weight_bytes
+from palm.cost.overlap import prefetch_exposed_s, ring_exposed_s
+from palm.errors import ConfigError
+from palm.hardware.spec import GpuClusterHardware, PeakTflops
+from palm.partition import uneven_chunk_layers
+from palm.plan import build_plan
+from palm.strategy import TrainingConfig
+from palm.workload.ops import Logits, TransformerLayer
+
+S, D, HEADS = 2048, 128, 8
+LAYER = TransformerLayer(
+    name="l",
+    hidden=HEADS * D,
+    heads=HEADS,
+    kv_heads=HEADS,
+    ffn_hidden=4096,
+    seq_len=S,
+    bias=False,
+    dropout=False,
+    attention="flash",
+)
+GPU = GpuClusterHardware(
+    name="toy-gpu",
+    gpus_per_node=8,
+    peak_tflops=PeakTflops(fp32=50.0, bf16=1000.0, fp16=1000.0, fp8=2000.0, int8=2000.0),
+    hbm_gib=80.0,
+    hbm_bandwidth_gbps=3000.0,
+    switch_bandwidth_gbps=450.0,
+    switch_latency_us=0.0,
+    inter_node_bandwidth_gbps=50.0,
+    inter_node_latency_us=0.0,
+    matmul_efficiency=0.5,
+    fp8_matmul_efficiency=0.5,
+    matmul_half_dim=0.0,
+    attention_efficiency=0.4,
+)
+
+
+def test_flash_attention_flops_and_hbm_bytes_are_hand_worked() -> None:
+    fused = LAYER.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused is not None
+    # causal: half of 4 s^2 d per head
+    assert fused.forward_flops == 4 * S * S * D * HEADS * 0.5
+    assert fused.backward_flops + fused.recompute_flops == 2.5 * fused.forward_flops
+    q = S * D * HEADS * 2  # bytes of Q (and of O, K, V, dQ, ... with kv_heads = heads)
+    lse = 4 * S * HEADS
+    assert fused.forward_bytes == 4 * q + lse  # read Q, K, V, write O
+    assert fused.backward_bytes == 8 * q + lse  # read Q, K, V, O, dO; write dQ, dK, dV
+    # never s x s: doubling the sequence doubles the bytes, the unfused score traffic x4
+    long = dataclasses.replace(LAYER, seq_len=2 * S)
+    assert long.fused_attention(batch=1, tp=1, act_bytes=2).forward_bytes == pytest.approx(
+        2 * fused.forward_bytes
+    )
+    assert LAYER.forward_vector_bytes(batch=1, tp=1, sp=False, act_bytes=2) == pytest.approx(
+        dataclasses.replace(LAYER, attention="unfused").forward_vector_bytes(
+            batch=1, tp=1, sp=False, act_bytes=2
+        )
+        - HEADS * S * S * 2 * 2  # softmax read + write of the scores
+    )
+
+
+def test_flash_attention_time_and_recompute_flops() -> None:
+    rates = device_rates(GPU, "bf16", training=True)
+    unfused = dataclasses.replace(LAYER, attention="unfused")
+    t_flash = op_times(LAYER, batch=1, tp=1, sp=False, recompute="none", rates=rates, training=True)
+    t_gemm = op_times(
+        unfused, batch=1, tp=1, sp=False, recompute="none", rates=rates, training=True
+    )
+    fused = LAYER.fused_attention(batch=1, tp=1, act_bytes=2)
+    linear = sum(gemm_time(g, rates) for g in LAYER.forward_gemms(batch=1, tp=1))
+    vec = (
+        LAYER.forward_vector_bytes(batch=1, tp=1, sp=False, act_bytes=2) / rates.local_bandwidth_Bps
+    )
+    assert t_flash.forward_s == pytest.approx(linear + vec + fused.forward_flops / (1e15 * 0.4))
+    assert t_flash.recompute_flops == fused.recompute_flops  # Q K^T again, always
+    assert t_gemm.recompute_flops == 0.0
+    # the backward kernel runs 2.5 x the forward FLOPs at the same rate
+    att_b = t_flash.backward_s - (
+        t_gemm.backward_s
+        - 2 * sum(gemm_time(g, rates) for g in unfused.forward_gemms(batch=1, tp=1) if not g.fp8)
+        - 2
+        * (
+            unfused.forward_vector_bytes(batch=1, tp=1, sp=False, act_bytes=2)
+            - LAYER.forward_vector_bytes(batch=1, tp=1, sp=False, act_bytes=2)
+        )
+        / rates.local_bandwidth_Bps
+    )
+    assert att_b == pytest.approx(2.5 * fused.forward_flops / (1e15 * 0.4), rel=1e-6)
+
+
+def test_fp8_applies_to_linear_layers_only() -> None:
+    layer = dataclasses.replace(LAYER, attention="unfused")
+    gemms = layer.forward_gemms(batch=1, tp=1)
+    assert [g.fp8 for g in gemms] == [True, False, False, True, True, True]  # qkv, 2 attn, 3 lin
+    logits = Logits(name="out", vocab=32000, hidden=1024, seq_len=S)
+    assert not any(g.fp8 for g in logits.forward_gemms(batch=1, tp=1))
+    bf16 = device_rates(GPU, "bf16", training=True)
+    fp8 = device_rates(GPU, "fp8", training=True)
+    assert fp8.elem_bytes == 2 and fp8.fp8_casts  # 16-bit activations, FP8 products
+    for g in gemms:
+        ratio = gemm_time(g, fp8) / gemm_time(g, bf16)
+        assert ratio == pytest.approx(0.5 if g.fp8 else 1.0)
+    # backward products keep the forward product's precision
+    unfused16 = op_times(
+        layer, batch=1, tp=1, sp=False, recompute="none", rates=bf16, training=True
+    )
+    unfused8 = op_times(layer, batch=1, tp=1, sp=False, recompute="none", rates=fp8, training=True)
+    attn16 = sum(gemm_time(g, bf16) for g in gemms if not g.fp8)
+    lin16 = sum(gemm_time(g, bf16) for g in gemms if g.fp8)
+    vec = layer.forward_vector_bytes(batch=1, tp=1, sp=False, act_bytes=2)
+    cast_b = sum(3 * g.m * g.n for g in gemms if g.fp8)
+    assert unfused16.backward_s - unfused8.backward_s == pytest.approx(
+        2 * lin16 / 2 - cast_b / fp8.local_bandwidth_Bps
+    )
+    assert unfused8.backward_s > 2 * attn16 + 2 * vec / fp8.local_bandwidth_Bps
+    # per-tensor scaling: every FP8 product casts its input (read 2 B, write 1 B)
+    t16 = op_times(LAYER, batch=1, tp=1, sp=False, recompute="none", rates=bf16, training=True)
+    t8 = op_times(LAYER, batch=1, tp=1, sp=False, recompute="none", rates=fp8, training=True)
+    lin16 = sum(gemm_time(g, bf16) for g in LAYER.forward_gemms(batch=1, tp=1))
+    casts = sum(3 * g.m * g.k for g in LAYER.forward_gemms(batch=1, tp=1))
+    assert t16.forward_s - t8.forward_s == pytest.approx(
+        lin16 / 2 - casts / fp8.local_bandwidth_Bps
+    )
+
+
+def test_fsdp_prefetch_exposes_nothing_when_compute_covers_the_gather() -> None:
+    layers = 6
+    gather = 2.0
+    assert prefetch_exposed_s([gather] * layers, [3.0] * layers, lead_compute_s=3.0) == 0.0
+    # no compute to hide behind: every gather is exposed
+    assert prefetch_exposed_s([gather] * layers, [0.0] * layers) == layers * gather
+    # slower links: the per-layer excess shows, the first gather entirely
+    assert prefetch_exposed_s([gather] * layers, [1.5] * layers) == pytest.approx(
+        gather + (layers - 1) * 0.5
+    )
+    assert ring_exposed_s(ring_s=1.0, attention_s=3.0) == 0.0
+    assert ring_exposed_s(ring_s=4.0, attention_s=3.0) == 1.0
+
+
+def _llama(**changes: object) -> palm.SimConfig:
+    tables: dict[str, dict[str, object]] = {
+        "model": {
+            "family": "llama",
+            "layers": 8,
+            "hidden": 1024,
+            "heads": 8,
+            "kv_heads": 8,
+            "ffn_hidden": 4096,
+            "seq_len": 4096,
+            "vocab": 32000,
+            "mlp": "swiglu",
+            "bias": False,
+            "dropout": False,
+        },
+        "hardware": {"preset": "dgx-h100"},
+        "training": {"global_batch": 32, "micro_batch": 2, "precision": "bf16"},
+        "parallelism": {"dp": 16},
+    }
+    for key, value in changes.items():
+        section, field = key.split("__")
+        tables[section][field] = value
+    return parse_config(tables)
+
+
+def test_fsdp_in_the_plan_both_engines_agree_and_alias() -> None:
+    ddp = build_plan(_llama())
+    fsdp = build_plan(_llama(training__fsdp=True))
+    assert fsdp.config.training.zero_stage == 3
+    assert all(st.dp_allreduce_s == 0.0 for st in fsdp.stages)  # reduce-scattered in backward
+    assert ddp.stages[0].dp_allreduce_s > 0
+    # 16 ranks over 2 nodes: the gathers hide behind 2 x 4096-token layers except the first
+    ch = fsdp.chunks[0]
+    assert 0 < ch.zero3_gather_s < 0.2 * ch.forward_compute_s
+    cfg = fsdp.config
+    a = palm.simulate(cfg, engine="analytical").iteration_time_s
+    e = palm.simulate(cfg, engine="event").iteration_time_s
+    assert e == pytest.approx(a, rel=0.02)
+    # memory: weights sharded over 16 plus the two largest gathered operators (the embedding
+    # with its learned positions here: (32000 + 4096) x 1024 parameters of 2 B)
+    embedding = (32000 + 4096) * 1024
+    assert fsdp.stages[0].memory.weights_bytes == pytest.approx(
+        ddp.stages[0].memory.weights_bytes / 16 + 2 * embedding * 2
+    )
+    with pytest.raises(ConfigError, match="training.zero"):
+        _llama(training__fsdp=True, training__zero=1)
+    assert TrainingConfig(fsdp=True).zero_stage == 3
+
+
+def test_context_parallel_ring_traffic_is_hand_worked() -> None:
+    layer = dataclasses.replace(
+        LAYER, kv_heads=2, seq_len=S // 2, cp=2
+    )  # a rank of cp = 2 holds 1024 of 2048 tokens
+    (ring,) = layer.cp_collectives(batch=1, tp=1, act_bytes=2)
+    # K and V of the whole sequence for the 2 local KV heads: 2 x 2048 x 128 x 2 x 2 B
+    assert ring.nbytes == 2 * S * D * 2 * 2 and ring.group == "cp"
+    # each rank sends (cp - 1)/cp of it: its own half once round the ring
+    assert ring.kind == "all-gather"
+    fused = layer.fused_attention(batch=1, tp=1, act_bytes=2)
+    full = dataclasses.replace(LAYER, kv_heads=2).fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused.forward_flops == pytest.approx(full.forward_flops / 2)
+
+
+def test_context_parallel_in_the_plan() -> None:
+    base = build_plan(_llama())
+    cp = build_plan(_llama(parallelism__dp=8, parallelism__cp=2))
+    assert cp.config.parallelism.devices == 16 and cp.config.parallelism.data_ranks == 16
+    act = base.stages[0].memory.activations_bytes
+    assert cp.stages[0].memory.activations_bytes == pytest.approx(act, rel=0.05) or (
+        cp.stages[0].memory.activations_bytes < act
+    )
+    # same micro-batch count with dp halved means twice the sequences per rank, each half
+    # as long: activation memory per micro-batch is half a cp = 1 rank's of the same batch
+    one = build_plan(_llama(parallelism__dp=8))
+    assert cp.stages[0].memory.activations_bytes == pytest.approx(
+        one.stages[0].memory.activations_bytes / 2, rel=0.02
+    )
+    assert cp.chunks[0].tp_forward_s == 0.0  # inside a node the ring hides behind attention
+    # a slow switch: each layer exposes its ring time less its attention time
+    slow = build_plan(
+        _llama(parallelism__dp=8, parallelism__cp=2, hardware__switch_bandwidth_gbps=0.5)
+    )
+    layer = next(op for op in slow.workload.ops if isinstance(op, TransformerLayer))
+    assert layer.seq_len == 2048 and layer.context_len == 4096
+    (ring,) = layer.cp_collectives(batch=2, tp=1, act_bytes=2)
+    ring_s = ring.nbytes / 2 / 0.5e9 + 2e-6  # (cp - 1)/cp of it, one latency step
+    fused = layer.fused_attention(batch=2, tp=1, act_bytes=2)
+    att_s = attention_time(fused.forward_flops, fused.forward_bytes, slow.rates)
+    assert slow.chunks[0].tp_forward_s == pytest.approx(8 * (ring_s - att_s))
+    with pytest.raises(ConfigError, match="parallelism.cp"):
+        _llama(parallelism__dp=1, parallelism__cp=16, model__seq_len=4008)
+
+
+def test_uneven_stages_split_like_megatron() -> None:
+    counts = uneven_chunk_layers(layers=126, pp=16, chunks=8, first=7, last=7)
+    assert len(counts) == 128 and sum(counts) == 126
+    assert counts[0] == 0 and counts[-1] == 0 and set(counts[1:-1]) == {1}
+    counts = uneven_chunk_layers(layers=126, pp=16, chunks=4, first=7, last=7)
+    assert counts[0] == 1 and counts[-1] == 1 and set(counts[1:-1]) == {2}
+    plan = build_plan(
+        _llama(
+            model__layers=10,
+            parallelism__pp=4,
+            parallelism__dp=4,
+            parallelism__first_stage_layers=1,
+            parallelism__last_stage_layers=1,
+        )
+    )
+    assert [st.chunks[0].layers for st in plan.stages] == [1, 4, 4, 1]
+    # interleaving no longer needs pp x interleave to divide the layers
+    odd = build_plan(
+        _llama(
+            model__layers=10,
+            parallelism__pp=2,
+            parallelism__dp=8,
+            parallelism__schedule="interleaved-1f1b",
+            parallelism__interleave=3,
+            training__global_batch=64,
+        )
+    )
+    assert sum(c.layers for c in odd.chunks) == 10 and len(odd.chunks) == 6
+    with pytest.raises(ConfigError, match="first_stage_layers"):
+        _llama(parallelism__first_stage_layers=2)  # pp = 1
+
+
+def test_extra_weight_buffers() -> None:
+    assert extra_weight_bytes(
+        linear_params=1e9, largest_layer_params=1e8, weight_bytes=2, zero=3, ranks=8, fp8=True
+    ) == pytest.approx(2 * 1e8 * 2 + 1e9 / 8)
+    assert (
+        extra_weight_bytes(
+            linear_params=1e9, largest_layer_params=1e8, weight_bytes=2, zero=1, ranks=8, fp8=False
+        )
+        == 0.0
+    )
