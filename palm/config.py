@@ -658,9 +658,18 @@ def _validate_model(m: ModelConfig) -> None:
     _validate_moe_model(m)
 
 
+#: most routed experts of a MoE layer (the largest published models use 256; the tuner's
+#: expert-parallel part enumerates the divisors)
+MAX_EXPERTS = 2**16
+
+
 def _validate_moe_model(m: ModelConfig) -> None:
     """Mixture-of-experts and MLA fields of a transformer ``[model]``."""
     if m.experts:
+        if m.experts > MAX_EXPERTS:
+            raise ConfigError(
+                "model.experts", m.experts, f"at most {MAX_EXPERTS} (the tuner lists its divisors)"
+            )
         if not 1 <= m.top_k <= m.experts:
             raise ConfigError("model.top_k", m.top_k, f"an integer in 1..experts = {m.experts}")
         if m.moe_ffn_hidden < 1:

@@ -68,7 +68,7 @@ _DRAM_LABEL_MAX = 40
 _UNUSED_COLOR = "#d9d9d9"
 
 _LINK_RE = re.compile(r"^link\[(\d+)\]$")
-_GROUP_RE = re.compile(r"^(tp|dp)\[(\d+)\]$")
+_GROUP_RE = re.compile(r"^(tp|dp|noc)\[(\d+)\]$")
 _P2P_RE = re.compile(r"^p2p\[(\d+)->(\d+)\]$")
 _KIND_RE = re.compile(r"^([A-Za-z_]+)\[")
 
@@ -145,7 +145,8 @@ def link_utilisation_grid(*, result: Result, config: SimConfig) -> np.ndarray:
       fraction of the links leaving it (:func:`~palm.engines.event.fabric.mesh_link_endpoints`);
       a core with no busy outgoing link is 0.
     * ``group`` granularity: each core of stage ``s`` gets the largest busy fraction of the
-      stage's resources ``tp[s]``, ``dp[s]`` and ``p2p[s->t]`` (hand-offs it sends); cores of no
+      stage's resources ``tp[s]``, ``dp[s]`` and ``p2p[s->t]`` (hand-offs it sends), or
+      ``noc[s]`` (the ``fair`` NoC model's one aggregate per stage); cores of no
       stage are NaN.
 
     The granularity is read from the resource names in ``result.links``. DRAM channels are not

@@ -149,11 +149,15 @@ class CommunicationConfig:
     ``adapters`` tiles per group; ``boundary_strategies`` sets one strategy per pipeline
     boundary (``pp x interleave - 1`` of them) instead. ``noc_granularity`` chooses how finely
     the event engine models contention: ``group`` aggregates the links of each stage group (the
-    default; cost independent of the tile count) and ``link`` keeps every link (small meshes)."""
+    default; cost independent of the tile count) and ``link`` keeps every link (small meshes).
+    ``noc_model`` chooses how concurrent flows share them: ``fair`` (default) gives every flow a
+    max-min fair share of every link and DRAM channel it loads, ``exclusive`` holds them first
+    come first served (the paper, sec. IV-C)."""
 
     inter_group: Literal["allreduce-broadcast", "reduce-adapters"] = "allreduce-broadcast"
     adapters: int = 1
     noc_granularity: Literal["group", "link"] = "group"
+    noc_model: Literal["fair", "exclusive"] = "fair"
     boundary_strategies: tuple[str, ...] = ()
 
 

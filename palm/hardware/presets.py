@@ -183,9 +183,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_tile_link_gbps=256.0,
         intra_tile_link_latency_ns=2.0,
         inter_tile_link_latency_ns=10.0,
-        dram_channels=18,
+        dram_channels=20,  # Table VI "edge shared DRAM per tile 256 GB/s", 20 tiles
         dram_channel_bandwidth_gbps=256.0,
-        dram_capacity_gib=18 * 512.0,
+        dram_capacity_gib=20 * 512.0,
         dram_response_ns=100.0,
     ),
     # Tenstorrent Grayskull e150 (Vasiljevic et al., IEEE Micro 41(2) 2021; Tenstorrent e150

@@ -91,6 +91,9 @@ class Mesh2DHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
+    #: where a stage's data lives in DRAM (palm/network/dram.py): "interleaved" over every
+    #: channel, or on the channel "nearest" each core
+    dram_placement: Literal["interleaved", "nearest"] = "interleaved"
     sram_model: Literal["blocked", "algorithm1"] = "blocked"
     math_fidelity: str = ""
     compute_grid: tuple[int, int] = (0, 0)
