@@ -118,6 +118,8 @@ def op_products(
     accumulator (more than one micro-batch per iteration) rather than initialising it."""
     fwd = op.forward_gemms(batch=batch, tp=tp)
     full = op.forward_gemms(batch=batch, tp=1)
+    if len(full) != len(fwd):  # products that come and go with TP: no TP sharing to infer
+        full = fwd
     attention = _positions(op.recompute_gemms(batch=batch, tp=tp, recompute="selective"), fwd)
     dp = 1 if isinstance(op, SplitOp) else dp
     forward = []
