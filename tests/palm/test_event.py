@@ -373,3 +373,24 @@ def test_noc_model_exclusive_is_the_paper_holds() -> None:
         assert palm.simulate(palm.load_config(cfg, overrides=over)).iteration_time_s >= analytical
     with pytest.raises(palm.ConfigError, match="noc_model"):
         palm.load_config(cfg, overrides=['communication.noc_model="shared"'])
+
+
+def test_the_simulator_does_not_import_the_tuner() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, palm; palm.simulate(palm.load_config('examples/wafer-t18b.toml'));"
+    code += "print(sorted(m for m in ('optuna', 'search', 'spaces') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_timeline_is_recorded_only_when_asked() -> None:
+    from palm.api import plan_for
+    from palm.engines.event import run_event
+
+    plan = plan_for(_toy("1f1b"))
+    _, quiet = run_event(plan, record=False)
+    _, kept = run_event(plan, record=True)
+    assert not quiet.raw_phases and not quiet.raw_flows
+    assert kept.raw_phases and kept.raw_flows

@@ -30,6 +30,8 @@ __all__ = ["FairNetwork", "Route", "fair_rates"]
 
 #: relative slack when deciding that a resource is full (rounding of the filling levels)
 _TIGHT = 1e-12
+#: a resource loaded above 1 - _SLACK of its capacity counts as full
+_SLACK = 1e-9
 #: groups of flows with more (flow, resource) loads than this are filled with numpy
 _NUMPY_ABOVE = 400
 
@@ -143,6 +145,7 @@ class FairNetwork:
         self.nbytes = [0.0] * n
         self._since = [0.0] * n
         self._users = [0] * n
+        self._used = [0.0] * n  # sum of load x rate of the flows in flight
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
         self._active: list[_Flow] = []
         self._last = 0.0
@@ -172,7 +175,26 @@ class FairNetwork:
             if not users[r]:
                 since[r] = now
             users[r] += 1
-        self._reschedule(route.resources)
+        if self._fits(route):
+            # it can run at its lone rate without touching a full resource: nobody's rate
+            # changes (every other flow keeps its full bottleneck), so no filling is needed
+            self._set_rate(flow, route.alone_Bps)
+            self._retime()
+        else:
+            self._reschedule(route.resources)
+
+    def _fits(self, route: Route) -> bool:
+        used, capacity, alone = self._used, self.capacity, route.alone_Bps
+        return all(
+            used[r] + a * alone <= capacity[r] * (1.0 + _TIGHT)
+            for r, a in zip(route.resources, route.loads)  # noqa: B905
+        )
+
+    def _set_rate(self, f: _Flow, rate: float) -> None:
+        used, change = self._used, rate - f.rate
+        for r, a in zip(f.route.resources, f.route.loads):  # noqa: B905
+            used[r] += a * change
+        f.rate = rate
 
     def transfer(self, route: Route, duration_s: float, *, done: Arrival) -> None:
         """A flow that takes ``duration_s`` alone (the plan's time of a collective or hand-off,
@@ -216,7 +238,7 @@ class FairNetwork:
         # hundreds of links (link mode) recomputing every flow in flight is cheaper
         group = self._connected(changed) if len(changed) <= 16 else list(self._active)
         if len(group) == 1:
-            group[0].rate = group[0].route.alone_Bps
+            self._set_rate(group[0], group[0].route.alone_Bps)
         elif group:
             routes = [f.route for f in group]
             if sum(len(r.resources) for r in routes) > _NUMPY_ABOVE:
@@ -224,7 +246,11 @@ class FairNetwork:
             else:
                 rates = fair_rates(routes, self.capacity)
             for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
-                f.rate = rate
+                self._set_rate(f, rate)
+        self._retime()
+
+    def _retime(self) -> None:
+        """One timer for the first flow in flight to finish (earlier timers become stale)."""
         flows = self._active
         self._version += 1
         version = self._version
@@ -241,7 +267,19 @@ class FairNetwork:
         # a sliver of bytes, which is why it is not found by remaining <= 0)
         f = min(self._active, key=lambda x: x.remaining / x.rate)
         self._active.remove(f)
-        now, users, on = self._last, self._users, self._on
+        now, users, on, used, capacity = (
+            self._last,
+            self._users,
+            self._on,
+            self._used,
+            self.capacity,
+        )
+        # if every resource it leaves was its alone or had room, no other flow was held back
+        # by it, so no rate changes
+        alone = all(
+            len(on[r]) == 1 or used[r] < capacity[r] * (1.0 - _SLACK) for r in f.route.resources
+        )
+        self._set_rate(f, 0.0)
         for r in f.route.resources:
             del on[r][f]
         for r in f.route.tracked:
@@ -249,7 +287,9 @@ class FairNetwork:
             if not users[r]:
                 self.busy_s[r] += now - self._since[r]
         f.done.succeed_in(f.latency)
-        if self._active:
+        if self._active and alone:
+            self._retime()
+        elif self._active:
             self._reschedule(f.route.resources)
         else:  # keep two timers per flow, so the event count never depends on overlaps
             self.env.timeout(0.0)
