@@ -272,7 +272,9 @@ def format_summary(config: SimConfig, result: Result) -> str:
     unit = result.sample_unit
     lines = [
         f"model      {config.model.name} on {config.hardware.name} ({result.devices} devices)",
-        f"plan       {tr.mode}, TP={par.tp} PP={par.pp} DP={par.dp}, schedule {par.schedule}"
+        f"plan       {tr.mode}, TP={par.tp} PP={par.pp} DP={par.dp}"
+        + (f" EP={par.ep} ETP={par.expert_tp}" if config.model.is_moe else "")
+        + f", schedule {par.schedule}"
         + (f" x{par.chunks}" if par.chunks > 1 else "")
         + f", micro-batch {tr.micro_batch} x {result.micro_batches}, {tr.precision}, "
         + f"recompute {tr.recompute}, ZeRO {tr.zero}",
@@ -319,6 +321,8 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "family": m.family,
                 "params": w.params,
                 "params_b": w.params / 1e9,
+                "active_params": w.active_params,
+                "active_b": w.active_params / 1e9,
                 "layers": m.layers,
                 "hidden": m.hidden,
                 "heads": m.heads,
@@ -358,12 +362,13 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 0
     out.write("models\n")
     out.write(
-        f"  {'name':<12} {'family':<9} {'params':>10} {'layers':>6} {'hidden':>6} "
+        f"  {'name':<15} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} {'hidden':>6} "
         f"{'heads':>5} {'seq':>5}  source\n"
     )
     for row in models:
         out.write(
-            f"  {row['name']:<12} {row['family']:<9} {row['params_b']:>9.2f}B {row['layers']:>6} "
+            f"  {row['name']:<15} {row['family']:<9} {row['params_b']:>9.2f}B "
+            f"{row['active_b']:>8.2f}B {row['layers']:>6} "
             f"{row['hidden']:>6} {row['heads']:>5} {row['seq_len']:>5}  {row['source']}\n"
         )
     out.write("\nhardware\n")

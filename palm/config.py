@@ -20,11 +20,12 @@ import math
 import sys
 import types
 import typing
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from palm.errors import ConfigError
+from palm.errors import ConfigError, ConfigWarning
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
 from palm.strategy import (
@@ -44,7 +45,18 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["load_config", "parse_config", "apply_overrides", "config_to_dict", "validate"]
+__all__ = [
+    "load_config",
+    "parse_config",
+    "apply_overrides",
+    "config_to_dict",
+    "validate",
+    "hf_model_config",
+    "MAX_LAYERS",
+    "MAX_DEVICES",
+    "MAX_PIPELINE_PASSES",
+    "MAX_DRAM_CHANNELS",
+]
 
 _SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
@@ -138,7 +150,7 @@ def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
     elif hf is not None:
         if not isinstance(hf, str):
             raise ConfigError("model.hf_config", hf, "a path to a config.json file")
-        base = hf_model_config(base_dir / hf)
+        base = hf_model_config(base_dir / hf, seq_len_given="seq_len" in table)
     ops_tables = table.pop("ops", None)
     if ops_tables is not None:
         if not isinstance(ops_tables, list) or not all(isinstance(t, dict) for t in ops_tables):
@@ -155,17 +167,45 @@ def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
     return model
 
 
-def hf_model_config(path: Path) -> ModelConfig:
+#: model types whose MLP is gated (gate, up and down projections) whatever ``hidden_act``
+#: names: the Llama family and its descendants, and Gemma's GeGLU (Shazeer 2020, "GLU
+#: Variants Improve Transformer")
+_GATED_MODEL_TYPES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "deepseek_v2",
+        "deepseek_v3",
+        "gpt_oss",
+        "olmo",
+        "olmo2",
+        "olmoe",
+        "phi3",
+        "granite",
+        "granitemoe",
+        "cohere",
+    }
+)
+_GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python", "quick_gelu")
+
+
+def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
     """Transformer dimensions from a Hugging Face ``config.json`` (Llama/Mistral/GPT-NeoX
-    key names, with GPT-2 ``n_*`` names as a fallback)."""
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("model.hf_config", str(path), "an existing config.json") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError("model.hf_config", str(path), f"a readable JSON file ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError("model.hf_config", str(path), "a JSON object")
+    key names, with GPT-2 ``n_*`` names as a fallback), including ``head_dim``, gated MLPs
+    (SwiGLU, and GeGLU for Gemma), mixture of experts (Mixtral, Qwen-MoE, DeepSeek, gpt-oss
+    keys) and DeepSeek's MLA. ``seq_len`` falls back to ``max_position_embeddings`` (the longest
+    context the model supports, often not its training length) with a :class:`ConfigWarning`
+    unless ``seq_len_given`` (the TOML sets ``model.seq_len``)."""
+    raw = _read_hf(path)
 
     def pick(*keys: str, default: Any = None) -> Any:
         for key in keys:
@@ -177,10 +217,10 @@ def hf_model_config(path: Path) -> ModelConfig:
 
     hidden = pick("hidden_size", "n_embd", "d_model")
     heads = pick("num_attention_heads", "n_head")
-    act = str(pick("hidden_act", "activation_function", default="gelu"))
-    gated = act in ("silu", "swiglu", "swish")
     model_type = str(raw.get("model_type", ""))
-    family = "llama" if gated or model_type in ("llama", "mistral", "qwen2") else "gpt"
+    mlp = _hf_mlp(raw, model_type)
+    gated = mlp != "gelu"
+    family = "llama" if gated or model_type in _GATED_MODEL_TYPES else "gpt"
     dropout = raw.get("attention_dropout", raw.get("attn_pdrop", 0.0)) or 0.0
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
         raise ConfigError("model.hf_config:attention_dropout", dropout, "a number")
@@ -192,18 +232,129 @@ def hf_model_config(path: Path) -> ModelConfig:
         "heads": heads,
         "kv_heads": pick("num_key_value_heads", default=heads),
         "ffn_hidden": pick("intermediate_size", "n_inner", default=-1),
-        "seq_len": pick("max_position_embeddings", "n_positions", "n_ctx", default=2048),
+        "seq_len": _hf_seq_len(raw, seq_len_given=seq_len_given),
         "vocab": pick("vocab_size"),
-        "mlp": "swiglu" if gated else "gelu",
+        "mlp": mlp,
         "bias": bool(raw.get("attention_bias", raw.get("bias", not gated))),
         "norm": "rmsnorm" if "rms_norm_eps" in raw else "layernorm",
         "dropout": float(dropout) > 0,
-        "tied_embeddings": bool(raw.get("tie_word_embeddings", not gated)),
+        "tied_embeddings": bool(
+            raw.get("tie_word_embeddings", not gated or model_type.startswith("gemma"))
+        ),
         "learned_positions": family == "gpt" and "rope_theta" not in raw,
+        "head_dim": pick("head_dim", default=0),
     }
     if table["ffn_hidden"] == -1:
         table["ffn_hidden"] = 4 * hidden if isinstance(hidden, int) else hidden
+    table.update(_hf_moe(raw, pick))
+    table.update(_hf_mla(raw))
     return _build(ModelConfig, table, "model.hf_config")
+
+
+def _read_hf(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("model.hf_config", str(path), "an existing config.json") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("model.hf_config", str(path), f"a readable JSON file ({exc})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("model.hf_config", str(path), "a JSON object")
+    return raw
+
+
+def _hf_mlp(raw: Mapping[str, Any], model_type: str) -> str:
+    """``swiglu`` (SiLU-gated), ``geglu`` (GELU-gated: Gemma) or ``gelu`` (two matrices)."""
+    key = next(
+        (k for k in ("hidden_act", "hidden_activation", "activation_function") if k in raw),
+        None,
+    )
+    act = raw[key] if key is not None and raw[key] is not None else "gelu"
+    if not isinstance(act, str):
+        raise ConfigError(f"model.hf_config:{key}", act, "an activation name (a string)")
+    act = act.lower()
+    if act in ("silu", "swiglu", "swish"):
+        return "swiglu"
+    if model_type in _GATED_MODEL_TYPES or act in ("geglu", "gegelu"):
+        return "geglu" if act in (*_GELU_ACTS, "geglu", "gegelu") else "swiglu"
+    return "gelu"
+
+
+def _hf_seq_len(raw: Mapping[str, Any], *, seq_len_given: bool) -> Any:
+    for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+        if raw.get(key) is not None:
+            if not seq_len_given:
+                warnings.warn(
+                    f"model.seq_len = {raw[key]!r} taken from the Hugging Face {key} (the "
+                    "longest context the model supports, not necessarily its training length); "
+                    "set model.seq_len to choose",
+                    ConfigWarning,
+                    stacklevel=4,
+                )
+            return raw[key]
+    return 2048
+
+
+def _hf_moe(raw: Mapping[str, Any], pick: Any) -> dict[str, Any]:
+    """Mixture-of-experts keys: Mixtral / gpt-oss (``num_local_experts``), Qwen-MoE
+    (``num_experts``, ``moe_intermediate_size``, ``shared_expert_intermediate_size``,
+    ``decoder_sparse_step``, ``mlp_only_layers``), DeepSeek (``n_routed_experts``,
+    ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``)."""
+    experts = pick("num_local_experts", "num_experts", "n_routed_experts", default=0)
+    if not experts:
+        return {}
+    moe_ffn = pick("moe_intermediate_size", "intermediate_size")
+    out: dict[str, Any] = {
+        "experts": experts,
+        "top_k": pick("num_experts_per_tok", "experts_per_token", "num_experts_per_token"),
+        "moe_ffn_hidden": moe_ffn,
+        "shared_experts": pick("n_shared_experts", default=0),
+        "dense_layers": pick("first_k_dense_replace", default=0),
+        "moe_layer_freq": pick("moe_layer_freq", default=1),
+    }
+    shared_width = raw.get("shared_expert_intermediate_size") or 0
+    if shared_width:
+        if (
+            not isinstance(moe_ffn, int)
+            or not isinstance(shared_width, int)
+            or (moe_ffn < 1 or shared_width % moe_ffn)
+        ):
+            raise ConfigError(
+                "model.hf_config:shared_expert_intermediate_size",
+                shared_width,
+                f"a multiple of moe_intermediate_size = {moe_ffn}",
+            )
+        out["shared_experts"] = shared_width // moe_ffn
+    step = raw.get("decoder_sparse_step", 1)
+    if step not in (1, None):
+        raise ConfigError(
+            "model.hf_config:decoder_sparse_step", step, "1 (every layer a MoE layer)"
+        )
+    only = raw.get("mlp_only_layers") or []
+    if only:
+        if not isinstance(only, list) or sorted(only) != list(range(len(only))):
+            raise ConfigError(
+                "model.hf_config:mlp_only_layers", only, "[] or the leading layers [0, 1, ...]"
+            )
+        out["dense_layers"] = len(only)
+    return out
+
+
+def _hf_mla(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """DeepSeek-V2/V3 multi-head latent attention: ``head_dim = qk_nope + qk_rope``."""
+    if not raw.get("kv_lora_rank"):
+        return {}
+    nope, rope = raw.get("qk_nope_head_dim"), raw.get("qk_rope_head_dim")
+    for key, value in (("qk_nope_head_dim", nope), ("qk_rope_head_dim", rope)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"model.hf_config:{key}", value, "an integer >= 1 (MLA)")
+    return {
+        "q_lora_rank": raw.get("q_lora_rank") or 0,
+        "kv_lora_rank": raw["kv_lora_rank"],
+        "qk_rope_head_dim": rope,
+        "v_head_dim": raw.get("v_head_dim") or nope,
+        "head_dim": nope + rope,  # type: ignore[operator]
+    }
 
 
 _OP_TYPES: dict[str, type[Op]] = {
@@ -270,7 +421,15 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
 # generic typed builder
 # --------------------------------------------------------------------------------------------
 
-_NONNEG_INTS = {"zero", "gpus", "kv_heads", "padding", "first_stage_layers", "last_stage_layers"}
+_NONNEG_INTS = {
+    "zero",
+    "gpus",
+    "kv_heads",
+    "padding",
+    "first_stage_layers",
+    "last_stage_layers",
+    "etp",
+}
 _T = typing.TypeVar("_T")
 
 
@@ -380,6 +539,9 @@ def _check_ranges(obj: Any, section: str) -> None:
             elif f.name.endswith("_efficiency"):
                 if not 0 < value <= 1:
                     raise ConfigError(where, value, "a fraction in (0, 1]")
+            elif f.name == "capacity_factor":
+                if value < 0:
+                    raise ConfigError(where, value, "0 (dropless) or a number > 0")
             elif section.endswith("peak_tflops"):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0 (0 = unsupported)")
@@ -389,7 +551,7 @@ def _check_ranges(obj: Any, section: str) -> None:
             if f.name == "zero":
                 if value not in (0, 1, 2, 3):
                     raise ConfigError(where, value, "a ZeRO stage 0, 1, 2 or 3")
-            elif f.name in _NONNEG_INTS or section == "model":
+            elif f.name in _NONNEG_INTS or section.startswith("model"):
                 if value < 0:
                     raise ConfigError(where, value, "an integer >= 0")
             elif value < 1:
@@ -424,20 +586,140 @@ def _validate_model(m: ModelConfig) -> None:
     for name in ("layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"):
         if getattr(m, name) < 1:
             raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+    if m.layers > MAX_LAYERS:
+        raise ConfigError("model.layers", m.layers, f"at most {MAX_LAYERS:,} layers ({_WHY})")
     if m.hidden % m.heads:
         raise ConfigError("model.heads", m.heads, f"a divisor of model.hidden = {m.hidden}")
     kv = m.kv_heads or m.heads
     if m.heads % kv:
         raise ConfigError("model.kv_heads", kv, f"a divisor of model.heads = {m.heads}")
+    _validate_moe_model(m)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def _validate_moe_model(m: ModelConfig) -> None:
+    """Mixture-of-experts and MLA fields of a transformer ``[model]``."""
+    if m.experts:
+        if not 1 <= m.top_k <= m.experts:
+            raise ConfigError("model.top_k", m.top_k, f"an integer in 1..experts = {m.experts}")
+        if m.moe_ffn_hidden < 1:
+            raise ConfigError("model.moe_ffn_hidden", m.moe_ffn_hidden, "an integer >= 1")
+        if m.dense_layers >= m.layers:
+            raise ConfigError(
+                "model.dense_layers", m.dense_layers, f"fewer than model.layers = {m.layers}"
+            )
+        if m.moe_layer_freq < 1:
+            raise ConfigError("model.moe_layer_freq", m.moe_layer_freq, "an integer >= 1")
+        if m.moe_load_imbalance < 1:
+            raise ConfigError(
+                "model.moe_load_imbalance",
+                m.moe_load_imbalance,
+                "a number >= 1 (busiest device's routed tokens / mean; 1 = balanced)",
+            )
+    else:
+        for name in ("top_k", "moe_ffn_hidden", "shared_experts", "dense_layers"):
+            if getattr(m, name):
+                raise ConfigError(
+                    f"model.{name}", getattr(m, name), "0 unless model.experts > 0 (a MoE model)"
+                )
+    qk = m.head_dim or m.hidden // m.heads
+    if m.kv_lora_rank and (m.qk_rope_head_dim >= qk or m.v_head_dim < 1):
+        raise ConfigError(
+            "model.qk_rope_head_dim",
+            m.qk_rope_head_dim,
+            "less than model.head_dim (nope + rope), with model.v_head_dim >= 1 for MLA",
+        )
+
+
+def _validate_moe_parallelism(config: SimConfig) -> None:
+    """Megatron-Core's expert layout rules (parallel_state.initialize_model_parallel): the
+    ``tp x cp x dp`` devices of a stage are regrouped as ``etp x ep x edp``."""
+    m, par = config.model, config.parallelism
+    if not m.is_moe:
+        if par.ep != 1:
+            raise ConfigError("parallelism.ep", par.ep, "1 for a dense model (model.experts = 0)")
+        if par.etp > 1:
+            raise ConfigError(
+                "parallelism.etp", par.etp, "0 or 1 for a dense model (model.experts = 0)"
+            )
+        return
+    if m.experts % par.ep:
+        raise ConfigError(
+            "parallelism.ep",
+            par.ep,
+            f"a divisor of model.experts = {m.experts}: {_divisors(m.experts)}",
+        )
+    etp = par.expert_tp
+    if m.moe_ffn_hidden % etp:
+        raise ConfigError(
+            "parallelism.etp",
+            etp,
+            f"a divisor of model.moe_ffn_hidden = {m.moe_ffn_hidden} (0 means etp = tp)",
+        )
+    stage = par.tp * par.cp * par.dp
+    if stage % (par.ep * etp):
+        raise ConfigError(
+            "parallelism.ep*etp",
+            f"{par.ep}*{etp} = {par.ep * etp}",
+            f"a divisor of tp x cp x dp = {stage} "
+            "(expert data parallelism = tp x cp x dp / (ep x etp))",
+        )
+    if par.tp > 1 and not par.sequence_parallel:
+        raise ConfigError(
+            "parallelism.sequence_parallel",
+            par.sequence_parallel,
+            "true when tp > 1 with a MoE model (Megatron-Core requires it)",
+        )
+
+
+def _divisors(n: int) -> list[int] | str:
+    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here."""
+    if n > 10**12:
+        return "its divisors"
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+#: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
+#: them a config is refused with a one-line error instead of running out of time or memory.
+MAX_LAYERS = 10_000
+MAX_DEVICES = 2**20
+MAX_PIPELINE_PASSES = 2**17
+MAX_DRAM_CHANNELS = 2**16
+_WHY = "the simulator's work grows with it"
+
+
+def _validate_bounds(config: SimConfig) -> None:
+    """Refuse sizes whose cost grows with their value: devices (meshes, rings and placement are
+    arrays over devices), DRAM channels, and micro-batches x pipeline chunks (the event engine
+    simulates every forward and backward pass)."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    devices = hw.device_count if isinstance(hw, Mesh2DHardware) else max(par.devices, hw.gpus)
+    if devices > MAX_DEVICES:
+        where = (
+            "hardware.tiles x cores_per_tile"
+            if isinstance(hw, Mesh2DHardware)
+            else ("hardware.gpus" if hw.gpus > par.devices else "parallelism.tp*pp*dp")
+        )
+        raise ConfigError(where, devices, f"at most {MAX_DEVICES:,} devices ({_WHY})")
+    if isinstance(hw, Mesh2DHardware) and hw.dram_channels > MAX_DRAM_CHANNELS:
+        raise ConfigError(
+            "hardware.dram_channels", hw.dram_channels, f"at most {MAX_DRAM_CHANNELS:,} ({_WHY})"
+        )
+    per_pipeline = tr.global_batch // max(1, par.dp * tr.micro_batch)
+    if per_pipeline * par.pp * par.chunks > MAX_PIPELINE_PASSES:
+        raise ConfigError(
+            "training.global_batch",
+            tr.global_batch,
+            f"a value giving micro-batches x pp x interleave = "
+            f"{per_pipeline} x {par.pp} x {par.chunks} of at most {MAX_PIPELINE_PASSES:,} "
+            f"(the event engine simulates each pass)",
+        )
 
 
 def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
+    _validate_bounds(config)
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
@@ -520,6 +802,7 @@ def validate(config: SimConfig) -> None:
                     par.tp,
                     f"a divisor of every operator's output width ({op.name} has {width})",
                 )
+    _validate_moe_parallelism(config)
     _validate_splits(config, workload)
     _validate_placement(config)
     comm = config.communication

@@ -11,7 +11,7 @@ Memory overflow is *not* an error: it is a field of the result (``fits_memory``,
 
 from __future__ import annotations
 
-__all__ = ["PalmError", "ConfigError", "SimulationError"]
+__all__ = ["PalmError", "ConfigError", "ConfigWarning", "SimulationError"]
 
 
 class PalmError(Exception):
@@ -36,6 +36,11 @@ class ConfigError(PalmError, ValueError):
             shown = shown[:30] + "..." + shown[-47:]
         message = f"{field} = {shown} is not allowed: expected {allowed}"
         super().__init__(" ".join(message.split()))
+
+
+class ConfigWarning(UserWarning):
+    """A configuration was completed with a guess the user may not want (one line, naming the
+    field, the value taken and how to choose another)."""
 
 
 class SimulationError(PalmError):

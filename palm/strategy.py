@@ -77,7 +77,13 @@ class ParallelismConfig:
     ``--decoder-first-pipeline-num-layers`` / ``--decoder-last-pipeline-num-layers``; the
     other stages share the rest evenly, and each stage's layers are spread over its
     ``interleave`` chunks. ``tp_comm_overlap`` pipelines the TP collectives with the linear
-    products (Megatron-Core ``--tp-comm-overlap``; :mod:`palm.cost.overlap`)."""
+    products (Megatron-Core ``--tp-comm-overlap``; :mod:`palm.cost.overlap`).
+
+    ``ep`` (expert parallelism) and ``etp`` (expert tensor parallelism) lay the experts of a
+    mixture-of-experts model over the same ``tp x cp x dp`` devices of a stage, Megatron-Core
+    style: experts split ``ep`` ways, each expert's MLP ``etp`` ways, expert gradients reduced
+    over the other ``tp x cp x dp / (ep x etp)`` devices (:mod:`palm.workload.moe`); ``etp = 0``
+    (the default) means ``etp = tp``, Megatron-Core's default."""
 
     tp: int = 1
     pp: int = 1
@@ -93,6 +99,18 @@ class ParallelismConfig:
     first_stage_layers: int = 0
     last_stage_layers: int = 0
     tp_comm_overlap: bool = False
+    ep: int = 1
+    etp: int = 0
+
+    @property
+    def expert_tp(self) -> int:
+        """The expert tensor-parallel degree: ``etp``, or ``tp`` when ``etp = 0``."""
+        return self.etp or self.tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data parallelism: the devices of a stage over ``ep x etp``."""
+        return self.tp * self.cp * self.dp // (self.ep * self.expert_tp)
 
     @property
     def devices(self) -> int:

@@ -10,8 +10,9 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import palm
 from palm.cli import add_commands as add_simulator_commands
@@ -41,7 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """Warnings as one line on stderr, like errors (no file name, no source line)."""
+    print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.showwarning = _one_line_warning
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):

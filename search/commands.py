@@ -104,7 +104,8 @@ def _describe(config_tables: dict[str, Any]) -> str:
     par, tr = config_tables["parallelism"], config_tables["training"]
     plc = config_tables.get("placement", {})
     parts = [
-        f"TP={par['tp']} PP={par['pp']} DP={par['dp']}",
+        f"TP={par['tp']} PP={par['pp']} DP={par['dp']}"
+        + (f" EP={par['ep']} ETP={par['etp'] or par['tp']}" if par.get("ep", 1) > 1 else ""),
         f"micro-batch {tr['micro_batch']}",
         f"recompute {tr['recompute']}",
         f"ZeRO {tr['zero']}",

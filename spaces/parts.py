@@ -30,6 +30,7 @@ __all__ = [
     "InterGroup",
     "HardwareKnob",
     "OpSplit",
+    "ExpertParallelism",
     "ContextParallel",
 ]
 
@@ -267,3 +268,34 @@ def _fits(op: Any, split: tuple[int, ...]) -> bool:
     else:
         ok = op.channels % split[1] == 0 and op.out_hw[0] % split[2] == 0
     return ok
+
+
+@dataclass(frozen=True)
+class ExpertParallelism:
+    """Expert (``ep``) and expert-tensor (``etp``) parallel degrees of a mixture-of-experts
+    model that obey Megatron-Core's layout for the drawn ``tp``, ``cp`` and ``dp``: ``ep``
+    divides the experts, ``etp`` the expert width, ``ep x etp`` the stage's ``tp x cp x dp``
+    devices. ``ep`` /
+    ``etp`` restrict the candidates (empty: all valid; none valid for this draw: 1). TP > 1
+    with experts needs sequence parallelism, which this part then sets. Apply it after the
+    parts that draw ``tp``, ``dp`` and ``sequence_parallel``."""
+
+    ep: tuple[int, ...] = ()
+    etp: tuple[int, ...] = ()
+
+    def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
+        m, par = ctx.base.model, draft["parallelism"]
+        if not m.is_moe:
+            return
+        stage = par["tp"] * par.get("cp", 1) * par["dp"]
+        eps = [e for e in divisors(m.experts) if stage % e == 0 and (not self.ep or e in self.ep)]
+        ep = _pick(trial, f"ep|G={stage}", eps or [1])
+        etps = [
+            t
+            for t in divisors(stage // ep)
+            if m.moe_ffn_hidden % t == 0 and (not self.etp or t in self.etp)
+        ]
+        etp = _pick(trial, f"etp|G={stage},ep={ep}", etps or [1])
+        par.update(ep=ep, etp=etp)
+        if par["tp"] > 1:
+            par["sequence_parallel"] = True

@@ -17,6 +17,7 @@ from spaces.parts import (
     Choice,
     ContextParallel,
     Draft,
+    ExpertParallelism,
     HardwareKnob,
     InterGroup,
     Layout,
@@ -46,6 +47,8 @@ SPACE_KEYS = (
     "layout",
     "inter_group",
     "adapters",
+    "ep",
+    "etp",
     "hardware",
 )
 
@@ -143,6 +146,8 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
                 _choices(table, "sequence_parallel", (True, False)),
             )
         )
+    if "ep" in table or "etp" in table or (par is not False and ctx.base.model.is_moe):
+        parts.append(_experts(table, ctx))
     if "tp_group" in table:
         parts.append(Choice("placement", "tp_group", _choices(table, "tp_group", TP_GROUPS)))
     if "layout" in table:
@@ -167,6 +172,18 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
     for field, spec in hardware.items():
         parts.append(_knob(field, spec, ctx))
     return Space(tuple(parts))
+
+
+def _experts(table: Mapping[str, Any], ctx: SpaceContext) -> ExpertParallelism:
+    """``ep`` / ``etp`` choices; a MoE model whose parallelism is searched keeps the base
+    plan's degrees where they stay valid."""
+    if not ctx.base.model.is_moe:
+        key = "ep" if "ep" in table else "etp"
+        raise ConfigError(f"space.{key}", table[key], "no choices: the model has no experts")
+    base = ctx.base.parallelism
+    ep = _choices(table, "ep", kind=int) if "ep" in table else (base.ep,)
+    etp = _choices(table, "etp", kind=int) if "etp" in table else (base.expert_tp,)
+    return ExpertParallelism(ep=ep, etp=etp)
 
 
 def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:

@@ -10,15 +10,37 @@ per-step latency ``lat`` (the profile of the ring, :mod:`palm.network.loads`):
   leave it, ``(n-1)/n * B / bw + (n-1) lat``;
 * broadcast and reduce, pipelined along the ring in ``n`` chunks: ``B / bw + (n-1) lat``
   (chain pipelining; the ``(n-1)`` chunk fill is folded into the latency term).
+
+An all-to-all on a GPU cluster (mixture-of-experts token dispatch) is not a ring: each member
+sends ``B / n`` to every other member at once (pairwise exchange, Thakur et al. 2005), the
+``local - 1`` peers in its own node through its switch port and the ``n - local`` others through
+its own NIC, so (each GPU belonging to one group, its port and NIC carry only its traffic)
+
+    t = max((local - 1)/n * B / bw_switch, (n - local)/n * B / bw_nic) + (n - 1) lat,
+
+which :func:`all_to_all_step` writes as a step of bandwidth
+``(n - 1) / max((local - 1)/bw_switch, (n - local)/bw_nic)`` for the formula above.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
+from palm.hardware.spec import GpuClusterHardware
 from palm.workload.ops import Collective
 
-__all__ = ["collective_time", "ring_allreduce_time", "RingStep", "bytes_sent_per_member"]
+__all__ = [
+    "collective_time",
+    "ring_allreduce_time",
+    "RingStep",
+    "bytes_sent_per_member",
+    "AllToAllStep",
+    "all_to_all_step",
+    "cluster_all_to_all_step",
+]
 
 
 class RingStep(Protocol):
@@ -61,3 +83,46 @@ def bytes_sent_per_member(coll: Collective, *, n: int) -> float:
     if coll.kind in ("reduce-scatter", "all-gather", "all-to-all"):
         return (n - 1) / n * coll.nbytes
     return coll.nbytes
+
+
+@dataclass(frozen=True)
+class AllToAllStep:
+    """The step an all-to-all behaves as in :func:`collective_time` (a :class:`RingStep`)."""
+
+    latency_s: float
+    bandwidth_Bps: float
+
+
+def all_to_all_step(
+    *,
+    n: int,
+    local: int,
+    intra_Bps: float,
+    inter_Bps: float,
+    intra_latency_s: float,
+    inter_latency_s: float,
+) -> AllToAllStep:
+    """Step of an all-to-all over ``n`` members of which ``local`` (itself included) share the
+    node of the member with the fewest local peers: bandwidth
+    ``(n - 1) / max((local - 1)/intra, (n - local)/inter)``, latency of the slowest path."""
+    if n <= 1:
+        return AllToAllStep(0.0, float("inf"))
+    slowest = max((local - 1) / intra_Bps, (n - local) / inter_Bps)
+    latency = inter_latency_s if local < n else intra_latency_s
+    return AllToAllStep(latency, (n - 1) / slowest)
+
+
+def cluster_all_to_all_step(hw: GpuClusterHardware, groups: np.ndarray) -> AllToAllStep:
+    """The all-to-all step of concurrent groups of GPUs (``groups[g, i]`` = global rank of
+    member ``i`` of group ``g``), limited by the member with the fewest peers in its node."""
+    groups = np.asarray(groups, dtype=np.int64).reshape(-1, groups.shape[-1])
+    node = groups // hw.gpus_per_node
+    local = int((node[:, :, None] == node[:, None, :]).sum(axis=2).min())
+    return all_to_all_step(
+        n=groups.shape[1],
+        local=local,
+        intra_Bps=hw.switch_bandwidth_gbps * 1e9,
+        inter_Bps=hw.inter_node_bandwidth_gbps * 1e9,
+        intra_latency_s=hw.switch_latency_us * 1e-6,
+        inter_latency_s=hw.inter_node_latency_us * 1e-6,
+    )

@@ -4,7 +4,8 @@ A matrix multiply ``C[m, n] = A[m, k] B[k, n]`` runs at
 
     eff(m, n, k) = matmul_efficiency * s(m) * s(n) * s(k),   s(d) = d / (d + matmul_half_dim)
 
-of the device's peak for its precision: ``matmul_efficiency`` is the fraction of peak that
+of the device's peak for its precision (times ``grouped_gemm_efficiency`` for the many small
+products of a mixture-of-experts grouped GEMM): ``matmul_efficiency`` is the fraction of peak that
 large, well-shaped products reach (tile quantisation, pipeline fill, clock throttling under
 sustained load), and ``s(d)`` is the loss of a small dimension, which halves throughput when
 ``d = matmul_half_dim``. Each product also takes at least the time to read its operands and
@@ -37,8 +38,7 @@ Constants and their origin: ``docs/model.md``.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from palm.hardware.spec import GpuClusterHardware, Hardware
 from palm.units import bytes_per_element
@@ -67,6 +67,7 @@ class DeviceRates:
     dram_bandwidth_Bps: float
     sram_bytes: float
     elem_bytes: int
+    grouped_gemm_efficiency: float = 1.0
     wide_peak_flops: float = 0.0
     wide_matmul_efficiency: float = 0.0
     attention_efficiency: float = 0.0
@@ -98,6 +99,7 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
             dram_bandwidth_Bps=hbm,
             sram_bytes=float("inf"),
             elem_bytes=2 if mixed_fp8 else elem,
+            grouped_gemm_efficiency=hw.grouped_gemm_efficiency,
             wide_peak_flops=wide,
             wide_matmul_efficiency=hw.matmul_efficiency if wide else 0.0,
             attention_efficiency=hw.attention_efficiency,
@@ -118,7 +120,8 @@ def gemm_efficiency(g: Gemm, rates: DeviceRates) -> float:
     """Achievable fraction of peak for the shape of ``g``."""
     h = rates.matmul_half_dim
     sat = (g.m / (g.m + h)) * (g.n / (g.n + h)) * (g.k / (g.k + h))
-    return rates.peak_for(g)[1] * sat
+    grouped = rates.grouped_gemm_efficiency if g.grouped else 1.0
+    return rates.peak_for(g)[1] * sat * grouped
 
 
 def gemm_time(g: Gemm, rates: DeviceRates) -> float:
@@ -156,11 +159,7 @@ def attention_time(flops: float, nbytes: float, rates: DeviceRates) -> float:
 def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
     """Input gradient ``dA = dC B^T`` (m x k, inner n) and weight gradient ``dB = A^T dC``
     (k x n, inner m): each as many FLOPs as the forward product, with other shapes."""
-    # the same kind of product (FP8 or not) as the forward one
-    return (
-        dataclasses.replace(g, m=g.m, n=g.k, k=g.n),
-        dataclasses.replace(g, m=g.k, n=g.n, k=g.m),
-    )
+    return (replace(g, n=g.k, k=g.n), replace(g, m=g.k, n=g.n, k=g.m))
 
 
 @dataclass(frozen=True)

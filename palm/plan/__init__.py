@@ -31,6 +31,15 @@ from __future__ import annotations
 from palm.network.dram import DramAccess
 from palm.partition import partition
 from palm.plan.build import build_plan
+from palm.plan.stages import MAX_DP_BUCKETS
 from palm.plan.types import ChunkCost, Plan, StageCost
 
-__all__ = ["ChunkCost", "StageCost", "Plan", "DramAccess", "build_plan", "partition"]
+__all__ = [
+    "ChunkCost",
+    "StageCost",
+    "Plan",
+    "DramAccess",
+    "build_plan",
+    "partition",
+    "MAX_DP_BUCKETS",
+]

@@ -19,6 +19,7 @@ from palm.network.region import CoreRegion
 from palm.partition import chunk_ranges
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
+from palm.workload.moe import with_expert_layout
 from palm.workload.ops import Conv2d, Linear, Op, Pool
 from palm.workload.opsplit import SplitOp
 from palm.workload.sharding import resolve_attention, shard_workload
@@ -110,6 +111,10 @@ def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
         attention=resolve_attention(config.model.attention, topology=config.hardware.topology),
         cp=par.cp,
         causal=config.model.family != "bert",
+    )
+    # the expert-parallel degrees on every mixture-of-experts layer
+    workload = dataclasses.replace(
+        workload, ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.expert_tp)
     )
     placement = make_placement(config)
     mesh = isinstance(config.hardware, Mesh2DHardware)

@@ -4,11 +4,14 @@ recompute that fits (paper sec. IV-A: recompute only when memory forces it)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, stage_extra_weight_bytes
 from palm.plan.context import PlanContext
+from palm.workload.moe import expert_params_per_device
 from palm.workload.ops import RecomputeMode
 
-__all__ = ["stage_params", "stage_memory", "recompute_mode"]
+__all__ = ["stage_params", "stage_expert_params", "stage_memory", "recompute_mode"]
 
 
 def stage_params(ctx: PlanContext) -> list[float]:
@@ -17,6 +20,12 @@ def stage_params(ctx: PlanContext) -> list[float]:
     for c in range(ctx.n_chunks):
         out[ctx.stage_of(c)] += sum(op.params_per_device(tp=ctx.tp) for op in ctx.ops(c))
     return out
+
+
+def stage_expert_params(ctx: PlanContext, s: int) -> float:
+    """Of the parameters per device of stage ``s``, the experts' (sharded by ZeRO over the
+    expert-data-parallel group instead of ``dp x cp``; :mod:`palm.workload.moe`)."""
+    return sum(expert_params_per_device(ctx.ops(c)) for c in ctx.chunks_of(s))
 
 
 def stage_memory(
@@ -48,8 +57,9 @@ def stage_memory(
             ranks=ctx.ranks,
             fp8=ctx.rates.fp8_casts,
         )
+    experts = stage_expert_params(ctx, s)
     memory = MemoryBreakdown.for_stage(
-        params=params,
+        params=params - experts,
         states=ctx.states,
         zero=ctx.zero,
         dp=ctx.ranks,
@@ -57,6 +67,18 @@ def stage_memory(
         in_flight=in_flight,
         extra_weights_bytes=extra,
     )
+    if experts:
+        moe = MemoryBreakdown.for_stage(
+            params=experts,
+            states=ctx.states,
+            zero=ctx.zero,
+            dp=par.expert_dp,
+            activation_bytes_per_microbatch=0.0,
+            in_flight=0.0,
+        )
+        memory = MemoryBreakdown(
+            *(getattr(memory, f.name) + getattr(moe, f.name) for f in dataclasses.fields(moe))
+        )
     return memory, in_flight
 
 

@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from palm.cost.collectives import bytes_sent_per_member, collective_time
+from palm.cost.collectives import (
+    RingStep,
+    bytes_sent_per_member,
+    cluster_all_to_all_step,
+    collective_time,
+)
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.channels import members_per_node, with_channels
 from palm.network.loads import Profile, profile, ring_order
@@ -85,13 +90,16 @@ class StageRings:
     ctx: PlanContext
     tp: tuple[Profile, ...]
     dp: tuple[Profile, ...]
-    _split: dict[tuple[int, str], tuple[Profile, int]] = field(
+    _split: dict[tuple[int, str], tuple[RingStep, int]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
-    def group(self, stage: int, group: str) -> tuple[Profile, int]:
-        """The ring profile and size of ``group`` ("tp", "dp", "cp" or a split group
-        ``"AxBxC:axis"``) in ``stage``."""
+    def group(self, stage: int, group: str, *, a2a: bool = False) -> tuple[RingStep, int]:
+        """The ring profile and size of ``group`` ("tp", "dp", "cp", an expert group "ep",
+        "etp", "edp", or a split group ``"AxBxC:axis"``) in ``stage``. The expert groups regroup
+        the stage's ``tp x cp x dp`` ranks as ``(edp, ep, etp)``, ``etp`` fastest
+        (Megatron-Core); an all-to-all (``a2a``) over one of them on a GPU cluster is priced as
+        one, not as a ring (:func:`~palm.cost.collectives.cluster_all_to_all_step`)."""
         par = self.ctx.config.parallelism
         if group == "tp":
             return self.tp[stage], self.ctx.tp
@@ -99,6 +107,17 @@ class StageRings:
             return self.dp[stage], par.data_ranks
         if group == "cp":  # the CP ring: ranks ordered TP, CP, DP inside a stage
             group = f"{par.dp}x{par.cp}x{par.tp}:1"
+        if group in _EXPERT_AXES:
+            axis = _EXPERT_AXES[group]
+            group = f"{par.expert_dp}x{par.ep}x{par.expert_tp}:{axis}"
+            hw = self.ctx.config.hardware
+            key = (stage, group + (":a2a" if a2a else ""))
+            if a2a and isinstance(hw, GpuClusterHardware) and key not in self._split:
+                arr = self.ctx.array(stage).reshape(par.expert_dp, par.ep, par.expert_tp)
+                step = cluster_all_to_all_step(hw, np.moveaxis(arr, axis, -1))
+                self._split[key] = (step, arr.shape[axis])
+            if key in self._split:
+                return self._split[key]
         key = (stage, group)
         if key not in self._split:
             shape_text, axis_text = group.split(":")
@@ -115,13 +134,17 @@ class StageRings:
         """Seconds of ``colls`` run one after another on their groups' rings of ``stage``."""
         total = 0.0
         for x in colls:
-            prof, n = self.group(stage, x.group)
+            prof, n = self.group(stage, x.group, a2a=x.kind == "all-to-all")
             total += collective_time(x, n=n, step=prof)
         return total
 
     def sent_bytes(self, colls: Sequence[Collective], stage: int) -> float:
         """Bytes each member sends for ``colls``."""
         return sum(bytes_sent_per_member(x, n=self.group(stage, x.group)[1]) for x in colls)
+
+
+#: axis of each expert group in a stage's ranks regrouped as (edp, ep, etp)
+_EXPERT_AXES = {"edp": 0, "ep": 1, "etp": 2}
 
 
 def stage_rings(ctx: PlanContext) -> StageRings:

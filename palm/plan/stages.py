@@ -13,12 +13,16 @@ from palm.cost.memory import MemoryBreakdown
 from palm.cost.sram import SramAllocation
 from palm.network.dram import DramAccess
 from palm.plan.context import PlanContext
+from palm.plan.memory import stage_expert_params
 from palm.plan.rings import StageRings
 from palm.plan.types import ChunkCost, StageCost
 from palm.strategy import SimConfig
 from palm.workload.ops import Collective
 
-__all__ = ["stage_cost", "optimizer_time", "optimizer_bytes"]
+__all__ = ["MAX_DP_BUCKETS", "stage_cost", "optimizer_time", "optimizer_bytes"]
+
+#: most gradient buckets of a stage's DP reduction (docs/model.md, data parallelism)
+MAX_DP_BUCKETS = 1024
 
 
 def stage_cost(
@@ -37,7 +41,6 @@ def stage_cost(
     states = ctx.states
     grad_bytes = params * states.gradients if training else 0.0
     dp_s, buckets, opt_s, in_dram = 0.0, 0, 0.0, False
-    shards = ctx.ranks if ctx.zero >= 1 else 1
     if training:
         # gradient reductions, merged per group as DDP buckets merge them. ZeRO >= 1: the
         # reduce-scatter of gradients and all-gather of updated weights move the same bytes
@@ -56,15 +59,20 @@ def stage_cost(
             dp_s = rings.time(
                 [Collective("all-reduce", v, group=g) for g, v in sorted(per_group.items())], s
             )
-            buckets = max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20)))
+            # capped: beyond MAX_DP_BUCKETS the exposed time max(T/n, T - B(n-1)/n)
+            # moves by less than (T + B) / n, and the event engine simulates each bucket
+            buckets = min(MAX_DP_BUCKETS, max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20))))
         grad_bytes = reduced
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
-        opt_s = optimizer_time(
-            params,
-            ctx.config,
-            ctx.rates,
-            shards=shards,
-            dram=dram[s] if (dram is not None and in_dram) else None,
+        opt_s = sum(
+            optimizer_time(
+                n,
+                ctx.config,
+                ctx.rates,
+                shards=k,
+                dram=dram[s] if (dram is not None and in_dram) else None,
+            )
+            for n, k in _shards(ctx, s, params)
         )
     return StageCost(
         stage=s,
@@ -77,8 +85,21 @@ def stage_cost(
         dp_buckets=buckets,
         optimizer_s=opt_s,
         optimizer_in_dram=training and dram is not None and in_dram,
-        optimizer_bytes=optimizer_bytes(params, ctx.config, shards=shards) if training else 0.0,
+        optimizer_bytes=(
+            sum(optimizer_bytes(n, ctx.config, shards=k) for n, k in _shards(ctx, s, params))
+            if training
+            else 0.0
+        ),
     )
+
+
+def _shards(ctx: PlanContext, s: int, params: float) -> tuple[tuple[float, int], ...]:
+    """(parameters, ZeRO shards) of stage ``s``: dense weights over ``dp x cp``, expert weights
+    over the expert-data-parallel group."""
+    experts = stage_expert_params(ctx, s)
+    if ctx.zero < 1:
+        return ((params, 1),)
+    return ((params - experts, ctx.ranks), (experts, ctx.config.parallelism.expert_dp))
 
 
 def optimizer_time(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from palm.errors import ConfigError
+from palm.workload.moe import MoELayer
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 from palm.workload.resnet import resnet50_ops
 
@@ -28,11 +29,24 @@ class ModelConfig:
 
     ``layers`` (L), ``hidden`` (h), ``heads`` (a), ``kv_heads`` (grouped-query attention; equal
     to ``heads`` for multi-head attention), ``ffn_hidden`` (MLP width), ``seq_len`` (s, tokens
-    per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` (three).
+    per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` / ``geglu``
+    (gated, three).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
     ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
     products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
     gpu-cluster, unfused on a mesh2d (resolved by the plan).
+    ``head_dim`` is the attention head width (0 = ``hidden / heads``; Gemma and Qwen3 differ).
+
+    Mixture of experts (:mod:`palm.workload.moe`, docs/model.md "Mixture of experts"):
+    ``experts`` routed experts (0 = a dense model) of width ``moe_ffn_hidden``, ``top_k`` of
+    them per token, ``shared_experts`` always-on experts of the same width; the first
+    ``dense_layers`` layers keep a dense MLP of ``ffn_hidden`` and after them every
+    ``moe_layer_freq``-th layer (``i % moe_layer_freq == 0``) is a MoE layer;
+    ``capacity_factor`` (0 = dropless) pads each expert's buffer to ``c`` times its fair share;
+    ``moe_load_imbalance`` (>= 1, 1 = balanced) is the busiest device's routed tokens over the
+    mean. Multi-head latent attention (DeepSeek-V2/V3) when ``kv_lora_rank > 0``:
+    ``q_lora_rank``, ``kv_lora_rank``, ``qk_rope_head_dim`` and ``v_head_dim``, with
+    ``head_dim`` the query/key head width (nope + rope).
     """
 
     name: str = "custom"
@@ -44,7 +58,7 @@ class ModelConfig:
     ffn_hidden: int = 0
     seq_len: int = 0
     vocab: int = 0
-    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
@@ -54,10 +68,36 @@ class ModelConfig:
     classes: int = 1000
     attention: Literal["auto", "flash", "unfused"] = "auto"
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
+    head_dim: int = 0
+    experts: int = 0
+    top_k: int = 0
+    moe_ffn_hidden: int = 0
+    shared_experts: int = 0
+    dense_layers: int = 0
+    moe_layer_freq: int = 1
+    capacity_factor: float = 0.0
+    moe_load_imbalance: float = 1.0
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0
 
     @property
     def is_transformer(self) -> bool:
         return self.family in ("gpt", "llama", "bert")
+
+    @property
+    def is_moe(self) -> bool:
+        return self.experts > 0
+
+    def is_moe_layer(self, index: int) -> bool:
+        """Layer ``index`` (from 0) has routed experts: after the leading dense layers, every
+        ``moe_layer_freq``-th (Hugging Face DeepSeek / Megatron-Core convention)."""
+        return (
+            self.experts > 0
+            and index >= self.dense_layers
+            and index % max(1, self.moe_layer_freq) == 0
+        )
 
 
 @dataclass(frozen=True)
@@ -79,6 +119,12 @@ class Workload:
     def params(self) -> int:
         return sum(op.params for op in self.ops)
 
+    @property
+    def active_params(self) -> int:
+        """Parameters one token uses (``params`` for a dense model; mixture-of-experts layers
+        count only ``top_k`` of their routed experts)."""
+        return sum(getattr(op, "active_params", op.params) for op in self.ops)
+
     def forward_flops(self, *, batch: int = 1) -> float:
         """Matrix-multiply FLOPs of one forward pass over ``batch`` samples (no parallelism)."""
         return sum(op.forward_flops(batch=batch) for op in self.ops)
@@ -93,21 +139,7 @@ def _transformer_ops(m: ModelConfig) -> tuple[Op, ...]:
         learned_positions=m.learned_positions,
         dropout=m.dropout,
     )
-    layer_ops = tuple(
-        TransformerLayer(
-            name=f"layer{i}",
-            hidden=m.hidden,
-            heads=m.heads,
-            kv_heads=m.kv_heads or m.heads,
-            ffn_hidden=m.ffn_hidden,
-            seq_len=m.seq_len,
-            mlp=m.mlp,
-            bias=m.bias,
-            norm=m.norm,
-            dropout=m.dropout,
-        )
-        for i in range(m.layers)
-    )
+    layer_ops = tuple(_layer(m, i) for i in range(m.layers))
     logits = Logits(
         name="logits",
         vocab=m.vocab,
@@ -117,6 +149,40 @@ def _transformer_ops(m: ModelConfig) -> tuple[Op, ...]:
         norm=m.norm,
     )
     return (emb, *layer_ops, logits)
+
+
+def _layer(m: ModelConfig, i: int) -> TransformerLayer:
+    """Layer ``i``: a dense :class:`TransformerLayer`, or a :class:`MoELayer` when it has
+    routed experts or MLA attention (a MoE layer has no dense MLP: ``ffn_hidden = 0``)."""
+    moe = m.is_moe_layer(i)
+    common = dict(
+        name=f"layer{i}",
+        hidden=m.hidden,
+        heads=m.heads,
+        kv_heads=m.kv_heads or m.heads,
+        ffn_hidden=0 if moe else m.ffn_hidden,
+        seq_len=m.seq_len,
+        mlp=m.mlp,
+        bias=m.bias,
+        norm=m.norm,
+        dropout=m.dropout,
+        head_dim=m.head_dim,
+    )
+    if not moe and not m.kv_lora_rank:
+        return TransformerLayer(**common)  # type: ignore[arg-type]
+    return MoELayer(
+        **common,  # type: ignore[arg-type]
+        experts=m.experts if moe else 0,
+        top_k=m.top_k if moe else 0,
+        moe_ffn_hidden=m.moe_ffn_hidden if moe else 0,
+        shared_experts=m.shared_experts if moe else 0,
+        capacity_factor=m.capacity_factor,
+        load_imbalance=m.moe_load_imbalance,
+        q_lora_rank=m.q_lora_rank,
+        kv_lora_rank=m.kv_lora_rank,
+        qk_rope_head_dim=m.qk_rope_head_dim,
+        v_head_dim=m.v_head_dim,
+    )
 
 
 def build_workload(model: ModelConfig) -> Workload:

@@ -47,13 +47,17 @@ class Gemm:
     layers (``te.Linear``, ``LayerNormLinear``, ``LayerNormMLP``) in FP8 and keeps the core
     attention, the router, embeddings and the output logits in BF16 (NVIDIA Transformer
     Engine docs, "Using FP8 with Transformer Engine"; Micikevicius et al. 2022, "FP8 Formats
-    for Deep Learning", sec. 4)."""
+    for Deep Learning", sec. 4). ``grouped`` marks the products of one grouped GEMM (the experts of
+    a mixture-of-experts layer run as one kernel over many small problems), which run at the
+    hardware's ``grouped_gemm_efficiency`` on top of the shape rule
+    (:func:`palm.cost.compute.gemm_efficiency`)."""
 
     m: int
     n: int
     k: int
     count: int = 1
     fp8: bool = True
+    grouped: bool = False
 
     @property
     def flops(self) -> float:
@@ -369,7 +373,8 @@ class Pool(Op):
 @dataclass(frozen=True)
 class TransformerLayer(Op):
     """One pre-norm decoder/encoder layer: attention (with grouped-query attention when
-    ``kv_heads < heads``) and an MLP (GELU with two matrices or SwiGLU with three).
+    ``kv_heads < heads``) and an MLP (GELU with two matrices, or a gated MLP with three:
+    SwiGLU, or GeGLU as in Gemma). ``head_dim`` is the width of a head (0: ``hidden / heads``).
 
     Forward FLOPs per sample with ``ffn = 4h`` and ``kv_heads = heads``: ``24 s h^2 + 4 s^2 h``
     (Narayanan et al., SC21, sec. 5.1), counting the full ``s x s`` score matrix.
@@ -389,17 +394,25 @@ class TransformerLayer(Op):
     kv_heads: int
     ffn_hidden: int
     seq_len: int
-    mlp: Literal["gelu", "swiglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
     attention: Literal["flash", "unfused"] = "unfused"
     causal: bool = True
     cp: int = 1
+    head_dim: int = 0
+
+    def __post_init__(self) -> None:
+        # head_dim = 0 means hidden / heads; models such as Gemma and Qwen3 set it apart, so
+        # that the query width heads x head_dim differs from hidden
+        if self.head_dim == 0 and self.heads > 0:
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
 
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def q_dim(self) -> int:
+        """Width of the queries (and of the attention output): ``heads x head_dim``."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -407,15 +420,15 @@ class TransformerLayer(Op):
 
     @property
     def _mlp_in_mats(self) -> int:
-        return 2 if self.mlp == "swiglu" else 1
+        return 2 if self.mlp in ("swiglu", "geglu") else 1
 
     @property
     def params(self) -> int:
-        h, f, kv = self.hidden, self.ffn_hidden, self.kv_dim
-        attn = h * (h + 2 * kv) + h * h
+        h, f, kv, q = self.hidden, self.ffn_hidden, self.kv_dim, self.q_dim
+        attn = h * (q + 2 * kv) + q * h
         mlp = (self._mlp_in_mats + 1) * h * f
         if self.bias:
-            attn += (h + 2 * kv) + h
+            attn += (q + 2 * kv) + h
             mlp += self._mlp_in_mats * f + h
         norms = 2 * (2 * h if self.norm == "layernorm" else h)
         return attn + mlp + norms
@@ -472,8 +485,8 @@ class TransformerLayer(Op):
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         t = batch * self.seq_len
         h, f = self.hidden, self.ffn_hidden
-        qkv = Gemm(t, (h + 2 * self.kv_dim) // tp, h)
-        proj = Gemm(t, h, h // tp)
+        qkv = Gemm(t, (self.q_dim + 2 * self.kv_dim) // tp, h)
+        proj = Gemm(t, h, self.q_dim // tp)
         up = Gemm(t, self._mlp_in_mats * f // tp, h)
         down = Gemm(t, h, f // tp)
         return (qkv, *self._attention_gemms(batch=batch, tp=tp), proj, up, down)
@@ -541,8 +554,9 @@ class TransformerLayer(Op):
         # the two dropout masks after attention and MLP, the MLP input
         replicated = sbh * (2 * p + p + mask + p + mask)
         # split across TP: Q, K, V, projection input, MLP activations
-        kv_share = self.kv_dim / h
-        sharded = sbh * (p * (1 + 2 * kv_share) + p) + s * batch * f * p * (self._mlp_in_mats + 1)
+        q_share, kv_share = self.q_dim / h, self.kv_dim / h
+        sharded = sbh * p * (q_share + 2 * kv_share + q_share)
+        sharded += s * batch * f * p * (self._mlp_in_mats + 1)
         quadratic = 0.0
         if self.attention == "flash":  # only the fp32 log-sum-exp per head and query
             quadratic = float(batch * self.heads * s * 4)

@@ -1,0 +1,367 @@
+"""Mixture of experts: parameter counts against published ones, the dispatch all-to-all pinned
+to hand-worked bytes and times, expert sharding of memory and gradients, expert-parallel
+validation (Megatron-Core's layout rules)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+
+from palm import ConfigError, parse_config
+from palm.cost.collectives import (
+    all_to_all_step,
+    bytes_sent_per_member,
+    cluster_all_to_all_step,
+    collective_time,
+)
+from palm.cost.compute import device_rates, gemm_time
+from palm.hardware.presets import HARDWARE_PRESETS
+from palm.plan import build_plan
+from palm.workload import MODEL_PRESETS, TransformerLayer, build_workload
+from palm.workload.moe import MoELayer
+from palm.workload.presets import MOE_PUBLISHED_PARAMS
+
+H100 = HARDWARE_PRESETS["dgx-h100"]
+
+
+def moe_layer(**changes: Any) -> MoELayer:
+    """A Mixtral-8x7B layer: h 4096, 32 heads, 8 KV heads, 8 SwiGLU experts of 14336, top-2."""
+    base = MoELayer(
+        name="l",
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        ffn_hidden=0,
+        seq_len=4096,
+        mlp="swiglu",
+        bias=False,
+        norm="rmsnorm",
+        dropout=False,
+        experts=8,
+        top_k=2,
+        moe_ffn_hidden=14336,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+# ------------------------------------------------------------------------------ parameters
+
+
+@pytest.mark.parametrize("name", sorted(MOE_PUBLISHED_PARAMS))
+def test_moe_presets_match_published_total_parameters(name: str) -> None:
+    total, _, _ = MOE_PUBLISHED_PARAMS[name]
+    assert build_workload(MODEL_PRESETS[name]).params == pytest.approx(total, rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "name", ["mixtral-8x7b", "mixtral-8x22b", "qwen3-30b-a3b", "qwen3-235b-a22b", "deepseek-v3"]
+)
+def test_moe_presets_match_published_active_parameters(name: str) -> None:
+    _, active, _ = MOE_PUBLISHED_PARAMS[name]
+    assert build_workload(MODEL_PRESETS[name]).active_params == pytest.approx(active, rel=0.02)
+
+
+def test_gpt_oss_active_parameters_as_its_model_card_counts_them() -> None:
+    # the card's 5.13B per token counts the unembedding but not the input embedding
+    m = MODEL_PRESETS["gpt-oss-120b"]
+    w = build_workload(m)
+    assert w.active_params - m.vocab * m.hidden == pytest.approx(5.13e9, rel=0.01)
+
+
+def test_mixtral_8x7b_parameter_count_is_exact() -> None:
+    # the released checkpoint (mistralai/Mixtral-8x7B-v0.1) holds 46,702,792,704 parameters:
+    # per layer 4096 (4096 + 2 x 1024) + 4096^2 attention, 8 x 3 x 4096 x 14336 experts,
+    # 4096 x 8 router, 2 x 4096 norms; embeddings 2 x 32000 x 4096, final norm 4096
+    layer = 4096 * 6144 + 4096**2 + 8 * 3 * 4096 * 14336 + 4096 * 8 + 2 * 4096
+    assert layer == moe_layer().params
+    assert build_workload(MODEL_PRESETS["mixtral-8x7b"]).params == 46_702_792_704
+    assert 32 * layer + 2 * 32000 * 4096 + 4096 == 46_702_792_704
+
+
+def test_deepseek_v3_mla_and_layer_kinds() -> None:
+    w = build_workload(MODEL_PRESETS["deepseek-v3"])
+    layers = [op for op in w.ops if isinstance(op, TransformerLayer)]
+    assert all(isinstance(op, MoELayer) and op.mla for op in layers)
+    assert [op.experts for op in layers[:4]] == [0, 0, 0, 256]
+    assert layers[0].ffn_hidden == 18432 and layers[3].ffn_hidden == 0
+    # MLA (DeepSeek-V3 config): q 7168x1536 + 1536 norm + 1536 x 128 x 192;
+    # kv 7168 x (512 + 64) + 512 norm + 512 x 128 x (128 + 128); out 128 x 128 x 7168
+    mla = 7168 * 1536 + 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 + 512 * 128 * 256
+    assert layers[3].attention_params == mla + 128 * 128 * 7168 == 187_107_328
+
+
+def test_moe_layer_without_experts_is_the_dense_layer() -> None:
+    dense = TransformerLayer(
+        name="d", hidden=4096, heads=32, kv_heads=8, ffn_hidden=14336, seq_len=2048, mlp="swiglu"
+    )
+    same = MoELayer(**{f.name: getattr(dense, f.name) for f in dataclasses.fields(dense)})
+    assert same.params == dense.params
+    for tp in (1, 4):
+        assert same.params_per_device(tp=tp) == dense.params_per_device(tp=tp)
+        assert same.forward_gemms(batch=2, tp=tp) == dense.forward_gemms(batch=2, tp=tp)
+        assert same.forward_collectives(
+            batch=2, tp=tp, sp=True, act_bytes=2
+        ) == dense.forward_collectives(batch=2, tp=tp, sp=True, act_bytes=2)
+
+
+def test_head_dim_sets_the_query_width() -> None:
+    # Qwen3-30B-A3B: 32 heads of 128 on a hidden size of 2048 -> queries 4096 wide
+    layer = TransformerLayer(
+        name="q", hidden=2048, heads=32, kv_heads=4, ffn_hidden=6144, seq_len=8, head_dim=128
+    )
+    assert layer.q_dim == 4096 and layer.kv_dim == 512
+    qkv, _, _, proj, _, _ = layer.forward_gemms(batch=1, tp=1)
+    assert (qkv.n, qkv.k) == (4096 + 2 * 512, 2048) and (proj.n, proj.k) == (2048, 4096)
+
+
+# ------------------------------------------------------------------------------ compute
+
+
+def test_expert_gemms_are_grouped_and_count_top_k_tokens() -> None:
+    layer = moe_layer(ep=4)
+    router, up, down = layer.moe_gemms(batch=1, tp=1)
+    assert (router.m, router.n, router.k) == (4096, 8, 4096)
+    # 4096 tokens x top-2 = 8192 rows over 2 local experts (8 / ep 4): 4096 rows each
+    assert (up.m, up.n, up.k, up.count, up.grouped) == (4096, 2 * 14336, 4096, 2, True)
+    assert (down.m, down.n, down.k, down.count) == (4096, 4096, 14336, 2)
+    # each EP rank routes its own 4096 tokens: FLOPs summed over the 4 ranks =
+    # all tokens x top-k x expert MLP FLOPs
+    assert 4 * (up.flops + down.flops) == pytest.approx(4 * 4096 * 2 * 2 * 3 * 4096 * 14336)
+
+
+def test_capacity_factor_and_load_imbalance_scale_the_busiest_device() -> None:
+    base = moe_layer(ep=8)
+    rows = base.moe_gemms(batch=1, tp=1)[1].m
+    assert moe_layer(ep=8, load_imbalance=1.5).moe_gemms(batch=1, tp=1)[1].m == 1.5 * rows
+    # a capacity factor pads every expert buffer to c x its fair share, whatever the imbalance
+    capped = moe_layer(ep=8, capacity_factor=1.25, load_imbalance=3.0)
+    assert capped.moe_gemms(batch=1, tp=1)[1].m == 1.25 * rows
+    assert capped.dispatched_tokens(batch=1, tp=1) == 1.25 * base.dispatched_tokens(batch=1, tp=1)
+
+
+def test_grouped_gemm_efficiency_slows_only_grouped_products() -> None:
+    # from no grouped loss (the preset carries the fitted one) to half
+    fast = dataclasses.replace(device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0)
+    slow = dataclasses.replace(fast, grouped_gemm_efficiency=0.5)
+    router, up, _ = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    assert gemm_time(router, slow) == gemm_time(router, fast)
+    assert gemm_time(up, slow) == pytest.approx(2 * gemm_time(up, fast))
+
+
+# ------------------------------------------------------------------------------ all-to-all
+
+
+def test_top2_dispatch_all_to_all_bytes_hand_worked() -> None:
+    # b 1, s 4096, h 4096, bf16, top-2, ep 8: each device sends D = 4096 x 2 = 8192 rows of
+    # 4096 x 2 B = 64 MiB per all-to-all, 7/8 of it off-device; dispatch and combine forward,
+    # their mirrors backward
+    layer = moe_layer(ep=8)
+    colls = layer.forward_collectives(batch=1, tp=1, sp=False, act_bytes=2)
+    assert [(c.kind, c.group, c.nbytes) for c in colls] == [
+        ("all-to-all", "ep", 67_108_864.0),
+        ("all-to-all", "ep", 67_108_864.0),
+    ]
+    assert bytes_sent_per_member(colls[0], n=8) == 58_720_256.0
+    assert layer.backward_collectives(batch=1, tp=1, sp=False, act_bytes=2) == colls
+
+
+def test_all_to_all_with_tp_and_etp_hand_worked() -> None:
+    # tp 2 with sequence parallelism: 2048 tokens enter each device, D = 4096 rows = 32 MiB;
+    # etp 2 gathers N = 2 D rows (64 MiB) for its half of each expert and reduce-scatters them;
+    # the attention keeps its all-gather / reduce-scatter pair, the absent dense MLP drops its
+    layer = moe_layer(ep=4, etp=2)
+    colls = layer.forward_collectives(batch=1, tp=2, sp=True, act_bytes=2)
+    sbh = 4096 * 4096 * 2.0
+    assert [(c.kind, c.group, c.nbytes) for c in colls] == [
+        ("all-gather", "tp", sbh),
+        ("reduce-scatter", "tp", sbh),
+        ("all-to-all", "ep", 2**25),
+        ("all-gather", "etp", 2**26),
+        ("reduce-scatter", "etp", 2**26),
+        ("all-to-all", "ep", 2**25),
+    ]
+
+
+def test_all_to_all_time_inside_a_node_and_across_nodes() -> None:
+    nbytes = 67_108_864.0
+    coll = dataclasses.replace(moe_layer(ep=8).moe_collectives(batch=1, tp=1, act_bytes=2)[0])
+    # 8 GPUs of one DGX-H100: 7/8 B over NVLink (450 GB/s) + 7 x 2 us
+    inside = cluster_all_to_all_step(H100, np.arange(8)[None, :])
+    t = collective_time(coll, n=8, step=inside)
+    assert t == pytest.approx(7 / 8 * nbytes / 450e9 + 7 * 2e-6)
+    # 16 GPUs over 2 nodes: 7/16 B on NVLink, 8/16 B on the 50 GB/s NIC, which dominates
+    across = cluster_all_to_all_step(H100, np.arange(16)[None, :])
+    t = collective_time(coll, n=16, step=across)
+    assert t == pytest.approx(8 / 16 * nbytes / 50e9 + 15 * 5e-6)
+    # a group spread one GPU per node sends everything through the NIC
+    spread = all_to_all_step(
+        n=4, local=1, intra_Bps=450e9, inter_Bps=50e9, intra_latency_s=0, inter_latency_s=0
+    )
+    assert collective_time(coll, n=4, step=spread) == pytest.approx(3 / 4 * nbytes / 50e9)
+
+
+MIXTRAL_H100 = {
+    "model": {"preset": "mixtral-8x7b"},
+    "hardware": {"preset": "dgx-h100"},
+    "training": {"global_batch": 64, "micro_batch": 1, "zero": 1, "recompute": "full"},
+    "parallelism": {"tp": 1, "pp": 1, "dp": 16, "ep": 8},
+}
+
+
+def mixtral(**parallel: Any) -> dict[str, Any]:
+    tables = {k: dict(v) for k, v in MIXTRAL_H100.items()}
+    tables["parallelism"].update(parallel)
+    return tables
+
+
+def test_plan_prices_expert_parallel_all_to_all_on_the_real_topology() -> None:
+    inside = build_plan(parse_config(mixtral(ep=8)))
+    split = mixtral(ep=8)
+    split["hardware"] = {"preset": "dgx-h100", "gpus_per_node": 4}
+    across = build_plan(parse_config(split))
+    layer = next(op for op in inside.workload.ops if isinstance(op, MoELayer))
+    assert layer.ep == 8
+    a2a_in = 2 * 32 * (7 / 8 * 2**26 / 450e9 + 7 * 2e-6)  # two per layer, 32 layers
+    assert inside.chunks[0].tp_forward_s == pytest.approx(a2a_in)
+    # with 4 GPUs per node the 8 EP ranks span two nodes: half of each buffer crosses the
+    # 50 GB/s NICs (3/8 stays on NVLink), about 8x slower
+    a2a_across = 2 * 32 * (4 / 8 * 2**26 / 50e9 + 7 * 5e-6)
+    assert across.chunks[0].tp_forward_s == pytest.approx(a2a_across)
+    # full recompute re-runs the dispatch in the backward pass
+    assert inside.chunks[0].tp_backward_s == pytest.approx(2 * a2a_in)
+
+
+def test_expert_states_are_sharded_by_ep_and_zero_over_expert_data_parallel() -> None:
+    plan = build_plan(parse_config(mixtral(ep=8)))
+    w = plan.workload
+    experts = sum(op.expert_params for op in w.ops if isinstance(op, MoELayer))
+    dense = w.params - experts
+    mem = plan.stages[0].memory
+    assert plan.stages[0].params_per_device == pytest.approx(dense + experts / 8)
+    assert mem.weights_bytes == pytest.approx(2 * (dense + experts / 8))
+    # ZeRO-1: dense optimizer states over dp = 16, expert states over edp = 16 / 8 = 2
+    assert mem.optimizer_bytes == pytest.approx(12 * (dense / 16 + experts / 8 / 2))
+
+
+def test_expert_gradients_are_reduced_over_the_expert_data_parallel_group() -> None:
+    layer = moe_layer(ep=4, etp=2)
+    colls = layer.update_collectives(tp=2, dp=8, grad_bytes=2.0)
+    per_device_experts = layer.expert_params / 8
+    dense = layer.params_per_device(tp=2) - per_device_experts
+    assert [(c.group, c.nbytes) for c in colls] == [
+        ("dp", dense * 2.0),
+        ("edp", per_device_experts * 2.0),  # over edp = 2 x 8 / (4 x 2) = 2 devices
+    ]
+    assert layer.update_collectives(tp=1, dp=8, grad_bytes=2.0)[1:] == ()  # edp = 1
+
+
+def test_more_expert_parallelism_less_memory_more_all_to_all() -> None:
+    small = build_plan(parse_config(mixtral(ep=2)))
+    big = build_plan(parse_config(mixtral(ep=8)))
+    assert big.stages[0].memory.total_bytes < small.stages[0].memory.total_bytes
+    assert big.chunks[0].tp_forward_s > small.chunks[0].tp_forward_s
+
+
+# ------------------------------------------------------------------------------ validation
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "fragment"),
+    [
+        ({"ep": 3}, "parallelism.ep", "a divisor of model.experts = 8"),
+        ({"ep": 8, "etp": 4}, "parallelism.ep*etp", "a divisor of tp x cp x dp = 16"),
+        ({"ep": 1, "etp": 5}, "parallelism.etp", "a divisor of model.moe_ffn_hidden = 14336"),
+        ({"ep": 0}, "parallelism.ep", "an integer >= 1"),
+        ({"tp": 2, "dp": 8}, "parallelism.sequence_parallel", "true when tp > 1"),
+    ],
+)
+def test_expert_parallel_validation_errors(
+    changes: dict[str, Any], field: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(mixtral(**changes))
+    message = str(err.value)
+    assert message.startswith(f"{field} = ") and fragment in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("model", "field", "fragment"),
+    [
+        ({"top_k": 9}, "model.top_k", "1..experts = 8"),
+        ({"moe_load_imbalance": 0.5}, "model.moe_load_imbalance", ">= 1"),
+        ({"capacity_factor": -1.0}, "model.capacity_factor", "0 (dropless)"),
+        ({"dense_layers": 32}, "model.dense_layers", "fewer than model.layers = 32"),
+        ({"moe_layer_freq": 0}, "model.moe_layer_freq", ">= 1"),
+    ],
+)
+def test_moe_model_validation_errors(model: dict[str, Any], field: str, fragment: str) -> None:
+    tables = mixtral()
+    tables["model"].update(model)
+    with pytest.raises(ConfigError) as err:
+        parse_config(tables)
+    assert str(err.value).startswith(f"{field} = ") and fragment in str(err.value)
+
+
+def test_expert_parallelism_on_a_dense_model_is_refused() -> None:
+    tables = mixtral(ep=2)
+    tables["model"] = {"preset": "llama2-7b"}
+    with pytest.raises(ConfigError, match=r"^parallelism.ep = 2 .*model.experts = 0"):
+        parse_config(tables)
+    tables["model"] = {"preset": "llama2-7b", "top_k": 2}
+    with pytest.raises(ConfigError, match=r"^model.top_k = 2 .*experts > 0"):
+        parse_config(tables)
+
+
+def test_moe_layer_frequency_and_dense_layers() -> None:
+    m = dataclasses.replace(MODEL_PRESETS["mixtral-8x7b"], dense_layers=2, moe_layer_freq=2)
+    kinds = [m.is_moe_layer(i) for i in range(6)]
+    assert kinds == [False, False, True, False, True, False]
+    layers = [op for op in build_workload(m).ops if isinstance(op, TransformerLayer)]
+    assert [isinstance(op, MoELayer) for op in layers[:4]] == [False, False, True, False]
+
+
+def test_etp_defaults_to_tp_like_megatron_core() -> None:
+    plan = build_plan(parse_config(mixtral(tp=2, dp=8, ep=4, sequence_parallel=True)))
+    layer = next(op for op in plan.workload.ops if isinstance(op, MoELayer))
+    assert (layer.ep, layer.etp) == (4, 2)  # edp = 2 x 8 / (4 x 2) = 2
+    explicit = build_plan(parse_config(mixtral(tp=2, dp=8, ep=4, etp=1, sequence_parallel=True)))
+    layer = next(op for op in explicit.workload.ops if isinstance(op, MoELayer))
+    assert (layer.ep, layer.etp) == (4, 1)
+
+
+def test_router_stays_in_bf16_and_experts_run_in_fp8() -> None:
+    router, up, down = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    assert router.fp8 is False and up.fp8 and down.fp8
+
+
+def test_mla_flash_attention_flops_hand_worked() -> None:
+    # DeepSeek-V3 attention, one sequence of 4096, causal: Q K^T over heads of 192, P V over
+    # heads of 128 -> 2 s^2 (192 + 128) x 128 heads / 2
+    layer = next(
+        op
+        for op in build_workload(MODEL_PRESETS["deepseek-v3"]).ops
+        if isinstance(op, MoELayer) and op.experts
+    )
+    flash = dataclasses.replace(layer, attention="flash")
+    fused = flash.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused is not None
+    assert fused.forward_flops == 2 * 4096**2 * (192 + 128) * 128 / 2
+    unfused = dataclasses.replace(layer, attention="unfused", causal=False)
+    qk, pv = unfused._attention_gemms(batch=1, tp=1)
+    assert (qk.m, qk.n, qk.k, qk.count) == (4096, 4096, 192, 128)
+    assert (pv.m, pv.n, pv.k) == (4096, 128, 4096) and not qk.fp8
+
+
+def test_context_parallel_ranks_join_the_expert_layout() -> None:
+    # cp 2 doubles a stage's ranks: ep 8 x etp 1 over tp 1 x cp 2 x dp 8 = 16 -> edp 2
+    plan = build_plan(parse_config(mixtral(dp=8, ep=8, cp=2)))
+    layer = next(op for op in plan.workload.ops if isinstance(op, MoELayer))
+    assert layer.seq_len == 2048  # each CP rank routes its half of the sequence
+    assert plan.config.parallelism.expert_dp == 2
+    colls = layer.update_collectives(tp=1, dp=16, grad_bytes=2.0)
+    assert [c.group for c in colls] == ["dp", "edp"]
+    with pytest.raises(ConfigError, match=r"^parallelism.ep\*etp = .*tp x cp x dp = 16"):
+        parse_config(mixtral(dp=8, cp=2, ep=8, etp=4))

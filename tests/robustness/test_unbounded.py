@@ -1,0 +1,104 @@
+"""Class 1: no valid-looking value makes the simulator's work grow without bound. Each value
+either costs no more than a small one (gradient buckets are capped) or is refused by a
+documented bound (docs/config.md, "Bounds") with a one-line error. Every run is a subprocess
+limited to 3 GiB of address space and 30 s."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from palm.config import MAX_DEVICES, MAX_DRAM_CHANNELS, MAX_LAYERS, MAX_PIPELINE_PASSES
+from palm.plan import MAX_DP_BUCKETS
+from tests.robustness.cli_run import REPO, assert_clean, assert_usage_error, run
+
+DGX = str(REPO / "examples" / "t18b-dgx-a100.toml")  # TP=8 PP=1 DP=32, gb 1024, mb 8
+WAFER = str(REPO / "examples" / "wafer-t18b.toml")  # TP=8 PP=20 DP=2 on 320 cores
+BOUNDED_S = 20.0
+
+
+@pytest.mark.parametrize(
+    ("path", "overrides", "field", "bound"),
+    [
+        (DGX, ["model.layers=1000000000"], "model.layers", MAX_LAYERS),
+        (DGX, [f"model.layers={MAX_LAYERS + 1}"], "model.layers", MAX_LAYERS),
+        (DGX, ["training.global_batch=2000000000000000"], "training.global_batch", None),
+        (
+            WAFER,  # 20 stages x 8192 micro-batches: the bound counts passes, not samples
+            ["training.global_batch=16384"],
+            "training.global_batch",
+            MAX_PIPELINE_PASSES,
+        ),
+        (DGX, ["hardware.gpus=100000000"], "hardware.gpus", MAX_DEVICES),
+        (
+            DGX,
+            ["parallelism.dp=10000000", "training.global_batch=80000000"],
+            "parallelism.tp*pp*dp",
+            MAX_DEVICES,
+        ),
+        (WAFER, ["hardware.tiles=[1000, 1000]"], "hardware.tiles", MAX_DEVICES),
+        (WAFER, ["hardware.dram_channels=1000000000"], "hardware.dram_channels", MAX_DRAM_CHANNELS),
+        (  # a divisor list of a 2^49 head count is not enumerated
+            DGX,
+            [
+                "model.hidden=1125899906842624",
+                "model.heads=562949953421312",
+                "parallelism.tp=3",
+                "model.kv_heads=1",
+                "model.ffn_hidden=3",
+            ],
+            "parallelism.tp",
+            None,
+        ),
+    ],
+)
+def test_values_beyond_a_bound_are_refused_quickly(
+    path: str, overrides: list[str], field: str, bound: int | None
+) -> None:
+    sets = [a for o in overrides for a in ("--set", o)]
+    r = run("simulate", path, *sets, timeout_s=30)
+    assert_usage_error(r, field, *([f"{bound:,}"] if bound else []))
+    assert r.wall_s < BOUNDED_S
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "model.vocab=1000000000000000",  # 1e15-parameter embedding: 4e10 buckets uncapped
+        "model.seq_len=1000000000000000",  # learned positions: the same
+        "parallelism.dp_bucket_mib=0.000001",  # one-byte buckets
+        "parallelism.dp_bucket_mib=0.001",
+    ],
+)
+def test_gradient_buckets_are_capped(override: str) -> None:
+    r = run("simulate", DGX, "--set", override, "--json", timeout_s=30)
+    assert r.code == 0, r.stderr
+    assert_clean(r)
+    assert r.wall_s < BOUNDED_S
+    assert json.loads(r.stdout)["iteration_time_s"] > 0
+
+
+def test_bucket_cap_in_the_plan() -> None:
+    from palm.api import plan_for
+    from palm.config import load_config
+
+    tiny = load_config(DGX, overrides=["parallelism.dp_bucket_mib=0.000001"])
+    plan = plan_for(tiny)
+    assert all(st.dp_buckets == MAX_DP_BUCKETS for st in plan.stages)
+    usual = plan_for(load_config(DGX))
+    assert all(1 <= st.dp_buckets < MAX_DP_BUCKETS for st in usual.stages)
+
+
+def test_the_largest_allowed_layer_count_stays_fast() -> None:
+    r = run(
+        "simulate",
+        DGX,
+        "--set",
+        f"model.layers={MAX_LAYERS}",
+        "--engine",
+        "analytical",
+        timeout_s=60,
+    )
+    assert r.code == 0, r.stderr
+    assert r.wall_s < 30

@@ -1,0 +1,98 @@
+"""The expert-parallel space part: every draw obeys Megatron-Core's layout rules, and the MoE
+study of ``studies/`` runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+import palm
+from palm.config import load_config
+from palm.errors import ConfigError
+from spaces import SpaceContext, space_from_table
+
+REPO = Path(__file__).resolve().parents[2]
+MIXTRAL = REPO / "examples" / "mixtral-8x7b-h100.toml"  # 64 H100s, TP=1 PP=4 DP=16 EP=8
+STUDY = REPO / "studies" / "moe-mixtral-h100.toml"
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def _drafts(table: dict[str, Any], n: int, overrides: list[str] | None = None) -> list[Any]:
+    ctx = SpaceContext.of(load_config(MIXTRAL, overrides=overrides or []))
+    space = space_from_table(table, ctx)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+    drafts = []
+    for _ in range(n):
+        trial = study.ask()
+        drafts.append(space.sample(trial, ctx))
+        study.tell(trial, 0.0)
+    return drafts
+
+
+def test_expert_degrees_are_drawn_valid_only() -> None:
+    table = {
+        "parallelism": {"tp": [1, 2, 4, 8]},
+        "sequence_parallel": [True, False],
+        "ep": [1, 2, 4, 8, 16],
+        "etp": [1, 2, 4],
+    }
+    seen = set()
+    for draft in _drafts(table, 60):
+        par = draft["parallelism"]
+        stage = par["tp"] * par["dp"]
+        assert 8 % par["ep"] == 0 and stage % (par["ep"] * par["etp"]) == 0
+        assert par["tp"] == 1 or par["sequence_parallel"] is True  # Megatron-Core's MoE rule
+        palm.parse_config(draft)  # every draw is a valid configuration
+        seen.add((par["ep"], par["etp"]))
+    assert {1, 2, 4, 8} <= {ep for ep, _ in seen} and {1, 2} <= {etp for _, etp in seen}
+
+
+def test_searching_parallelism_keeps_the_base_expert_degrees_where_valid() -> None:
+    for draft in _drafts({"parallelism": True}, 30):
+        par = draft["parallelism"]
+        stage = par["tp"] * par["dp"]
+        expected = 8 if stage % 8 == 0 else 1
+        assert par["ep"] == expected
+        palm.parse_config(draft)
+
+
+def test_expert_choices_on_a_dense_model_are_refused() -> None:
+    ctx = SpaceContext.of(
+        load_config(MIXTRAL, overrides=['model.preset="llama2-7b"', "parallelism.ep=1"])
+    )
+    with pytest.raises(ConfigError, match=r"^space.ep = \[2\] .*no experts"):
+        space_from_table({"ep": [2]}, ctx)
+    with pytest.raises(ConfigError, match=r"^space.etp = 0 .*positive integer"):
+        space_from_table({"etp": [0]}, SpaceContext.of(load_config(MIXTRAL)))
+
+
+@pytest.mark.slow
+def test_the_moe_study_runs(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "search.cli",
+            "tune",
+            str(STUDY),
+            "--trials",
+            "4",
+            "--storage",
+            f"sqlite:///{tmp_path / 'moe.db'}",
+            "--no-progress",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "4 trials (4 new)" in proc.stdout and ", 0 failed" in proc.stdout
+    assert "EP=" in proc.stdout or "TP=" in proc.stdout
