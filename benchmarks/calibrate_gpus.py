@@ -14,13 +14,14 @@ by every preset of the generation:
   small expert products in one kernel), on top of the shape rule.
 
 A constant is fitted only if the generation has rows that depend on it (no dense BF16 row,
-no BF16 fit: the prior, the A100's Megatron fit, stays). For the A100 only ``attention_efficiency`` is fitted: its ``matmul_efficiency`` stays the
-value fitted on the Megatron SC21 cases (benchmarks/calibrate.py), which this set must not
-move. The loss is the mean squared log error of the iteration time over the rows; it is
-minimised by coordinate descent with a golden-section search per constant, in two stages:
-the dense constants on the dense rows, then ``grouped_gemm_efficiency`` on the MoE rows with
-the dense ones fixed. Leave-one-out:
-for every row, refit on the others (warm-started from the full fit) and predict it.
+no BF16 fit: the prior, the A100's Megatron fit, stays). For the A100 only
+``attention_efficiency`` is fitted: its ``matmul_efficiency`` stays the value fitted on the
+Megatron SC21 cases (benchmarks/calibrate.py), which this set must not move. The loss is the
+mean squared log error of the iteration time over the rows; it is minimised by coordinate
+descent with a golden-section search per constant, in two stages: the dense constants on the
+dense rows, then ``grouped_gemm_efficiency`` on the MoE rows with the dense ones fixed.
+Leave-one-out: for every row, refit on the others (warm-started from the full fit) and
+predict it.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
 """

@@ -3,7 +3,8 @@
 Usage:
     python benchmarks/dram_routing.py
 
-Every core reads from its nearest edge channel. Plain XY (along the channel's row first)
+Every core reads from its nearest edge channel (``dram_placement = "nearest"``; interleaved
+reads are routed edge first too). Plain XY (along the channel's row first)
 and plain YX (along its column first) are the same rule on the mesh and on the mesh turned by
 90 degrees; edge-first (palm's, docs/model.md sec. 8) runs along the channel's edge, then
 straight in. The table gives the per-core bandwidth each leaves, ``1 / max(load / link

@@ -97,6 +97,8 @@ def layer_forward_bytes() -> dict[str, float]:
     kw = dict(resident_kinds=frozenset(), act_bytes=e, weight_bytes=e, sram_bytes=s)
     penalty = dict(build_plan(config("algorithm1")).sram[0])[1].forward_bytes
     weighted = tuple(p for p in fwd if p.kinds[1] == "w")
+    flash = config(extra=['model.attention="flash"'])
+    flash_bytes = dict(build_plan(flash).sram[0])[1].forward_bytes
     return {
         "penalty": penalty,
         "bound_one_core": bound(alone),
@@ -104,6 +106,7 @@ def layer_forward_bytes() -> dict[str, float]:
         "bound_domains": bound(fwd),
         "blocked_domains": pass_traffic(fwd, **kw).dram_bytes,  # type: ignore[arg-type]
         "blocked_domains_weighted": pass_traffic(weighted, **kw).dram_bytes,  # type: ignore[arg-type]
+        "flash_domains": flash_bytes,
         "multicast_domains": sum(
             x
             for _, x in pass_traffic(fwd, **kw).multicast_bytes  # type: ignore[arg-type]
@@ -140,6 +143,7 @@ def tables() -> str:
         ("Hong-Kung bound, each product on its memory domain", b["bound_domains"]),
         ("blocked on the memory domains (default)", b["blocked_domains"]),
         ("... of which the four weight products", b["blocked_domains_weighted"]),
+        ('the same with `model.attention = "flash"`', b["flash_domains"]),
     ]
     out = ["| forward DRAM bytes per core, one T-145B layer | GB |", "|---|---|"]
     out += [f"| {name} | {x / GB:.2f} |" for name, x in rows]

@@ -1,5 +1,7 @@
 """Speed of the event-driven engine: wall time and events for the visible Megatron cases and
-the PALM paper's wafer cases, and the event count as the wafer grows.
+the PALM paper's wafer cases, the event count as the wafer grows, and the engine's cost per
+event next to SimPy's own for the same pattern (processes that wait on timeouts and on each
+other's events, as many events as the engine scheduled).
 
 Usage:
     python benchmarks/engine_speed.py [--repeats 5] [--write-docs]
@@ -12,6 +14,7 @@ the tables in docs/benchmarks.md between their BEGIN/END markers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -19,7 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+import simpy
+
 import palm
+from palm.api import plan_for
+from palm.engines.event import run_event
 from palm.validation import load_cases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,7 +57,7 @@ def _time(config: palm.SimConfig, repeats: int) -> tuple[palm.Result, float]:
 
 
 def wafer_config(
-    preset: str, *, tiles: tuple[int, int] = (5, 4), dp: int = 2, channels: int = 18
+    preset: str, *, tiles: tuple[int, int] = (5, 4), dp: int = 2, channels: int = 20
 ) -> palm.SimConfig:
     """The paper's wafer baseline (sec. V-B): TP=8, DP=2, PP=20, line layout, 32 micro-batches
     of one sequence per pipeline; larger wafers grow DP (each stage's tile group) to match and
@@ -107,6 +114,60 @@ def scaling_table(repeats: int) -> str:
     return "\n".join(rows)
 
 
+def simpy_per_event_us(events: int, processes: int) -> float:
+    """Microseconds per event of plain SimPy on the engine's pattern: ``processes`` actors,
+    each waiting alternately on a timeout and on an event its neighbour triggers."""
+    env = simpy.Environment()
+    rounds = max(1, events // (3 * processes))
+    inbox = [[env.event() for _ in range(rounds)] for _ in range(processes)]
+
+    def actor(i: int):  # type: ignore[no-untyped-def]
+        for k in range(rounds):
+            if i > 0:
+                yield inbox[i][k]
+            yield env.timeout(1.0)
+            if i + 1 < processes:
+                inbox[i + 1][k].succeed()
+
+    for i in range(processes):
+        env.process(actor(i))
+    start = time.perf_counter()
+    env.run()
+    wall = time.perf_counter() - start
+    scheduled = int(next(env._eid))  # noqa: SLF001 - SimPy's own event counter
+    return 1e6 * wall / scheduled
+
+
+def per_event_table(repeats: int) -> str:
+    """Engine time alone (the plan built once, outside the timing) per event, beside SimPy's."""
+    rows = [
+        "| case | NoC model | events | engine (s) | engine us/event | SimPy us/event | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    cases = [(c.case_id, c.config) for c in load_cases()[:2]]
+    cases += [(f"wafer-palm {p}", wafer_config(p)) for p in ("t-18b", "t-145b")]
+    for name, cfg in cases:
+        for model in ("fair", "exclusive"):
+            comm = dataclasses.replace(cfg.communication, noc_model=model)
+            plan = plan_for(dataclasses.replace(cfg, communication=comm))
+            walls = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                result, _ = run_event(plan, record=False)
+                walls.append(time.perf_counter() - start)
+            wall = statistics.median(walls)
+            events = result.events_simulated or 1
+            base = statistics.median(
+                simpy_per_event_us(events, cfg.parallelism.pp) for _ in range(repeats)
+            )
+            engine = 1e6 * wall / events
+            rows.append(
+                f"| {name} | {model} | {events} | {wall:.3f} | {engine:.1f} | {base:.1f} | "
+                f"{engine / base:.1f} |"
+            )
+    return "\n".join(rows)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5, help="runs per case (median reported)")
@@ -116,11 +177,13 @@ def main() -> int:
     machine = f"{platform.python_implementation()} {platform.python_version()}, {pinned}"
     cases = cases_table(args.repeats)
     scaling = scaling_table(args.repeats)
+    per_event = per_event_table(args.repeats)
     print(f"# event engine, median of {args.repeats}; {machine}\n")
-    print(cases + "\n\n" + scaling)
+    print(cases + "\n\n" + scaling + "\n\n" + per_event)
     if args.write_docs:
         write_section(DOC, "speed", cases + f"\n\nMedian of {args.repeats} runs; {machine}.")
         write_section(DOC, "scaling", scaling)
+        write_section(DOC, "per-event", per_event)
     return 0
 
 

@@ -8,6 +8,7 @@ import time
 
 from palm.engines.analytical import run_analytical
 from palm.engines.event.engine import Timeline, run_event
+from palm.engines.gemm import run_gemm
 from palm.errors import ConfigError, SimulationError
 from palm.plan import Plan, build_plan
 from palm.result import Result
@@ -41,6 +42,11 @@ def simulate_timeline(
     """Like :func:`simulate`, also returning the event engine's timeline (``None`` for the
     analytical engine), for traces and plots; ``record=False`` skips recording it."""
     start = time.perf_counter()
+    if config.model.family == "gemm":  # one product: a closed form, the same for both engines
+        if engine not in ENGINES:
+            raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+        result = run_gemm(config)
+        return dataclasses.replace(result, sim_wall_s=time.perf_counter() - start), None
     return simulate_plan(
         plan_for(config, engine=engine), engine=engine, record=record, started=start
     )
@@ -51,6 +57,10 @@ def plan_for(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Plan:
     its resources come from them)."""
     if engine not in ENGINES:
         raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+    if config.model.family == "gemm":
+        raise ConfigError(
+            "model.family", "gemm", "a model with a pipeline plan (gemm runs through simulate)"
+        )
     if engine == "event":
         link_mode = config.communication.noc_granularity == "link"
         return build_plan(config, with_links=link_mode or not _is_mesh(config))

@@ -23,7 +23,9 @@ from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
 from palm.validation import load_cases
-from palm.validation_report import is_modern_file, modern_report, report_modern
+from palm.validation_report import is_modern_file, modern_report, report_modern, write_modern
+from palm.validation_tiled import is_tiled_file, load_tiled_cases
+from palm.validation_tiled_report import tiled_report, write_tiled_tables
 from palm.workload.model import build_workload
 from palm.workload.presets import MODEL_PRESETS, MODEL_SOURCES
 
@@ -37,7 +39,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="simulate one configuration (TOML) and print its throughput, memory and timings",
         description="Simulate one training or inference iteration of the configuration in FILE.",
     )
-    p.add_argument("file", metavar="FILE", help="simulation configuration (TOML, SPEC sec. 3)")
+    p.add_argument(
+        "file", metavar="FILE", help="simulation configuration (TOML, see docs/config.md)"
+    )
     _add_overrides(p)
     p.add_argument(
         "--engine",
@@ -80,7 +84,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "validate",
         help="compare the simulator with published runs and print the errors",
         description="Simulate every case of a validation file (default: the packaged visible "
-        "cases, Megatron SC21 Table 1) and print predicted against published iteration time "
+        "cases, Megatron SC21 Table 1, and the visible Tenstorrent Wormhole n150 matrix products "
+        "and DRAM bandwidths) and print predicted against published iteration time (bandwidth) "
         "with the signed error, then the mean and max absolute error. Reports, does not judge: "
         "the exit code is 0 whatever the errors.",
     )
@@ -89,7 +94,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         nargs="?",
         default=None,
-        help="validation JSON of the same shape as shared/validation/visible.json",
+        help="validation JSON of the shape of visible.json, visible_tiled.json or "
+        "visible_modern.json",
     )
     v.add_argument(
         "--engine",
@@ -100,10 +106,11 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument(
         "--suite",
-        choices=("all", "megatron", "modern"),
+        choices=("all", "megatron", "modern", "tiled"),
         default="all",
         help="without FILE: the packaged Megatron A100 cases, the modern GPU set "
-        "(visible_modern.json: H100, B200, GB200, A100 FSDP runs) or both (default)",
+        "(visible_modern.json: H100, B200, GB200, A100 FSDP runs), the Tenstorrent Wormhole "
+        "set (visible_tiled.json) or all three (default)",
     )
     v.set_defaults(handler=_cmd_validate)
 
@@ -132,7 +139,8 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     config = load_config(args.file, overrides=args.overrides)
     if args.trace and args.engine != "event":
         raise ConfigError("--trace", args.trace, "the event engine (--engine event) for a trace")
-    result, timeline = simulate_timeline(config, engine=args.engine)
+    # the timeline is recorded only for a trace (it costs about a third more engine time)
+    result, timeline = simulate_timeline(config, engine=args.engine, record=bool(args.trace))
     if args.no_wall_time:
         result = dataclasses.replace(result, sim_wall_s=None)
     if args.trace:
@@ -192,19 +200,40 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     suite = getattr(args, "suite", "all")
-    if args.file is not None and is_modern_file(args.file):
+    if args.file is not None and not is_tiled_file(args.file) and is_modern_file(args.file):
         return report_modern(args.file, engine=args.engine, as_json=args.json, out=out)
     if args.file is None and suite == "modern":
         return report_modern(None, engine=args.engine, as_json=args.json, out=out)
-    if args.file is None and suite == "all" and not args.json:
-        _cmd_validate_megatron(args, out)
+    tiled_only = (args.file is not None and is_tiled_file(args.file)) or (
+        args.file is None and suite == "tiled"
+    )
+    rows = [] if tiled_only else _gpu_rows(args)
+    errors = [abs(float(r["error"])) for r in rows]  # type: ignore[arg-type]
+    summary: dict[str, Any] = {
+        "engine": args.engine,
+        "cases": rows,
+        "mean_abs_error": sum(errors) / len(errors) if errors else None,
+        "max_abs_error": max(errors) if errors else None,
+    }
+    if tiled_only or (args.file is None and suite == "all"):
+        summary["tiled"] = tiled_report(load_tiled_cases(args.file), engine=args.engine)
+    if args.file is None and suite == "all":
+        summary["modern"] = modern_report(None, engine=args.engine)
+    if args.json:
+        out.write(json.dumps(summary, indent=2) + "\n")
+        return 0
+    if rows:
+        _write_gpu_table(out, rows, summary)
+    if "tiled" in summary:
+        write_tiled_tables(out, summary["tiled"])
+    if "modern" in summary:
         out.write("\n")
-        return report_modern(None, engine=args.engine, as_json=False, out=out)
-    return _cmd_validate_megatron(args, out)
+        write_modern(summary["modern"], engine=args.engine, out=out)
+    return 0
 
 
-def _cmd_validate_megatron(args: argparse.Namespace, out: TextIO) -> int:
-    rows = []
+def _gpu_rows(args: argparse.Namespace) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
     for case in load_cases(args.file):
         result = simulate(case.config, engine=args.engine)
         par, tr = case.config.parallelism, case.config.training
@@ -228,25 +257,16 @@ def _cmd_validate_megatron(args: argparse.Namespace, out: TextIO) -> int:
                 "source": case.source,
             }
         )
-    errors = [abs(float(r["error"])) for r in rows]  # type: ignore[arg-type]
-    summary = {
-        "engine": args.engine,
-        "cases": rows,
-        "mean_abs_error": sum(errors) / len(errors),
-        "max_abs_error": max(errors),
-    }
-    if args.file is None and getattr(args, "suite", "all") == "all":
-        summary["modern"] = modern_report(None, engine=args.engine)
-    if args.json:
-        out.write(json.dumps(summary, indent=2) + "\n")
-        return 0
+    return rows
+
+
+def _write_gpu_table(out: TextIO, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     out.write(
         f"{'case':<26} {'TP':>3} {'PP':>3} {'DP':>3} {'schedule':<20} {'mb':>3}  "
         f"{'predicted (s)':>13} {'published (s)':>13} {'error':>7}\n"
     )
     for r in rows:
         plan = r["plan"]
-        assert isinstance(plan, dict)
         sched = str(plan["schedule"]) if plan["pp"] > 1 else "-"
         if plan["interleave"] > 1:
             sched += f" x{plan['interleave']}"
@@ -256,14 +276,18 @@ def _cmd_validate_megatron(args: argparse.Namespace, out: TextIO) -> int:
             f"{r['published_iteration_time_s']:>13.3f} {r['error']:>+7.1%}\n"
         )
     out.write(
-        f"\n{len(rows)} cases, engine {args.engine}: mean absolute error "
+        f"\n{len(rows)} cases, engine {summary['engine']}: mean absolute error "
         f"{summary['mean_abs_error']:.1%}, max {summary['max_abs_error']:.1%}\n"
     )
-    return 0
 
 
 def _gib(x: float) -> str:
-    return f"{x / 2**30:,.1f} GiB"
+    """Bytes in the largest binary unit that keeps the number >= 1 (B, KiB, MiB, GiB, TiB), so
+    that a small chip's SRAM does not print as 0.0 GiB."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= size:
+            return f"{x / size:,.1f} {unit}"
+    return f"{x:,.0f} B"
 
 
 def format_summary(config: SimConfig, result: Result) -> str:

@@ -27,7 +27,13 @@ from typing import Any
 
 from palm.errors import ConfigError, ConfigWarning
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
-from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
+from palm.hardware.spec import (
+    MATH_FIDELITY_CYCLES,
+    GpuClusterHardware,
+    Hardware,
+    Mesh2DHardware,
+    PeakTflops,
+)
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -36,6 +42,8 @@ from palm.strategy import (
     SimConfig,
     TrainingConfig,
 )
+from palm.units import PRECISIONS
+from palm.workload.gemm import OPERANDS
 from palm.workload.model import ModelConfig, Workload, build_workload
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
@@ -80,6 +88,10 @@ def load_config(path: str | Path, *, overrides: Iterable[str] = ()) -> SimConfig
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config file", str(path), f"valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(
+            "config file", str(path), "TOML nested less deeply (tables in tables)"
+        ) from None
     data = apply_overrides(data, overrides)
     return parse_config(data, base_dir=path.parent)
 
@@ -407,14 +419,54 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
             raise ConfigError("hardware.preset", preset, f"one of {', '.join(HARDWARE_PRESETS)}")
         if topology is not None and topology != found.topology:
             raise ConfigError("hardware.topology", topology, f"{found.topology!r} for {preset}")
-        return _build(type(found), table, "hardware", base=found)
-    if topology not in _TOPOLOGIES:
+        hw = _build(type(found), table, "hardware", base=found)
+        has_fidelity: bool | None = bool(getattr(found, "math_fidelity", ""))
+    else:
+        if topology not in _TOPOLOGIES:
+            raise ConfigError(
+                "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+            )
+        cls = _TOPOLOGIES[topology]
+        table.setdefault("name", f"custom-{topology}")
+        hw = _build(cls, table, "hardware")
+        has_fidelity = None  # a custom mesh may or may not have a Tensix matrix engine
+    if isinstance(hw, Mesh2DHardware):
+        hw = _tensix_fields(hw, has_fidelity=has_fidelity)
+    return hw
+
+
+def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHardware:
+    """Check ``math_fidelity`` (required on a preset that has one, refused on one that has
+    not, optional on a custom mesh) and ``compute_grid``; a compute grid becomes the mesh the
+    job runs on (``cores_per_tile``), so that every later model sees only the selected cores."""
+    fidelity = hw.math_fidelity.lower()
+    allowed = ", ".join(repr(f) for f in MATH_FIDELITY_CYCLES)
+    bad = fidelity not in MATH_FIDELITY_CYCLES and (fidelity or has_fidelity)
+    if has_fidelity is not False and bad:
+        raise ConfigError("hardware.math_fidelity", hw.math_fidelity, f"one of {allowed}")
+    if has_fidelity is False and hw.math_fidelity:
         raise ConfigError(
-            "hardware.topology", topology, f"one of {', '.join(_TOPOLOGIES)} (or a preset)"
+            "hardware.math_fidelity",
+            hw.math_fidelity,
+            f"unset on {hw.name} (only chips with a Tensix matrix engine, e.g. wormhole-n150)",
         )
-    cls = _TOPOLOGIES[topology]
-    table.setdefault("name", f"custom-{topology}")
-    return _build(cls, table, "hardware")
+    hw = dataclasses.replace(hw, math_fidelity=fidelity)
+    grid = hw.compute_grid
+    if grid == (0, 0):
+        return hw
+    rows, cols = hw.core_grid
+    if hw.tiles != (1, 1):
+        raise ConfigError(
+            "hardware.compute_grid", list(grid), f"[0, 0] (all) on {hw.name}, a mesh of tiles"
+        )
+    if not (1 <= grid[0] <= rows and 1 <= grid[1] <= cols):
+        raise ConfigError(
+            "hardware.compute_grid",
+            list(grid),
+            f"[rows, cols] with 1 <= rows <= {rows} and 1 <= cols <= {cols} (the cores of "
+            f"{hw.name})",
+        )
+    return dataclasses.replace(hw, cores_per_tile=grid)
 
 
 # --------------------------------------------------------------------------------------------
@@ -428,6 +480,9 @@ _NONNEG_INTS = {
     "padding",
     "first_stage_layers",
     "last_stage_layers",
+    "m",
+    "k",
+    "n",
     "etp",
 }
 _T = typing.TypeVar("_T")
@@ -533,7 +588,10 @@ def _check_ranges(obj: Any, section: str) -> None:
                 raise ConfigError(where, value, f"a number of at most {_MAX_FLOAT:g}")
             if 0 < value < _MIN_POSITIVE:
                 raise ConfigError(where, value, f"0 or a number of at least {_MIN_POSITIVE:g}")
-            if f.name.endswith(("_ns", "_us")) or f.name == "matmul_half_dim":
+            if f.name.endswith(("_ns", "_us")) or f.name in (
+                "matmul_half_dim",
+                "operand_feed_gbps",
+            ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")
             elif f.name.endswith("_efficiency"):
@@ -577,6 +635,14 @@ def _parse_value(raw: str) -> Any:
 
 
 def _validate_model(m: ModelConfig) -> None:
+    if m.family == "gemm":
+        for name in ("m", "k", "n"):
+            if getattr(m, name) < 1:
+                raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+        for i, name in enumerate(m.sram_resident):
+            if name not in OPERANDS:
+                raise ConfigError(f"model.sram_resident[{i}]", name, "one of 'a', 'b', 'c'")
+        return
     if not m.is_transformer:
         if m.family == "resnet50" and m.image_size < 32:
             raise ConfigError("model.image_size", m.image_size, "an integer >= 32 (pixels)")
@@ -596,9 +662,18 @@ def _validate_model(m: ModelConfig) -> None:
     _validate_moe_model(m)
 
 
+#: most routed experts of a MoE layer (the largest published models use 256; the tuner's
+#: expert-parallel part enumerates the divisors)
+MAX_EXPERTS = 2**16
+
+
 def _validate_moe_model(m: ModelConfig) -> None:
     """Mixture-of-experts and MLA fields of a transformer ``[model]``."""
     if m.experts:
+        if m.experts > MAX_EXPERTS:
+            raise ConfigError(
+                "model.experts", m.experts, f"at most {MAX_EXPERTS} (the tuner lists its divisors)"
+            )
         if not 1 <= m.top_k <= m.experts:
             raise ConfigError("model.top_k", m.top_k, f"an integer in 1..experts = {m.experts}")
         if m.moe_ffn_hidden < 1:
@@ -720,6 +795,9 @@ def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
     _validate_bounds(config)
+    if m.family == "gemm":
+        _validate_gemm(config)
+        return
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
@@ -766,9 +844,9 @@ def validate(config: SimConfig) -> None:
         )
     peak = hw.peak_tflops if isinstance(hw, GpuClusterHardware) else hw.core_peak_tflops
     if peak.get(tr.precision) <= 0:
-        ok = [p for p in ("fp32", "bf16", "fp16", "fp8", "int8") if peak.get(p) > 0]
+        ok = [p for p in PRECISIONS if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if tr.mode == "train" and tr.precision == "int8":
+    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
         )
@@ -873,6 +951,37 @@ def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
             f"{middle} stages (model.layers = {workload.blocks})"
             if middle
             else f"first + last = model.layers = {workload.blocks} when pp = 2",
+        )
+
+
+def _validate_gemm(config: SimConfig) -> None:
+    """``family = "gemm"``: one product on the cores of a mesh chip, split by the chip's matmul
+    library (2-D blocks) or by ``linear_split``; no pipeline, no batch, no training."""
+    hw, tr, par = config.hardware, config.training, config.parallelism
+    if not isinstance(hw, Mesh2DHardware):
+        raise ConfigError("hardware", hw.name, "a mesh2d chip (e.g. wormhole-n150) for family gemm")
+    if tr.mode != "inference":
+        raise ConfigError("training.mode", tr.mode, "'inference' for family gemm (one product)")
+    if tr.global_batch != 1 or tr.micro_batch != 1:
+        raise ConfigError(
+            "training.global_batch", tr.global_batch, "1 with micro_batch 1 for family gemm"
+        )
+    if hw.peak_flops(tr.precision) <= 0:
+        ok = [p for p in PRECISIONS if hw.core_peak_tflops.get(p) > 0]
+        raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
+    if (par.tp, par.pp, par.dp) != (1, 1, 1):
+        raise ConfigError(
+            "parallelism.tp*pp*dp",
+            f"{par.tp}*{par.pp}*{par.dp}",
+            "1*1*1 for family gemm (the product is split over the compute grid; "
+            "parallelism.linear_split = [1, m, n, k] chooses the split)",
+        )
+    split = par.linear_split
+    if split and (len(split) != 4 or split[0] != 1 or math.prod(split) != hw.device_count):
+        raise ConfigError(
+            "parallelism.linear_split",
+            list(split),
+            f"[1, m, n, k] with m x n x k = the {hw.device_count} cores of the compute grid",
         )
 
 

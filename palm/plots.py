@@ -68,7 +68,7 @@ _DRAM_LABEL_MAX = 40
 _UNUSED_COLOR = "#d9d9d9"
 
 _LINK_RE = re.compile(r"^link\[(\d+)\]$")
-_GROUP_RE = re.compile(r"^(tp|dp)\[(\d+)\]$")
+_GROUP_RE = re.compile(r"^(tp|dp|noc)\[(\d+)\]$")
 _P2P_RE = re.compile(r"^p2p\[(\d+)->(\d+)\]$")
 _KIND_RE = re.compile(r"^([A-Za-z_]+)\[")
 
@@ -145,7 +145,8 @@ def link_utilisation_grid(*, result: Result, config: SimConfig) -> np.ndarray:
       fraction of the links leaving it (:func:`~palm.engines.event.fabric.mesh_link_endpoints`);
       a core with no busy outgoing link is 0.
     * ``group`` granularity: each core of stage ``s`` gets the largest busy fraction of the
-      stage's resources ``tp[s]``, ``dp[s]`` and ``p2p[s->t]`` (hand-offs it sends); cores of no
+      stage's resources ``tp[s]``, ``dp[s]`` and ``p2p[s->t]`` (hand-offs it sends), or
+      ``noc[s]`` (the ``fair`` NoC model's one aggregate per stage); cores of no
       stage are NaN.
 
     The granularity is read from the resource names in ``result.links``. DRAM channels are not
@@ -239,12 +240,23 @@ def _gantt_figure(*, timeline: Timeline, result: Result, config: SimConfig) -> F
 
     ax.set_xlim(0.0, span_s * scale)
     ax.set_ylim(pp - 0.5, -0.5)  # stage 0 on top
-    ax.set_xlabel(f"time from the start of the iteration ({unit})")
     ax.set_ylabel("pipeline stage")
     ax.set_yticks(list(range(0, pp, max(1, math.ceil(pp / 40)))))
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.set_title(_title(config, result, "pipeline timeline"), fontsize=10)
+    if config.training.mode == "inference":
+        # the engine streams micro-batches until the pipeline is in steady state: the chart
+        # draws that whole stream, not one iteration (whose time is the steady-state rate)
+        streamed = len({p[2] for p in phases})
+        ax.set_xlabel(f"time from the start of the stream ({unit})")
+        what = (
+            f"steady-state stream of {streamed} micro-batches over {_format_time(span_s)} "
+            "(not one iteration)"
+        )
+    else:
+        ax.set_xlabel(f"time from the start of the iteration ({unit})")
+        what = "pipeline timeline"
+    ax.set_title(_title(config, result, what), fontsize=10)
 
     kinds = {k for (_, k, _) in bars}
     handles: list[Any] = []
@@ -310,9 +322,7 @@ def _heatmap_figure(*, result: Result, config: SimConfig) -> Figure:
     dram = [min(1.0, max(0.0, float(u))) for u in result.dram_channel_utilisation or ()]
     labelled = 0 < len(dram) <= _DRAM_LABEL_MAX
 
-    finite = grid[np.isfinite(grid)]
-    top = float(finite.max()) if finite.size else 0.0
-    norm = Normalize(vmin=0.0, vmax=top if top > 0 else 1.0)
+    norm = Normalize(vmin=0.0, vmax=1.0)  # utilisation: fixed 0..1, never autoscaled
     cmap = mpl.colormaps[_HEAT_CMAP].with_extremes(bad=_UNUSED_COLOR)
     dram_norm = Normalize(vmin=0.0, vmax=1.0)
     dram_cmap = mpl.colormaps[_DRAM_CMAP]
@@ -546,7 +556,7 @@ def _cluster_figure(*, result: Result, config: SimConfig) -> Figure:
     shown = sorted(links[:CLUSTER_MAX_BARS], key=lambda x: _natural(x.name))
     values = [_fraction(x) for x in shown]
     top = max(values, default=0.0)
-    norm = Normalize(vmin=0.0, vmax=top if top > 0 else 1.0)
+    norm = Normalize(vmin=0.0, vmax=1.0)  # utilisation: fixed 0..1, never autoscaled
     cmap = mpl.colormaps[_HEAT_CMAP]
 
     by_kind: dict[str, list[float]] = {}
@@ -677,7 +687,8 @@ def _title(config: SimConfig, result: Result, what: str) -> str:
     mode = "inference" if config.training.mode == "inference" else "training"
     return (
         f"{config.model.name} on {config.hardware.name} ({mode}, {plan}): {what}\n"
-        f"iteration {_format_time(result.iteration_time_s)}, "
+        f"{'steady-state ' if mode == 'inference' else ''}iteration "
+        f"{_format_time(result.iteration_time_s)}, "
         f"{_format_rate(result.throughput_samples_per_s)} {result.sample_unit}/s, "
         f"{result.micro_batches} micro-batches"
     )

@@ -42,12 +42,13 @@ class TrainingConfig:
     FSDP2 ``FULL_SHARD``, DeepSpeed ZeRO stage 3: weights, gradients and optimizer states
     sharded, weights all-gathered one layer ahead of use and gradients reduce-scattered
     during the backward pass; docs/model.md). ``recompute = "auto"`` recomputes only when
-    memory forces it: the least of none, selective and full with which every stage fits."""
+    memory forces it: the least of none, selective and full with which every stage fits. ``bfp8``
+    and ``bfp4`` are Tenstorrent's block floating-point formats (inference only)."""
 
     mode: Literal["train", "inference"] = "train"
     global_batch: int = 8
     micro_batch: int = 1
-    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4"] = "bf16"
     optimizer: Literal["sgd", "adam"] = "adam"
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0
@@ -148,11 +149,15 @@ class CommunicationConfig:
     ``adapters`` tiles per group; ``boundary_strategies`` sets one strategy per pipeline
     boundary (``pp x interleave - 1`` of them) instead. ``noc_granularity`` chooses how finely
     the event engine models contention: ``group`` aggregates the links of each stage group (the
-    default; cost independent of the tile count) and ``link`` keeps every link (small meshes)."""
+    default; cost independent of the tile count) and ``link`` keeps every link (small meshes).
+    ``noc_model`` chooses how concurrent flows share them: ``fair`` (default) gives every flow a
+    max-min fair share of every link and DRAM channel it loads, ``exclusive`` holds them first
+    come first served (the paper, sec. IV-C)."""
 
     inter_group: Literal["allreduce-broadcast", "reduce-adapters"] = "allreduce-broadcast"
     adapters: int = 1
     noc_granularity: Literal["group", "link"] = "group"
+    noc_model: Literal["fair", "exclusive"] = "fair"
     boundary_strategies: tuple[str, ...] = ()
 
 

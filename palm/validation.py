@@ -9,6 +9,7 @@ visible cases is the default.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
@@ -90,6 +91,16 @@ def _case_tables(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _published_time(value: Any, index: int) -> float:
+    """The published iteration time: a finite number of seconds > 0 (it divides the error)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not math.isfinite(value) or value <= 0:
+        raise ConfigError(
+            f"gpu_training[{index}].derived.iteration_time_s", value, "a number of seconds > 0"
+        )
+    return float(value)
+
+
 def load_cases(path: str | Path | None = None) -> list[ValidationCase]:
     """The ``gpu_training`` cases of a validation file (default: the packaged visible set)."""
     path = Path(path) if path is not None else default_validation_file()
@@ -106,7 +117,7 @@ def load_cases(path: str | Path | None = None) -> list[ValidationCase]:
     for i, case in enumerate(cases):
         try:
             tables = _case_tables(case)
-            published = float(case["derived"]["iteration_time_s"])
+            published = _published_time(case["derived"]["iteration_time_s"], i)
         except (KeyError, TypeError) as exc:
             raise ConfigError(
                 f"gpu_training[{i}]",

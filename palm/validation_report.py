@@ -11,7 +11,7 @@ from typing import Any, TextIO
 from palm.validation import run_cases
 from palm.validation_modern import load_modern_cases
 
-__all__ = ["is_modern_file", "modern_report", "report_modern", "generation"]
+__all__ = ["is_modern_file", "modern_report", "report_modern", "write_modern", "generation"]
 
 
 def generation(preset: str) -> str:
@@ -76,6 +76,12 @@ def report_modern(path: str | Path | None, *, engine: str, as_json: bool, out: T
     if as_json:
         out.write(json.dumps(report, indent=2) + "\n")
         return 0
+    write_modern(report, engine=engine, out=out)
+    return 0
+
+
+def write_modern(report: dict[str, Any], *, engine: str, out: TextIO) -> None:
+    """The modern report as a table, a summary by GPU generation and the rows left out."""
     out.write(
         f"{'modern case':<60} {'hardware':<12} {'predicted (s)':>13} "
         f"{'published (s)':>13} {'error':>7}\n"
@@ -105,4 +111,3 @@ def report_modern(path: str | Path | None, *, engine: str, as_json: bool, out: T
             out.write(
                 f"  {reason}: {len(ids)} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})\n"
             )
-    return 0

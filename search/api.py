@@ -12,6 +12,7 @@ directions or study file differ from the stored one fails with a clear message.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,10 +25,11 @@ from optuna.trial import FrozenTrial, TrialState
 from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
+from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.objective import Objective, TrialFailed
 from search.samplers import make_sampler
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
-from search.study_file import StudySpec, load_study
+from search.study_file import StudySpec, check_sampler, load_study
 
 __all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial", "counts"]
 
@@ -57,6 +59,7 @@ def create_study(
         spec = replace(
             spec, sampler=sampler or spec.sampler, seed=seed if seed is not None else spec.seed
         )
+        check_sampler(spec.space, spec.sampler)
     url = storage or DEFAULT_STORAGE
     backend = open_storage(url)
     name = study_name or spec.name
@@ -77,6 +80,10 @@ def create_study(
                 "(or use --study-name for a new study)",
             )
         fingerprint = loaded.user_attrs.get(_FINGERPRINT)
+        if fingerprint is None and not loaded.trials:
+            # created this instant by another process that has not stamped it yet
+            _stamp(loaded, spec)
+            fingerprint = spec.fingerprint
         if fingerprint != spec.fingerprint:
             raise ConfigError(
                 "study file",
@@ -86,15 +93,23 @@ def create_study(
             )
         sweep_stale_trials(loaded)
         return TuningStudy(spec, loaded, url)
-    created = optuna.create_study(
-        study_name=name,
-        storage=backend,
-        directions=spec.directions,  # type: ignore[arg-type]
-        sampler=make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives)),
-    )
-    created.set_user_attr(_FINGERPRINT, spec.fingerprint)
-    created.set_user_attr("objectives", list(spec.objectives))
+    try:
+        created = optuna.create_study(
+            study_name=name,
+            storage=backend,
+            directions=spec.directions,  # type: ignore[arg-type]
+            sampler=make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives)),
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        # another process created it since we looked (how a multi-machine study starts)
+        return create_study(spec, storage=url, study_name=name)
+    _stamp(created, spec)
     return TuningStudy(spec, created, url)
+
+
+def _stamp(study: optuna.Study, spec: StudySpec) -> None:
+    study.set_user_attr(_FINGERPRINT, spec.fingerprint)
+    study.set_user_attr("objectives", list(spec.objectives))
 
 
 def counts(study: optuna.Study) -> dict[str, int]:
@@ -150,14 +165,15 @@ def _optimize_here(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     if progress:
         callbacks.append(_Progress(n_trials, sys.stderr))
-    tuning.study.optimize(
-        Objective(tuning.spec),
-        n_trials=n_trials,
-        timeout=timeout,
-        catch=(TrialFailed,),
-        callbacks=callbacks,
-        gc_after_trial=False,
-    )
+    with trial_signals():  # a stop signal fails the running trial, never orphans one
+        tuning.study.optimize(
+            guarded(Objective(tuning.spec)),
+            n_trials=n_trials,
+            timeout=timeout,
+            catch=(TrialFailed,),
+            callbacks=[*callbacks, stop_if_signalled],
+            gc_after_trial=False,
+        )
 
 
 def _run(
@@ -182,15 +198,16 @@ def optimize(
     timeout: float | None = None,
     workers: int = 1,
     progress: bool = False,
-) -> None:
+) -> list[int]:
     """Run ``n_trials`` more trials (the study file's budget by default), in ``workers``
-    processes sharing the storage (each runs its share, so exactly ``n_trials`` are added)."""
+    processes sharing the storage (each runs its share, so exactly ``n_trials`` are added).
+    Returns the process ids that ran the trials (to tell this run's trials from others')."""
     n = tuning.spec.trials if n_trials is None and timeout is None else n_trials
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
     if workers == 1:
         _optimize_here(tuning, n, timeout, progress)
-        return
+        return [os.getpid()]
     if tuning.storage_url.startswith("sqlite"):
         raise ConfigError(
             "--storage",
@@ -206,8 +223,11 @@ def optimize(
     base_seed = tuning.spec.seed
     procs = [
         ctx.Process(
-            target=_run,
+            target=worker_main,
             args=(
+                os.getpid(),
+                i,
+                _run,
                 tuning.spec,
                 tuning.storage_url,
                 tuning.study.study_name,
@@ -220,13 +240,11 @@ def optimize(
         for i, share in enumerate(shares)
         if share != 0
     ]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join()
-    bad = [p.exitcode for p in procs if p.exitcode]
+    codes = supervise(procs, on_stop=lambda: sweep_stale_trials(tuning.study))
+    bad = [c for c in codes if c]
     if bad:
         raise RuntimeError(f"{len(bad)} worker(s) exited with codes {bad}")
+    return [p.pid for p in procs if p.pid is not None]
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial:

@@ -6,18 +6,33 @@ Exit codes (SPEC sec. 6): 0 success, 2 bad input (one line on stderr, no traceba
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
 import sys
+import threading
 import traceback
 import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-import palm
-from palm.cli import add_commands as add_simulator_commands
-from palm.errors import ConfigError
-from search.commands import add_commands as add_tuner_commands
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    """Ctrl-C while the modules below load (optuna takes a second): one line, exit 130."""
+    sys.stderr.write("palm-tune: interrupted\n")
+    os._exit(130)
+
+
+if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune":  # pragma: no cover
+    signal.signal(signal.SIGINT, _interrupted_early)
+
+import argparse  # noqa: E402
+import errno  # noqa: E402
+
+import palm  # noqa: E402
+from palm.cli import add_commands as add_simulator_commands  # noqa: E402
+from palm.errors import ConfigError  # noqa: E402
+from search.commands import add_commands as add_tuner_commands  # noqa: E402
+from search.lifecycle import Terminated, install_sigterm, quiet_optuna_logs  # noqa: E402
 
 __all__ = ["main", "build_parser"]
 
@@ -47,27 +62,81 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
     print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+_FULL = ("disk is full", "No space left", "File too large", "disk I/O error")
+
+
+def _os_error(exc: OSError) -> str:
+    where = f" ({exc.filename})" if exc.filename else ""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+        return f"the disk is full{where}: {reason}; nothing was lost, free space and run again"
+    return f"{reason}{where}"
+
+
+def _storage_failure(exc: BaseException) -> str | None:
+    """One line for a storage that failed under us (a full disk, a lost database), instead
+    of Optuna's "invalid data in the commit": the root cause from the exception chain."""
+    chain: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and node not in chain:
+        chain.append(node)
+        node = node.__cause__ or node.__context__
+    for e in chain:
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            return _os_error(e)
+    text = " ".join(" ".join(str(e).split()) for e in chain)
+    if any(word in text for word in _FULL):
+        return (
+            "the storage's disk is full (or failed to write); the trials committed before "
+            "are kept: free space and run again"
+        )
+    if type(exc).__name__ == "StorageInternalError":
+        root = chain[-1]
+        message = " ".join(str(root).split())[:200]
+        return f"the storage failed: {type(root).__name__}: {message}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Exit codes: 0, 2 bad input, 1 internal error, 130 Ctrl-C (SIGINT),
+    143 SIGTERM; each failure is one line on stderr."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        install_sigterm()
+    quiet_optuna_logs()
     warnings.showwarning = _one_line_warning
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "handler", None):
-        parser.print_help()
-        return 2
     try:
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return 2
         code: int = args.handler(args)
         return code
     except ConfigError as exc:
         print(f"palm-tune: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("palm-tune: terminated (SIGTERM); running trials marked failed", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("palm-tune: interrupted", file=sys.stderr)
         return 130
+    except RecursionError:
+        print("palm-tune: error: input nested too deeply to read", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        print(f"palm-tune: error: {_os_error(exc)}", file=sys.stderr)
+        return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, exit 1
         if os.environ.get("PALM_TUNE_DEBUG"):
             traceback.print_exc()
+        storage = _storage_failure(exc)
+        if storage:
+            print(f"palm-tune: error: {storage}", file=sys.stderr)
+            return 1
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(
             f"palm-tune: internal error: {type(exc).__name__}: {message} "

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -14,7 +16,13 @@ import optuna
 from palm.errors import ConfigError
 from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
 from search.objective import RESULT_FIELDS
-from search.storage import DEFAULT_STORAGE, artifact_dir, open_storage
+from search.storage import (
+    DEFAULT_STORAGE,
+    WORKER_ATTR,
+    artifact_dir,
+    open_storage,
+    storage_file,
+)
 from search.study_file import SAMPLERS
 
 __all__ = ["add_commands", "upload_best_artifacts"]
@@ -61,12 +69,17 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
 
     r = sub.add_parser(
         "report",
-        help="write plots of a study (history, importance, Pareto, "
+        help="write a study's trials as CSV and its plots (history, importance, Pareto, "
         "best trial's Gantt chart and heat map)",
-        description="Write PNG plots of a study to --out.",
+        description="Write trials.csv (one row per trial) and PNG plots of a study to --out.",
     )
     _storage_args(r)
-    r.add_argument("--out", metavar="DIR", default="palm-report", help="output directory")
+    r.add_argument(
+        "--out",
+        metavar="DIR",
+        default="palm-report",
+        help="output directory: trials.csv (every trial) and the plots",
+    )
     r.set_defaults(handler=_cmd_report)
 
     d = sub.add_parser(
@@ -118,13 +131,33 @@ def _describe(config_tables: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
+    """Trials this run added: numbered after the start and run by one of its processes
+    (other machines or processes may add trials to the same study meanwhile)."""
+    mine = {f"{socket.gethostname()}:{pid}" for pid in pids}
+    return sum(
+        1
+        for t in study.get_trials(deepcopy=False)
+        if t.number >= before and t.user_attrs.get(WORKER_ATTR) in mine
+    )
+
+
+def _check_tune_options(args: argparse.Namespace) -> None:
+    """Every option checked before anything is created or opened."""
+    if args.trials is not None and args.trials < 1:
+        raise ConfigError("--trials", args.trials, "an integer >= 1")
+    if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise ConfigError("--timeout", args.timeout, "a finite number of seconds > 0")
+    if args.workers < 1:
+        raise ConfigError("--workers", args.workers, "an integer >= 1")
+
+
 def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     storage = args.storage
     if storage is None:
         storage = _JOURNAL_FOR_WORKERS if args.workers > 1 else DEFAULT_STORAGE
-    if args.trials is not None and args.trials < 1:
-        raise ConfigError("--trials", args.trials, "an integer >= 1")
+    _check_tune_options(args)
     tuning = create_study(
         args.study,
         storage=storage,
@@ -133,7 +166,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         seed=args.seed,
     )
     before = len(tuning.study.trials)
-    optimize(
+    pids = optimize(
         tuning,
         n_trials=args.trials,
         timeout=args.timeout,
@@ -144,7 +177,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     c = counts(study)
     out.write(
         f"\nstudy      {study.study_name} in {storage}: {len(study.trials)} trials "
-        f"({len(study.trials) - before} new)\n"
+        f"({_ours(study, before, pids)} new)\n"
     )
     out.write(
         f"trials     {c['complete']} completed, {c['pruned']} pruned for memory, "
@@ -210,7 +243,8 @@ def upload_best_artifacts(tuning: TuningStudy, best: optuna.trial.FrozenTrial) -
 
 def _open(args: argparse.Namespace) -> optuna.Study:
     url = args.storage or DEFAULT_STORAGE
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
+    file = storage_file(url)
+    if file is not None and not file.is_file():  # opening would create an empty storage
         raise ConfigError("--storage", url, "an existing study storage (run palm-tune tune first)")
     backend = open_storage(url)
     names = [s.study_name for s in optuna.get_all_study_summaries(backend)]
@@ -228,10 +262,22 @@ def _open(args: argparse.Namespace) -> optuna.Study:
     return optuna.load_study(study_name=name, storage=backend)
 
 
+def _palm_best(study: optuna.Study) -> optuna.trial.FrozenTrial:
+    """The best trial, refusing a study whose trials palm-tune did not make."""
+    trial = best_trial(study)
+    if not isinstance(trial.user_attrs.get("config"), dict):
+        raise ConfigError(
+            "--study-name",
+            study.study_name,
+            f"a study made by palm-tune tune (trial {trial.number} has no palm-tune config)",
+        )
+    return trial
+
+
 def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     study = _open(args)
-    trial = best_trial(study)
+    trial = _palm_best(study)
     result = trial.user_attrs.get("result", {})
     data: dict[str, Any] = {
         "study": study.study_name,
@@ -256,6 +302,46 @@ def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
+def _out_dir(path: str) -> Path:
+    out_dir = Path(path)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError("--out", path, "a directory (this is an existing file)")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("--out", path, f"a writable directory ({exc.strerror})") from None
+    return out_dir
+
+
+def write_trials_csv(study: optuna.Study, path: Path) -> Path:
+    """Every trial of ``study`` as one CSV row (Optuna's ``trials_dataframe``, a pandas
+    DataFrame): number, state, values, parameters, times, and the simulated result fields."""
+    import pandas  # type: ignore[import-untyped,unused-ignore]
+
+    frame = study.trials_dataframe(
+        attrs=("number", "state", "values", "params", "datetime_start", "duration")
+    )
+    if "number" not in frame:  # no trial yet: the header alone
+        frame = pandas.DataFrame(columns=["number", "state"])
+    objectives = study.user_attrs.get("objectives")
+    if isinstance(objectives, list) and len(objectives) == len(study.directions):
+        frame = frame.rename(
+            columns={f"values_{i}": f"value_{n}" for i, n in enumerate(objectives)}
+        )
+        frame = frame.rename(columns={"values": f"value_{objectives[0]}"})
+    by_number = {t.number: t.user_attrs.get("result") for t in study.get_trials(deepcopy=False)}
+    for field in RESULT_FIELDS:
+        frame[field] = [
+            (by_number.get(n) or {}).get(field) if isinstance(by_number.get(n), dict) else None
+            for n in frame["number"]
+        ]
+    try:
+        frame.to_csv(path, index=False)
+    except OSError as exc:
+        raise ConfigError("--out", str(path.parent), f"a writable directory ({exc})") from None
+    return path
+
+
 def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     study = _open(args)
@@ -269,9 +355,8 @@ def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise ConfigError(
             "report", "matplotlib", "the plot extra: pip install 'palm-tune[plot]'"
         ) from None
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    out_dir = _out_dir(args.out)
+    written: list[Path] = [write_trials_csv(study, out_dir / "trials.csv")]
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
     objectives = study.user_attrs.get("objectives", ["throughput"])
 
@@ -306,6 +391,7 @@ def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if complete:
         from palm.plots import plot_all
 
+        _palm_best(study)
         config = best_config(study)
         written += plot_all(out_dir / "best", config=config)
     for path in written:
@@ -324,6 +410,8 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
         ) from None
     from optuna.artifacts import FileSystemArtifactStore
 
+    if not 1 <= args.port <= 65535:
+        raise ConfigError("--port", args.port, "a TCP port in 1..65535")
     storage = open_storage(args.storage)
     store_dir = artifact_dir(args.storage)
     store_dir.mkdir(parents=True, exist_ok=True)

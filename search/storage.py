@@ -17,13 +17,16 @@ heartbeat in Optuna 5, so every trial records its worker (host and process id) a
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
+import sys
+import time
 from pathlib import Path
 
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import TrialState
 
 from palm.errors import ConfigError
@@ -36,11 +39,18 @@ __all__ = [
     "HEARTBEAT_INTERVAL_S",
     "GRACE_PERIOD_S",
     "artifact_dir",
+    "storage_file",
+    "repair_journal",
+    "JOURNAL_SUFFIXES",
+    "WORKER_ATTR",
 ]
 
 DEFAULT_STORAGE = "sqlite:///palm-tune.db"
 HEARTBEAT_INTERVAL_S = 5
 GRACE_PERIOD_S = 15
+#: a plain path with one of these endings is a journal file (what optuna-dashboard accepts)
+JOURNAL_SUFFIXES = (".journal", ".log")
+_CREATE_ATTEMPTS = 8
 WORKER_ATTR = "palm_tune_worker"
 
 
@@ -52,8 +62,19 @@ def _journal_path(url: str) -> Path | None:
     # like SQLAlchemy's sqlite URLs: journal:///relative/path, journal:////absolute/path
     if url.startswith("journal:///"):
         return Path(url[len("journal:///") :])
-    if url.endswith(".journal") and "://" not in url:
-        return Path(url)
+    if url.endswith(JOURNAL_SUFFIXES) and "://" not in url:
+        return Path(url)  # a plain path, as optuna-dashboard takes it
+    return None
+
+
+def storage_file(url: str | None) -> Path | None:
+    """The file a journal or SQLite storage lives in (None for a database server)."""
+    url = url or DEFAULT_STORAGE
+    journal = _journal_path(url)
+    if journal is not None:
+        return journal
+    if url.startswith("sqlite:///"):
+        return Path(url[len("sqlite:///") :])
     return None
 
 
@@ -64,7 +85,11 @@ def open_storage(url: str | None) -> BaseStorage:
     try:
         if journal is not None:
             journal.parent.mkdir(parents=True, exist_ok=True)
-            return JournalStorage(JournalFileBackend(str(journal)))
+            lock = JournalFileSymlinkLock(str(journal), grace_period=GRACE_PERIOD_S)
+            note = repair_journal(journal, lock)
+            if note:
+                sys.stderr.write(f"palm-tune: {note}\n")
+            return JournalStorage(JournalFileBackend(str(journal), lock_obj=lock))
         if (
             url.startswith("postgresql://")
             and importlib.util.find_spec("psycopg") is None
@@ -73,12 +98,9 @@ def open_storage(url: str | None) -> BaseStorage:
             # SQLAlchemy 2.1 defaults to psycopg 3; the postgres extra installs psycopg2
             url = "postgresql+psycopg2://" + url[len("postgresql://") :]
         if url.startswith(("sqlite:", "postgresql", "mysql")):
-            return RDBStorage(
-                url,
-                heartbeat_interval=HEARTBEAT_INTERVAL_S,
-                grace_period=GRACE_PERIOD_S,
-                engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
-            )
+            return _rdb_storage(url)
+    except ConfigError:
+        raise
     except ImportError as exc:
         raise ConfigError(
             "--storage", url, f"a storage whose driver is installed ({exc})"
@@ -87,6 +109,88 @@ def open_storage(url: str | None) -> BaseStorage:
         message = " ".join(str(exc).split())[:200]
         raise ConfigError("--storage", url, f"a reachable storage ({message})") from None
     raise ConfigError("--storage", url, "sqlite:///FILE, journal:///FILE or postgresql://...")
+
+
+def _rdb_storage(url: str) -> RDBStorage:
+    """RDBStorage, retried when another process creates the same database's tables at the
+    same moment (alembic's UNIQUE / duplicate-key errors): the second one then finds them."""
+    for attempt in range(_CREATE_ATTEMPTS):
+        try:
+            return RDBStorage(
+                url,
+                heartbeat_interval=HEARTBEAT_INTERVAL_S,
+                grace_period=GRACE_PERIOD_S,
+                engine_kwargs={"pool_pre_ping": True} if not url.startswith("sqlite") else None,
+            )
+        except Exception as exc:  # noqa: BLE001 - sqlalchemy's errors, without importing it
+            racing = any(w in str(exc) for w in ("UNIQUE", "duplicate key", "already exists"))
+            if not racing or attempt == _CREATE_ATTEMPTS - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def repair_journal(path: Path, lock: JournalFileSymlinkLock | None = None) -> str | None:
+    """Make a journal file safe to append to after a crash or a full disk.
+
+    Optuna appends one JSON record per line and ignores a last line without its newline; but
+    the next append would continue that torn line and make the journal unreadable from there
+    on. Under the journal's lock (a writer may be mid-append): a stale lock older than
+    :data:`GRACE_PERIOD_S` is removed, a torn last record is cut off, and a line that an
+    earlier version poisoned (torn record + whole record) keeps its whole record. Returns one
+    line saying what was done, or None."""
+    lock_file = Path(str(path) + ".lock")
+    notes = []
+    try:
+        age = time.time() - os.lstat(lock_file).st_mtime
+    except FileNotFoundError:
+        age = None
+    if age is not None and age > GRACE_PERIOD_S:
+        lock_file.unlink(missing_ok=True)
+        notes.append(f"removed a stale lock {lock_file.name} ({age:.0f} s old)")
+    if not path.exists() or path.stat().st_size == 0:
+        return f"journal {path}: " + "; ".join(notes) if notes else None
+    lock = lock or JournalFileSymlinkLock(str(path), grace_period=GRACE_PERIOD_S)
+    lock.acquire()
+    try:
+        notes += _repair_records(path)
+    finally:
+        lock.release()
+    return f"journal {path}: " + "; ".join(notes) if notes else None
+
+
+def _repair_records(path: Path) -> list[str]:
+    data = path.read_bytes()
+    notes = []
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        notes.append(
+            f"cut a torn last record ({len(data) - keep} bytes, from a crash or a full disk)"
+        )
+    lines = data[:keep].splitlines(keepends=True)
+    fixed = 0
+    for i, line in enumerate(lines):
+        try:
+            json.loads(line)
+            continue
+        except ValueError:
+            pass
+        start = line.rfind(b'{"op_code"')
+        try:
+            json.loads(line[start:]) if start > 0 else json.loads(b"x")
+        except ValueError:
+            raise ConfigError(
+                "--storage", str(path), f"a readable journal (line {i + 1} is corrupt)"
+            ) from None
+        lines[i] = line[start:]
+        fixed += 1
+    if fixed:
+        notes.append(f"dropped {fixed} torn record(s) inside the file")
+    if notes:
+        tmp = path.with_name(path.name + ".repair")
+        tmp.write_bytes(b"".join(lines))
+        os.replace(tmp, path)
+    return notes
 
 
 def artifact_dir(url: str | None) -> Path:

@@ -28,17 +28,27 @@ from pathlib import Path
 from typing import Any
 
 from palm.api import ENGINES
-from palm.config import load_config
+from palm.config import config_to_dict, load_config, parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
 from spaces import Space, SpaceContext, space_from_table
+from spaces._math import divisors
+from spaces.parts import HardwareKnob, MicroBatch, Parallelism
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
-__all__ = ["StudySpec", "load_study", "OBJECTIVES", "SAMPLERS", "study_from_tables"]
+__all__ = [
+    "StudySpec",
+    "load_study",
+    "OBJECTIVES",
+    "SAMPLERS",
+    "study_from_tables",
+    "check_space",
+    "check_sampler",
+]
 
 #: objective name -> (direction, what it measures)
 OBJECTIVES: dict[str, str] = {"throughput": "maximize", "memory": "minimize", "cost": "minimize"}
@@ -77,6 +87,10 @@ def load_study(path: str | Path) -> StudySpec:
         raise ConfigError("study file", str(path), f"a readable file ({exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("study file", str(path), f"valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(
+            "study file", str(path), "TOML nested less deeply (tables in tables)"
+        ) from None
     return study_from_tables(data, base_dir=path.parent, default_name=path.stem)
 
 
@@ -135,9 +149,9 @@ def study_from_tables(
         raise ConfigError("space", space_table, "a [space] table")
     ctx = SpaceContext.of(base)
     space = space_from_table(space_table, ctx)
+    check_space(space, ctx)
+    check_sampler(space, sampler)
     # what makes two study files the same study: the resolved base, the space and objectives
-    from palm.config import config_to_dict
-
     fingerprint = hashlib.sha256(
         json.dumps(
             {"base": config_to_dict(base), "space": space_table, "objectives": objectives},
@@ -157,3 +171,112 @@ def study_from_tables(
         engine=engine,
         fingerprint=fingerprint,
     )
+
+
+# --------------------------------------------------------------------------------------------
+# the space, checked before the first trial
+# --------------------------------------------------------------------------------------------
+
+
+def check_space(space: Space, ctx: SpaceContext) -> None:
+    """Refuse a space that cannot give a valid trial, with the one-line errors of a simulation
+    config: no part at all, parallelism lists that no degree satisfies, micro-batch sizes that
+    divide no per-replica batch, and hardware knobs whose bounds are not valid values of
+    their field."""
+    if not space.parts:
+        raise ConfigError(
+            "space",
+            {},
+            "at least one part to search (an empty space has one configuration: "
+            "run it with palm-tune simulate)",
+        )
+    dps = _reachable_dps(space, ctx)
+    for part in space.parts:
+        if isinstance(part, MicroBatch):
+            _check_micro_batch(part, dps, ctx.global_batch)
+        elif isinstance(part, HardwareKnob):
+            _check_knob(part, ctx)
+
+
+def check_sampler(space: Space, sampler: str) -> None:
+    """The brute-force sampler enumerates: every knob must be discrete."""
+    if sampler != "bruteforce":
+        return
+    for part in space.parts:
+        if isinstance(part, HardwareKnob) and not part.integer:
+            raise ConfigError(
+                "study.sampler",
+                sampler,
+                f"a sampler for continuous knobs (tpe, random, cmaes, nsga2, gp): "
+                f"space.hardware.{part.field} is continuous",
+            )
+
+
+def _reachable_dps(space: Space, ctx: SpaceContext) -> set[int]:
+    """The data-parallel degrees the space's parallelism part can draw (the base plan's when
+    parallelism is not searched); mirrors :class:`spaces.parts.Parallelism`."""
+    part = next((p for p in space.parts if isinstance(p, Parallelism)), None)
+    if part is None:
+        return {ctx.base.parallelism.dp}
+    n = ctx.devices
+    valid_tp = [t for t in divisors(n) if ctx.tp_allowed(t)]
+    for t in part.tp:
+        if t not in valid_tp:
+            raise ConfigError(
+                "space.parallelism.tp", t, f"a degree the model and {n} devices allow: {valid_tp}"
+            )
+    pairs = {
+        (t, p)
+        for t in (part.tp or valid_tp)
+        for p in divisors(n // t)
+        if p <= ctx.blocks and ctx.global_batch % (n // (t * p)) == 0
+    }
+    valid_pp = sorted({p for _, p in pairs})
+    if not pairs:
+        raise ConfigError(
+            "space.parallelism",
+            {"tp": list(part.tp)},
+            f"degrees leaving a pipeline depth <= {ctx.blocks} whose data-parallel degree "
+            f"divides global_batch = {ctx.global_batch}",
+        )
+    for p in part.pp:
+        if p not in valid_pp:
+            raise ConfigError(
+                "space.parallelism.pp",
+                p,
+                f"a pipeline depth that fits the layers, devices and batch: {valid_pp}",
+            )
+    return {n // (t * p) for t, p in pairs if not part.pp or p in part.pp}
+
+
+def _check_micro_batch(part: MicroBatch, dps: set[int], global_batch: int) -> None:
+    for m in part.choices:
+        if not any((global_batch // dp) % m == 0 for dp in dps):
+            replicas = sorted({global_batch // dp for dp in dps})
+            raise ConfigError(
+                "space.micro_batch",
+                m,
+                f"a size dividing the per-replica batch (global_batch / dp: {replicas[:12]})",
+            )
+    for dp in sorted(dps):
+        if not any((global_batch // dp) % m == 0 for m in part.choices):
+            raise ConfigError(
+                "space.micro_batch",
+                list(part.choices),
+                f"choices one of which divides {global_batch // dp}, the per-replica batch "
+                f"at dp = {dp} (add 1, or restrict space.parallelism)",
+            )
+
+
+def _check_knob(knob: HardwareKnob, ctx: SpaceContext) -> None:
+    where = f"space.hardware.{knob.field}"
+    bounds = {"low": knob.low, "high": knob.high}
+    if knob.integer and not all(float(v).is_integer() for v in bounds.values()):
+        raise ConfigError(where, bounds, f"integer low and high: {knob.field} is an integer")
+    tables = config_to_dict(ctx.base)
+    for name, value in bounds.items():
+        tables["hardware"][knob.field] = int(value) if knob.integer else value
+        try:
+            parse_config(tables)
+        except ConfigError as exc:
+            raise ConfigError(where, bounds, f"{name} a valid value ({exc})") from None

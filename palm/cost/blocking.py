@@ -34,28 +34,39 @@ and pool their SRAM (``sram_bytes`` in all). Its DRAM traffic is the cheapest of
 B and C fit in SRAM together (or an operand is resident), else
 ``min(ceil(|B|/S) |A|, ceil(|A|/S) |B|) + |C|`` exactly as printed, for reproducing the paper.
 
-**Lower bound.** A product whose operands start in DRAM moves at least (Hong & Kung 1981, in
-the tight form of Smith et al. 2019 and Kwasniewski et al. 2019; Irony, Toledo & Tiskin 2004
-prove the same order for ``m, n, k``) ``2 mnk / sqrt(S_e)`` elements, ``S_e`` the number of
-elements the fast memory holds. In bytes, with elements of at least ``e`` bytes,
-``S_e <= S / e`` and every element moved costs ``>= e`` bytes, so
-(:func:`hong_kung_bound_bytes`)::
+**Lower bound.** A product whose operands start in DRAM moves at least ``2 mnk / sqrt(S_e)``
+elements between DRAM and a fast memory of ``S_e`` elements, to leading order: Hong & Kung
+(1981) proved the order, Irony, Toledo & Tiskin (2004) gave it for rectangular ``m, n, k``, and
+Smith et al. (2019) and Kwasniewski et al. (2019) the tight constant 2 (rigorously
+``2 mnk / sqrt(S_e) - 2 S_e``; COSMA adds ``+ mn`` for writing C). We use the leading term. In
+bytes, with elements of at least ``e`` bytes, ``S_e <= S / e`` and every element moved costs
+``>= e`` bytes, so (:func:`hong_kung_bound_bytes`)::
 
-    Q_bytes >= 2 mnk e / sqrt(S / e) = 2 mnk e^1.5 / sqrt(S)
+    Q_bytes >= 2 mnk e / sqrt(S / e) = 2 mnk e^1.5 / sqrt(S),    e = min(a, b, c)
 
-with ``e = min(a, b, c)``. Every strategy above respects it (AM-GM: ``u|A| + |C| >=
-2 sqrt(u |A| |C|)`` with ``u = |B| / S``; blocked: ``mb nb <= S / c``), which the tests check on
-a randomized sweep rather than by clamping. Since the bound is for operands that start in
-DRAM, it does not apply when an operand is resident. The dropped lower-order terms (``-2S`` in
-Smith et al.) make it slightly loose for small products, never too high for the strategies here.
+The leading term alone is not a theorem for every size, but every strategy above respects it,
+by AM-GM: the panels move ``u |A| + |C| >= 2 sqrt(u |A| |C|) >= 2 mnk sqrt(abc / S)`` with
+``u >= |B| / S``; the blocks ``e mnk (1/nb + 1/mb) >= 2 e mnk / sqrt(mb nb)`` with
+``mb nb <= S / c``; a stationary B that fits, ``|A| + |C| >= 2 sqrt(|A| |C|) >= 2 mnk
+sqrt(abc / S)`` since ``|B| <= S`` (likewise for A and C). The tests check it on a randomized
+sweep rather than by clamping. It does not apply when an operand is already resident (that
+operand was loaded before).
+
+References: J.-W. Hong, H. T. Kung, "I/O complexity: the red-blue pebble game", STOC 1981;
+D. Irony, S. Toledo, A. Tiskin, "Communication lower bounds for distributed-memory matrix
+multiplication", JPDC 64(9), 2004; T. M. Smith, B. Lowery, J. Langou, R. A. van de Geijn,
+"A tight I/O lower bound for matrix multiplication", arXiv:1702.02017 (2019); G. Kwasniewski
+et al., "Red-blue pebbling revisited: near optimal parallel matrix-matrix multiplication"
+(COSMA), SC'19.
 
 **Multicast.** The domain's work (each block, or the whole product) is split over a
 ``pr x pc`` grid of its cores (``pr pc = cores``); every element of A is needed by the ``pc``
 cores of its grid row and every element of B by the ``pr`` cores of its column. One DRAM read
 (or, for a resident operand, the one SRAM copy) delivers it to one core; the NoC carries the
-others: ``multicast = A_delivered (pc - 1) + B_delivered (pr - 1)``, for the grid that
-minimises it (the 2-D multicast of Tenstorrent's matmul kernels and COSMA's processor grid).
-C stays where it is computed.
+others: ``multicast = A_delivered (pc - 1) + B_delivered (pr - 1)``, on the grid given
+(``grid``, e.g. the DP x TP structure of a stage) or else the one that minimises it (the 2-D
+multicast of Tenstorrent's matmul kernels and COSMA's processor grid). C stays where it is
+computed.
 """
 
 from __future__ import annotations

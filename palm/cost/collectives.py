@@ -117,7 +117,9 @@ def cluster_all_to_all_step(hw: GpuClusterHardware, groups: np.ndarray) -> AllTo
     member ``i`` of group ``g``), limited by the member with the fewest peers in its node."""
     groups = np.asarray(groups, dtype=np.int64).reshape(-1, groups.shape[-1])
     node = groups // hw.gpus_per_node
-    local = int((node[:, :, None] == node[:, None, :]).sum(axis=2).min())
+    # members per (group, node): the smallest count is the member with the fewest local peers
+    keys = np.arange(len(node))[:, None] * (int(node.max()) + 1) + node
+    local = int(np.unique(keys, return_counts=True)[1].min())
     return all_to_all_step(
         n=groups.shape[1],
         local=local,

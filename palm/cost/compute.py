@@ -66,7 +66,7 @@ class DeviceRates:
     local_bandwidth_Bps: float
     dram_bandwidth_Bps: float
     sram_bytes: float
-    elem_bytes: int
+    elem_bytes: float
     grouped_gemm_efficiency: float = 1.0
     wide_peak_flops: float = 0.0
     wide_matmul_efficiency: float = 0.0
@@ -106,7 +106,7 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
             fp8_casts=mixed_fp8,
         )
     return DeviceRates(
-        peak_flops=hw.core_peak_tflops.get(precision) * 1e12,
+        peak_flops=hw.peak_flops(precision),
         matmul_efficiency=hw.matmul_efficiency,
         matmul_half_dim=hw.matmul_half_dim,
         local_bandwidth_Bps=hw.sram_bandwidth_per_core_gbps * 1e9 * hw.memory_efficiency,

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from palm.strategy import ParallelismConfig, TrainingConfig
+from palm.units import bytes_per_element
 from palm.workload.ops import Op, TransformerLayer
 
 __all__ = [
@@ -57,7 +58,7 @@ class StateBytes:
 def state_bytes_per_param(training: TrainingConfig) -> StateBytes:
     """Weights, gradients and optimizer bytes per parameter for ``training``."""
     if training.mode == "inference":
-        return StateBytes({"fp32": 4, "bf16": 2, "fp16": 2}.get(training.precision, 1), 0, 0)
+        return StateBytes(bytes_per_element(training.precision), 0, 0)
     if training.precision == "fp32":
         optimizer = 8.0 if training.optimizer == "adam" else 0.0  # momentum + variance
         return StateBytes(4.0, 4.0, optimizer)

@@ -25,6 +25,11 @@ Algorithm 1 as printed tests ``Wt < S`` first and ``WSG <= S`` second, so its se
 never be taken (``WSG >= Wt``). We follow the text instead, which names the four cases by what
 stays on chip (model state and activations, only model state, only activations, nothing), and
 test the model state first. Sizes are per device, after the tensor or operator split.
+
+With ``hardware.sram_model = "blocked"`` (the default) the strategy only decides what stays
+resident (model state, activations, everything or nothing); the bytes of each pass are then
+those of its matrix products (:mod:`palm.plan.products`, :mod:`palm.cost.blocking`), and the
+penalty strategies become ``"blocked"``. ``"algorithm1"`` keeps the bytes above.
 """
 
 from __future__ import annotations

@@ -65,7 +65,15 @@ def assemble_result(
     notes: tuple[str, ...] = (),
 ) -> Result:
     if cfg_recompute_auto(plan):
-        notes = (*notes, f"recompute auto: {plan.recompute} (the least that fits in memory)")
+        fits = max((st.memory.total_bytes for st in plan.stages), default=0.0) <= (
+            plan.memory_capacity_bytes
+        )
+        notes = (
+            *notes,
+            f"recompute auto: {plan.recompute} (the least that fits in memory)"
+            if fits
+            else f"recompute auto: {plan.recompute}, and even that does not fit in memory",
+        )
     cfg = plan.config
     m = plan.micro_batches
     devices = plan.devices

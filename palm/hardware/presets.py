@@ -9,6 +9,17 @@ __all__ = ["HARDWARE_PRESETS", "hardware_preset"]
 
 _MB_IN_MIB = 1e6 / 2**20
 
+# Constants fitted on the visible Wormhole n150 measurements by benchmarks/calibrate_tiled.py
+# (docs/validation.md, "Tenstorrent Wormhole n150"): the achievable fraction of the matrix
+# engine's pipeline and of a DRAM channel, the rate at which the unpackers feed operand tiles
+# (per cycle: 47 B at 1 GHz), and the fixed cost of one program launch on the device (traced)
+# and of enqueueing it on the host (untraced).
+_TENSIX_MATMUL_EFFICIENCY = 0.912
+_TENSIX_MEMORY_EFFICIENCY = 0.922
+_TENSIX_FEED_BYTES_PER_CYCLE = 47.0
+_TENSIX_LAUNCH_US = 10.1
+_TENSIX_HOST_DISPATCH_US = 102.0
+
 HARDWARE_PRESETS: dict[str, Hardware] = {
     # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
     # whitepaper): dense peak 19.5 fp32 / 312 bf16, fp16 / 624 int8 TFLOP/s, no fp8;
@@ -181,9 +192,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_tile_link_gbps=256.0,
         intra_tile_link_latency_ns=2.0,
         inter_tile_link_latency_ns=10.0,
-        dram_channels=18,
+        dram_channels=20,  # Table VI "edge shared DRAM per tile 256 GB/s", 20 tiles
         dram_channel_bandwidth_gbps=256.0,
-        dram_capacity_gib=18 * 512.0,
+        dram_capacity_gib=20 * 512.0,
         dram_response_ns=100.0,
     ),
     # Tenstorrent Grayskull e150 (Vasiljevic et al., IEEE Micro 41(2) 2021; Tenstorrent e150
@@ -231,6 +242,68 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         dram_channel_bandwidth_gbps=800.0,
         dram_capacity_gib=5 * 32e9 / 2**30,
         dram_response_ns=200.0,
+    ),
+    # Tenstorrent Wormhole n150 (one Wormhole B0 ASIC). Sources (docs/hardware.md):
+    # tt-metal tech_reports/GEMM_FLOPS/GEMM_FLOPS.md @06bd3735 (1 GHz; 8x8 compute grid; a
+    # Tensix matrix engine does 8x16 x 16x16 per cycle = 4096 FLOP/cycle, 4 TFLOP/s per core at
+    # LoFi, a 32x32x32 tile in 16/32/48/64 cycles at LoFi/HiFi2/HiFi3/HiFi4; ~1.5 MB SRAM);
+    # tt-isa-documentation @39304719 (L1.md: 1464 KiB in 16 banks of one 128-bit access per
+    # cycle = 256 B/cycle; DRAMTile: 12 GDDR6 channels of 16 bit at 12 GT/s = 24 GB/s each,
+    # 12 GiB; NoC: two 2-D tori of 32 B/cycle per hop, 9 cycles router to router); tt-metal
+    # tech_reports/Blackhole/BlackholeBringUpProgrammingGuide.md (8x10 Tensix, 8x8 for
+    # compute). Block formats move at the same matrix-engine rate (bf16 = bfp8 = bfp4 per
+    # cycle; they differ in bytes). DRAM response: assumption.
+    "wormhole-n150": Mesh2DHardware(
+        name="wormhole-n150",
+        tiles=(1, 1),
+        cores_per_tile=(8, 8),
+        core_peak_tflops=PeakTflops(bf16=4.096, bfp8=4.096, bfp4=4.096),
+        sram_per_core_mib=1464 / 1024,
+        sram_bandwidth_per_core_gbps=256.0,
+        intra_tile_link_gbps=32.0,
+        inter_tile_link_gbps=32.0,
+        intra_tile_link_latency_ns=9.0,
+        inter_tile_link_latency_ns=9.0,
+        dram_channels=12,
+        dram_channel_bandwidth_gbps=24.0,
+        dram_capacity_gib=12.0,
+        dram_response_ns=300.0,
+        math_fidelity="hifi4",
+        matmul_efficiency=_TENSIX_MATMUL_EFFICIENCY,
+        memory_efficiency=_TENSIX_MEMORY_EFFICIENCY,
+        operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.0,
+        launch_us=_TENSIX_LAUNCH_US,
+        host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
+    ),
+    # Tenstorrent Blackhole p150 (one Blackhole ASIC). docs.tenstorrent.com Blackhole
+    # specifications: 140 Tensix cores, AI clock up to 1.35 GHz, 1.5 MB SRAM per core, 32 GB
+    # GDDR6 at 512 GB/s; tt-system-firmware docs: 8 GDDR6 channels (64 GB/s each);
+    # tt-isa-documentation BlackholeA0: 1536 KiB L1 per Tensix, NoC flits of 512 bit (64 B per
+    # cycle per hop = 86.4 GB/s); tt-metal BlackholeBringUpProgrammingGuide: 14x10 Tensix, 13x10
+    # for compute. The matrix engine does 4096 FLOP/cycle at LoFi as on Wormhole: 140 x 4096 x
+    # 1.35 GHz = 774 TFLOP/s, the card's published block-fp8 peak. L1 bandwidth, latencies,
+    # DRAM response and the efficiency constants: assumptions (Wormhole's, per cycle).
+    "blackhole-p150": Mesh2DHardware(
+        name="blackhole-p150",
+        tiles=(1, 1),
+        cores_per_tile=(10, 13),
+        core_peak_tflops=PeakTflops(bf16=4.096 * 1.35, bfp8=4.096 * 1.35, bfp4=4.096 * 1.35),
+        sram_per_core_mib=1536 / 1024,
+        sram_bandwidth_per_core_gbps=256.0 * 1.35,
+        intra_tile_link_gbps=64 * 1.35,
+        inter_tile_link_gbps=64 * 1.35,
+        intra_tile_link_latency_ns=9 / 1.35,
+        inter_tile_link_latency_ns=9 / 1.35,
+        dram_channels=8,
+        dram_channel_bandwidth_gbps=64.0,
+        dram_capacity_gib=32.0,
+        dram_response_ns=300.0,
+        math_fidelity="hifi4",
+        matmul_efficiency=_TENSIX_MATMUL_EFFICIENCY,
+        memory_efficiency=_TENSIX_MEMORY_EFFICIENCY,
+        operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.35,
+        launch_us=_TENSIX_LAUNCH_US,
+        host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
     ),
 }
 

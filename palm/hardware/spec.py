@@ -12,6 +12,17 @@ with its bandwidth and response time (paper Eq. 4); their capacity is shared by 
 NIC into a fat tree whose core is non-blocking. A device is one GPU. The device count follows
 from the parallel strategy unless ``gpus`` fixes it.
 
+Chips with a Tensix matrix engine (Tenstorrent Wormhole, Blackhole) add: ``math_fidelity``,
+the number of multiplier phases per product (``lofi`` 1, ``hifi2`` 2, ``hifi3`` 3, ``hifi4`` 4:
+16, 32, 48 or 64 cycles per 32x32x32 tile product; ``core_peak_tflops`` is then the one-phase
+(LoFi) rate and :meth:`Mesh2DHardware.peak_flops` divides it by the phase count);
+``compute_grid = (rows, cols)``, the cores a job uses (``(0, 0)``: all); ``operand_feed_gbps``,
+the rate at which a core's unpackers bring operand tiles from SRAM to the matrix engine (one
+operand tile per tile product; 0: no limit), which bounds the engine when its own rate is
+higher (low fidelity); and the launch costs of
+one program (``launch_us`` on the device, ``host_dispatch_us`` on the host when ``dispatch =
+"host"``), which the ``gemm`` workload (:mod:`palm.workload.gemm`) charges.
+
 Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
 (``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on GPUs also
 ``fp8_matmul_efficiency`` for products run in FP8, ``attention_efficiency`` of the
@@ -27,7 +38,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["PeakTflops", "Mesh2DHardware", "GpuClusterHardware", "Hardware"]
+__all__ = [
+    "PeakTflops",
+    "Mesh2DHardware",
+    "GpuClusterHardware",
+    "Hardware",
+    "MATH_FIDELITY_CYCLES",
+    "TILE_DIM",
+]
+
+TILE_DIM = 32
+"""Side of the square tile the Tensix matrix engine works on (tt-metal ``TILE_HEIGHT``)."""
+
+MATH_FIDELITY_CYCLES: dict[str, int] = {"lofi": 16, "hifi2": 32, "hifi3": 48, "hifi4": 64}
+"""Cycles of one 32x32x32 tile product on a Tensix matrix engine by math fidelity (one
+multiplier phase per 16 cycles; tt-isa-documentation WormholeB0 MatrixUnit.md, tt-metal
+tech_reports/GEMM_FLOPS)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +65,8 @@ class PeakTflops:
     fp16: float = 0.0
     fp8: float = 0.0
     int8: float = 0.0
+    bfp8: float = 0.0
+    bfp4: float = 0.0
 
     def get(self, precision: str) -> float:
         value: float = getattr(self, precision)
@@ -64,8 +92,28 @@ class Mesh2DHardware:
     matmul_efficiency: float = 0.8
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
+    #: where a stage's data lives in DRAM (palm/network/dram.py): "interleaved" over every
+    #: channel, or on the channel "nearest" each core
+    dram_placement: Literal["interleaved", "nearest"] = "interleaved"
     sram_model: Literal["blocked", "algorithm1"] = "blocked"
+    math_fidelity: str = ""
+    compute_grid: tuple[int, int] = (0, 0)
+    operand_feed_gbps: float = 0.0
+    launch_us: float = 0.0
+    host_dispatch_us: float = 0.0
+    dispatch: Literal["trace", "host"] = "trace"
     topology: Literal["mesh2d"] = "mesh2d"
+
+    @property
+    def fidelity_phases(self) -> int:
+        """Multiplier phases per product at ``math_fidelity`` (1 on chips without one)."""
+        if not self.math_fidelity:
+            return 1
+        return MATH_FIDELITY_CYCLES[self.math_fidelity] // MATH_FIDELITY_CYCLES["lofi"]
+
+    def peak_flops(self, precision: str) -> float:
+        """Peak FLOP/s of one core in ``precision`` at the configured math fidelity."""
+        return self.core_peak_tflops.get(precision) * 1e12 / self.fidelity_phases
 
     @property
     def core_grid(self) -> tuple[int, int]:

@@ -1,7 +1,18 @@
 """How a stage's cores reach the DRAM channels on the edge of a mesh (paper Eq. 4, 5).
 
-Each core reads from its nearest channel (Manhattan distance, lowest channel index on ties).
-The read is routed **edge first**: from a channel on the top or bottom edge along that edge and
+Where a stage's data lives is ``hardware.dram_placement``:
+
+* ``interleaved`` (default): the data of every stage is interleaved over all channels of the
+  mesh, page by page, as memory controllers and tiled chips' runtimes lay out buffers
+  (TT-Metalium's *interleaved* DRAM buffers go round-robin over every DRAM bank). A core reading
+  ``b`` bytes gets ``b / C`` from each of the ``C`` channels, so a stage of ``N`` cores loads
+  each channel with ``N b / C`` and the stage sees the whole DRAM bandwidth ``C x B_ch`` (shared
+  with the other stages). See :func:`interleaved_access`.
+* ``nearest``: each core reads from its nearest channel (Manhattan distance, lowest channel
+  index on ties), which makes a stage's bandwidth depend on how many channels happen to be
+  nearest its cores (the previous rule, kept to reproduce earlier results).
+
+Reads are routed **edge first**: from a channel on the top or bottom edge along that edge and
 then straight down or up the core's column (XY), from a channel on the left or right edge along
 that edge and then straight along the core's row (YX); corner channels count as top or bottom.
 The paper does not fix the routing of DRAM traffic. Plain XY everywhere would send all reads of
@@ -47,24 +58,36 @@ from palm.network.loads import (
 )
 from palm.network.region import CoreRegion
 
-__all__ = ["DramAccess", "dram_access", "dram_access_per_core"]
+__all__ = [
+    "DramAccess",
+    "dram_access",
+    "dram_access_per_core",
+    "interleaved_access",
+    "interleaved_access_per_core",
+]
 
 
 @dataclass(frozen=True)
 class DramAccess:
-    """How one stage's cores reach DRAM (paper Eq. 4, 5): each core reads its nearest channel,
-    so channel ``i`` serves ``cores_per_channel[i]`` cores; ``noc`` is the profile of all those
-    reads crossing the mesh at once. A read of ``b`` bytes per core takes, on channel ``i``,
+    """How one stage's cores reach DRAM (paper Eq. 4, 5): channel ``channels[i]`` serves
+    ``cores_per_channel[i]`` cores' worth of bytes per byte a core reads (whole cores under
+    ``nearest``, ``N / C`` under ``interleaved``); ``noc`` is the profile of all those reads
+    crossing the mesh at once. A read of ``b`` bytes per core takes, on channel ``i``,
 
         response + NoC latency + b * max(cores_i / channel_bandwidth, 1 / NoC bandwidth)
 
     and the access is done when its slowest channel is."""
 
     channels: tuple[int, ...]
-    cores_per_channel: tuple[int, ...]
+    cores_per_channel: tuple[float, ...]
     noc: Profile
     channel_bandwidth_Bps: float
     response_s: float
+
+    @property
+    def cores(self) -> float:
+        """Cores of the stage (every core reads ``b`` bytes)."""
+        return float(sum(self.cores_per_channel))
 
     def channel_time(self, index: int, nbytes_per_core: float) -> float:
         if nbytes_per_core <= 0:
@@ -86,8 +109,11 @@ def dram_access(
     hw: Mesh2DHardware, region: CoreRegion, channels_at: np.ndarray, *, with_links: bool = False
 ) -> DramAccess:
     """The DRAM access of the cores of ``region`` (channels at ``channels_at``, as
-    :func:`~palm.network.loads.dram_channel_cores` places them). ``with_links`` keeps the load
-    of every link, which needs the per-core path."""
+    :func:`~palm.network.loads.dram_channel_cores` places them) under the hardware's
+    ``dram_placement``. ``with_links`` keeps the load of every link, which needs the per-core
+    path."""
+    if hw.dram_placement == "interleaved":
+        return interleaved_access(hw, region, channels_at, with_links=with_links)
     rows, cols = hw.core_grid
     if with_links or rows < 3 or cols < 3:
         return dram_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
@@ -107,7 +133,22 @@ def dram_access_per_core(
     edge first, one route per core."""
     cores = np.asarray(cores, dtype=np.int64).reshape(-1, 2)
     nearest = nearest_channel(hw, cores)
-    ends = channels_at[nearest]
+    counts = np.bincount(nearest, minlength=len(channels_at))
+    noc = _edge_first(hw, channels_at[nearest], cores, write=write, with_links=with_links)
+    return _access(hw, counts, noc)
+
+
+def _edge_first(
+    hw: Mesh2DHardware,
+    ends: np.ndarray,
+    cores: np.ndarray,
+    *,
+    write: bool,
+    with_links: bool,
+    weight: float = 1.0,
+) -> Profile:
+    """The profile of the transfers between channel routers ``ends[i]`` and ``cores[i]``,
+    each carrying ``weight`` bytes per byte a core reads, routed edge first."""
     rows, cols = hw.core_grid
     along_rows = (ends[:, 0] == 0) | (ends[:, 0] == rows - 1)  # top and bottom edges: XY
     parts = []
@@ -120,19 +161,17 @@ def dram_access_per_core(
         prof = mesh_profile(flipped, *((dst, src) if write else (src, dst)), with_links=True)
         parts.append(dataclasses.replace(prof, links=_untranspose(hw, prof.links)))
     loads = [p.links for p in parts if p.links is not None]
-    counts = np.bincount(nearest, minlength=len(channels_at))
     if not loads:
-        return _access(hw, counts, Profile(0.0, float("inf"), 0))
+        return Profile(0.0, float("inf"), 0)
     ids, inverse = np.unique(np.concatenate([x.ids for x in loads]), return_inverse=True)
-    per_link = np.bincount(inverse, weights=np.concatenate([x.loads for x in loads]))
+    per_link = np.bincount(inverse, weights=np.concatenate([x.loads for x in loads])) * weight
     worst = float((per_link / _bandwidth_of_links(hw, ids)).max())
-    noc = Profile(
+    return Profile(
         max(p.latency_s for p in parts),
         1.0 / worst,
         max(p.hops for p in parts),
         LinkLoad(ids, per_link) if with_links else None,
     )
-    return _access(hw, counts, noc)
 
 
 def _bandwidth_of_links(hw: Mesh2DHardware, link_ids: np.ndarray) -> np.ndarray:
@@ -147,7 +186,7 @@ def _access(hw: Mesh2DHardware, counts: np.ndarray, noc: Profile) -> DramAccess:
     used = np.nonzero(counts)[0]
     return DramAccess(
         channels=tuple(used.tolist()),
-        cores_per_channel=tuple(counts[used].tolist()),
+        cores_per_channel=tuple(counts[used].tolist()),  # ints (nearest) or floats
         noc=noc,
         channel_bandwidth_Bps=hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency,
         response_s=hw.dram_response_ns * 1e-9,
@@ -434,3 +473,166 @@ def _before(cells: np.ndarray) -> np.ndarray:
     position to every cell: the cells before ``j``."""
     out: np.ndarray = (np.cumsum(cells) - cells).astype(np.float64)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# interleaved placement
+
+
+def interleaved_access(
+    hw: Mesh2DHardware, region: CoreRegion, channels_at: np.ndarray, *, with_links: bool = False
+) -> DramAccess:
+    """The cores of ``region`` reading data interleaved over every channel: each core gets
+    ``1 / C`` of its bytes from each of the ``C`` channels, routed edge first. The NoC profile is
+    computed from rows and columns (:func:`_interleaved_lines`, cost independent of the core
+    count) unless ``with_links`` asks for every link's load or the mesh is thinner than three
+    cores (per-core path)."""
+    rows, cols = hw.core_grid
+    if with_links or rows < 3 or cols < 3:
+        return interleaved_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
+    n = region.count
+    return _interleaved(hw, n, _interleaved_lines(hw, region, channels_at))
+
+
+def interleaved_access_per_core(
+    hw: Mesh2DHardware, cores: np.ndarray, channels_at: np.ndarray, *, with_links: bool = False
+) -> DramAccess:
+    """Reference path of :func:`interleaved_access`: one route per (channel, core) pair."""
+    cores = np.asarray(cores, dtype=np.int64).reshape(-1, 2)
+    c = len(channels_at)
+    ends = np.repeat(channels_at, len(cores), axis=0)
+    dst = np.tile(cores, (c, 1))
+    noc = _edge_first(hw, ends, dst, write=False, with_links=with_links, weight=1.0 / c)
+    return _interleaved(hw, len(cores), noc)
+
+
+def _interleaved(hw: Mesh2DHardware, n_cores: int, noc: Profile) -> DramAccess:
+    c = hw.dram_channels
+    return DramAccess(
+        channels=tuple(range(c)),
+        cores_per_channel=(n_cores / c,) * c,
+        noc=noc,
+        channel_bandwidth_Bps=hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency,
+        response_s=hw.dram_response_ns * 1e-9,
+    )
+
+
+def _counts_on(at: np.ndarray, on: np.ndarray, along: int, n: int) -> np.ndarray:
+    """How many of the channels selected by ``on`` sit at each position of their edge."""
+    return np.bincount(at[on, along], minlength=n).astype(np.float64)
+
+
+def _first_of_each_kind(hw: Mesh2DHardware, direction: int, n: int, forward: bool) -> list[int]:
+    """The links of a line of ``n`` routers (by source position) nearest its start, one of each
+    kind (intra- and inter-tile): forward links from position 0 up, backward ones from ``n - 1``
+    down. Along a straight-in leg the load only falls with the distance from the edge, so these
+    are where each kind's load is largest."""
+    walk = range(0, n - 1) if forward else range(n - 1, 0, -1)
+    seen: dict[bool, int] = {}
+    for i in walk:
+        seen.setdefault(bool(link_is_inter_tile(hw, direction, i)), i)
+        if len(seen) == 2:
+            break
+    return list(seen.values())
+
+
+def _straight_in_worst(
+    hw: Mesh2DHardware, region: CoreRegion, per: str, w: tuple[float, float]
+) -> float:
+    """Worst load over bandwidth of the straight-in legs on every column (``per="column"``:
+    from the top with weight ``w[0]``, from the bottom with ``w[1]``) or row (left, right): the
+    link past position ``i`` carries ``w`` times the region's cores beyond it on that line."""
+    rows, cols = hw.core_grid
+    column = per == "column"
+    n, lines = (rows, cols) if column else (cols, rows)
+    forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
+    line, lo, hi = region.runs(per=per)
+    worst = 0.0
+    for direction, weight, ahead in ((forward, w[0], True), (backward, w[1], False)):
+        if weight == 0:
+            continue
+        for i in _first_of_each_kind(hw, direction, n, ahead):
+            beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
+            load = np.bincount(line, weights=beyond, minlength=lines).max() * weight
+            worst = max(worst, float(load / link_bandwidth_Bps(hw, direction, i)))
+    return worst
+
+
+def _interleaved_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> Profile:
+    """NoC profile of interleaved reads from rows and columns. With ``W = 1 / C`` and ``T, B,
+    L, R`` channels on the top, bottom, left and right edges (corners count as top and bottom):
+
+    * straight-in legs: the link past row ``i`` of column ``c`` carries ``W T`` times the
+      region's cores of column ``c`` below it (from the top), likewise for the other edges;
+    * the edge lines add the along-the-edge legs: eastward link ``j`` of row 0 carries
+      ``W (top channels at <= j) (region cores in columns > j)`` plus the left channels' row
+      legs into row 0, and so on for the other directions and edges.
+
+    The worst link over its bandwidth gives the bandwidth of one core's read; the latency is
+    the longest (channel, core) route, found among the corners of the region's rectangles."""
+    R, C = hw.core_grid
+    w = 1.0 / len(at)
+    inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
+    top = _counts_on(at, at[:, 0] == 0, 1, C)
+    bottom = _counts_on(at, at[:, 0] == R - 1, 1, C)
+    left = _counts_on(at, inner & (at[:, 1] == 0), 0, R)
+    right = _counts_on(at, inner & (at[:, 1] == C - 1), 0, R)
+    T, B, L, Rr = top.sum(), bottom.sum(), left.sum(), right.sum()
+    worst = max(
+        _straight_in_worst(hw, region, "column", (w * T, w * B)),
+        _straight_in_worst(hw, region, "row", (w * L, w * Rr)),
+    )
+    col_line, col_lo, col_hi = region.runs(per="column")
+    row_line, row_lo, row_hi = region.runs(per="row")
+    per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=C)
+    per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=R)
+    cs, rr = np.arange(C), np.arange(R)
+    # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
+    # the left and right channels' row legs into that row
+    for row, edge in ((0, top), (R - 1, bottom)):
+        cells = _line_cells(region, 0, row, 0, C, C)
+        east = w * (np.cumsum(edge) * _beyond(per_col) + L * _beyond(cells))
+        west = w * (np.cumsum(edge[::-1])[::-1] * _before(per_col) + Rr * _before(cells))
+        worst = max(
+            worst,
+            float((east / link_bandwidth_Bps(hw, EAST, cs)).max()),
+            float((west / link_bandwidth_Bps(hw, WEST, cs)).max()),
+        )
+    for col, edge in ((0, left), (C - 1, right)):
+        cells = _line_cells(region, 1, col, 0, R, R)
+        south = w * (np.cumsum(edge) * _beyond(per_row) + T * _beyond(cells))
+        north = w * (np.cumsum(edge[::-1])[::-1] * _before(per_row) + B * _before(cells))
+        worst = max(
+            worst,
+            float((south / link_bandwidth_Bps(hw, SOUTH, rr)).max()),
+            float((north / link_bandwidth_Bps(hw, NORTH, rr)).max()),
+        )
+    latency_ns, hops = _farthest(hw, region, at)
+    if worst == 0.0:
+        return Profile(0.0, float("inf"), 0)
+    return Profile(latency_ns * 1e-9, 1.0 / worst, hops)
+
+
+def _farthest(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[float, int]:
+    """Latency (ns) and hops of the longest channel-to-core route: edge-first routes are
+    minimal, so a route's hops and tile crossings are the Manhattan distances in cores and in
+    tiles, largest at a corner of one of the region's rectangles."""
+    cr, cc = hw.cores_per_tile
+    r = region.rects
+    r = r[(r[:, 1] > r[:, 0]) & (r[:, 3] > r[:, 2])]  # empty rectangles have no corners
+    # rectangles are half-open: their last row and column are r1 - 1 and c1 - 1
+    corners = np.concatenate(
+        [
+            np.stack([r[:, 0], r[:, 2]], axis=1),
+            np.stack([r[:, 0], r[:, 3] - 1], axis=1),
+            np.stack([r[:, 1] - 1, r[:, 2]], axis=1),
+            np.stack([r[:, 1] - 1, r[:, 3] - 1], axis=1),
+        ]
+    )
+    d = np.abs(corners[:, None, :] - at[None, :, :])
+    hops = d.sum(axis=2)
+    tiles = np.abs(corners[:, None, 0] // cr - at[None, :, 0] // cr) + np.abs(
+        corners[:, None, 1] // cc - at[None, :, 1] // cc
+    )
+    latency = route_latency_ns(hw, hops, tiles)
+    return float(latency.max()), int(hops.max())

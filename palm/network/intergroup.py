@@ -28,7 +28,7 @@ import numpy as np
 
 from palm.cost.collectives import collective_time
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import Profile, mesh_profile, ring_order
+from palm.network.loads import Profile, mesh_profile, ring_orders
 from palm.workload.ops import Collective
 
 __all__ = ["HandOff", "hand_off", "choose_adapters", "INTER_GROUP_STRATEGIES"]
@@ -53,18 +53,35 @@ class HandOff:
 
 def choose_adapters(members: np.ndarray, toward: np.ndarray, count: int) -> np.ndarray:
     """Indices of the ``count`` members of a group (``(n, 2)`` cores) nearest the centroid of
-    ``toward`` (Manhattan distance; ties by member order)."""
-    centre = toward.mean(axis=0)
-    dist = np.abs(members - centre).sum(axis=1)
-    order: np.ndarray = np.argsort(dist, kind="stable")[:count]
+    ``toward`` (Manhattan distance; ties by member order). Groups stacked as ``(g, n, 2)``
+    give ``(g, count)``."""
+    centre = toward.mean(axis=-2, keepdims=True)
+    dist = np.abs(members - centre).sum(axis=-1)
+    order: np.ndarray = np.argsort(dist, axis=-1, kind="stable")[..., :count]
     return order
 
 
 def _serving(members: np.ndarray, adapters: np.ndarray) -> np.ndarray:
-    """For each member, the index (into ``adapters``) of its nearest adapter."""
-    dist = np.abs(members[:, None, :] - members[adapters][None, :, :]).sum(axis=2)
-    nearest: np.ndarray = dist.argmin(axis=1)
+    """For each member (``(g, n, 2)``), the index into ``adapters`` (``(g, a, 2)``) of its
+    nearest adapter (ties to the lower index)."""
+    dist = np.abs(members[:, :, None, :] - adapters[:, None, :, :]).sum(axis=-1)
+    nearest: np.ndarray = dist.argmin(axis=-1)
     return nearest
+
+
+def _spatial(members: np.ndarray, picked: np.ndarray) -> np.ndarray:
+    """The coordinates of the picked members of every group, in row-major order."""
+    coords = np.take_along_axis(members, picked[:, :, None], axis=1)
+    key = coords[:, :, 0] * (int(coords[:, :, 1].max(initial=0)) + 1) + coords[:, :, 1]
+    order = np.argsort(key, axis=1, kind="stable")
+    out: np.ndarray = np.take_along_axis(coords, order[:, :, None], axis=1)
+    return out
+
+
+def _at(points: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``points[g, index[g, i]]`` for every group ``g`` and member ``i``."""
+    out: np.ndarray = np.take_along_axis(points, index[:, :, None], axis=1)
+    return out
 
 
 def hand_off(
@@ -79,31 +96,25 @@ def hand_off(
     with_links: bool = False,
 ) -> HandOff:
     """Time of handing ``nbytes`` (one replica's activation) from every replica's source group
-    ``src[d]`` to its destination group ``dst[d]`` (arrays of shape ``(replicas, n, 2)``)."""
+    ``src[d]`` to its destination group ``dst[d]`` (arrays of shape ``(replicas, n, 2)``). All
+    replicas are handled at once (numpy over the replica axis)."""
     if strategy not in INTER_GROUP_STRATEGIES:
         raise ValueError(f"unknown inter-group strategy {strategy!r}")
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
     n = src.shape[1]
     a = max(1, min(adapters, n, dst.shape[1]))
+    # adapters of every replica, paired in a consistent spatial order
+    s_ad = _spatial(src, choose_adapters(src, dst, a))
+    d_ad = _spatial(dst, choose_adapters(dst, src, a))
+    cross = [(s_ad.reshape(-1, 2), d_ad.reshape(-1, 2))]
+    bcast = [(_at(d_ad, _serving(dst, d_ad)).reshape(-1, 2), dst.reshape(-1, 2))]
     reduce_pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    cross: list[tuple[np.ndarray, np.ndarray]] = []
-    bcast: list[tuple[np.ndarray, np.ndarray]] = []
-    adapter_rings: list[np.ndarray] = []
-    source_rings: list[np.ndarray] = []
-    for s_members, d_members in zip(src, dst, strict=True):
-        s_ad = choose_adapters(s_members, d_members, a)
-        d_ad = choose_adapters(d_members, s_members, a)
-        # pair adapters in a consistent spatial order
-        s_ad = s_ad[np.lexsort((s_members[s_ad, 1], s_members[s_ad, 0]))]
-        d_ad = d_ad[np.lexsort((d_members[d_ad, 1], d_members[d_ad, 0]))]
-        cross.append((s_members[s_ad], d_members[d_ad]))
-        serve_d = _serving(d_members, d_ad)
-        bcast.append((d_members[d_ad][serve_d], d_members))
-        if partial:
-            serve_s = _serving(s_members, s_ad)
-            reduce_pairs.append((s_members, s_members[s_ad][serve_s]))
-            source_rings.append(ring_order(s_members) if n >= 4 else s_members)
-            adapters_here = d_members[d_ad]
-            adapter_rings.append(ring_order(adapters_here) if a >= 4 else adapters_here)
+    source_rings = adapter_rings = np.zeros((0, 0, 2), dtype=np.int64)
+    if partial:
+        reduce_pairs.append((src.reshape(-1, 2), _at(s_ad, _serving(src, s_ad)).reshape(-1, 2)))
+        source_rings = ring_orders(src) if n >= 4 else src
+        adapter_rings = ring_orders(d_ad) if a >= 4 else d_ad
 
     def prof(pairs: list[tuple[np.ndarray, np.ndarray]]) -> Profile:
         return mesh_profile(
@@ -113,8 +124,7 @@ def hand_off(
             with_links=with_links,
         )
 
-    def ring(rings: list[np.ndarray]) -> Profile:
-        stacked = np.stack(rings)
+    def ring(stacked: np.ndarray) -> Profile:
         return mesh_profile(
             hw,
             stacked.reshape(-1, 2),

@@ -35,6 +35,8 @@ __all__ = [
     "link_is_inter_tile",
     "link_bandwidth_Bps",
     "route_latency_ns",
+    "ring_order",
+    "ring_orders",
 ]
 
 #: directed mesh link directions: east (+col), west (-col), south (+row), north (-row)
@@ -288,6 +290,27 @@ def ring_order(members: np.ndarray) -> np.ndarray:
         return members
     ordered: np.ndarray = template + lo
     return ordered
+
+
+def ring_orders(groups: np.ndarray) -> np.ndarray:
+    """:func:`ring_order` of every group of ``groups`` (``(g, n, 2)``) at once: groups whose
+    members fill a rectangle of the same shape share one cycle template, shifted to each
+    group's corner, so the cost does not grow with a Python loop over the groups."""
+    groups = np.asarray(groups, dtype=np.int64)
+    out: np.ndarray = groups.copy()
+    if groups.ndim != 3 or len(groups) == 0:
+        return out
+    lo, hi = groups.min(axis=1), groups.max(axis=1)
+    dims = hi - lo + 1
+    n = groups.shape[1]
+    fills = dims[:, 0] * dims[:, 1] == n
+    for shape in np.unique(dims[fills], axis=0):
+        template = _cycle_template(int(shape[0]), int(shape[1]))
+        if template is None:
+            continue
+        pick = fills & (dims == shape).all(axis=1)
+        out[pick] = template[None, :, :] + lo[pick][:, None, :]
+    return out
 
 
 def nearest_channel(

@@ -15,6 +15,7 @@ Where each concern lives (the steps of :func:`build_plan`, :mod:`palm.plan.build
 :mod:`.context`           validation, workload with operator splits, partition into chunks
 :mod:`.rings`             TP / DP / split-group rings of each stage, collective times
 :mod:`.traffic`           SRAM allocation and DRAM traffic of a mesh stage, DRAM access
+:mod:`.products`          the matrix products of every pass on their memory domains (mesh)
 :mod:`.handoffs`          activation and gradient hand-offs between neighbouring chunks
 :mod:`.memory`            parameters and memory per stage, ``recompute = "auto"``
 :mod:`.chunks`            compute pricing and collectives of each chunk (:class:`ChunkCost`)

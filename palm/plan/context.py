@@ -74,7 +74,7 @@ class PlanContext:
         return self.config.training.micro_batch
 
     @property
-    def act_bytes(self) -> int:
+    def act_bytes(self) -> float:
         return self.rates.elem_bytes
 
     @property

@@ -22,7 +22,8 @@ share ``B`` different row blocks (its ``m`` grows):
   same schedule) and share the weights in the forward pass and the input gradient. Their
   weight-gradient accumulators differ, so the weight gradient is not shared across DP;
 * attention's activation-by-activation products share nothing; nor do operator splits
-  (:mod:`palm.workload.opsplit`), which are priced on their own device.
+  (:mod:`palm.workload.opsplit`), which are priced on their own device. One head's scores stay
+  in SRAM between its products when they fit (:data:`SCORES_SRAM_FRACTION`).
 
 What stays in SRAM across operators is Algorithm 1's stage-level decision
 (:mod:`palm.cost.sram`): ``activation-stream`` keeps the weights (and weight gradients) resident,
@@ -39,10 +40,25 @@ import functools
 from dataclasses import dataclass
 
 from palm.cost.blocking import product_traffic
-from palm.workload.ops import Gemm, Op, RecomputeMode
+from palm.workload.ops import Conv2d, Gemm, Op, RecomputeMode
 from palm.workload.opsplit import SplitOp
 
-__all__ = ["ACCUMULATOR_BYTES", "DomainProduct", "PassTraffic", "op_products", "pass_traffic"]
+__all__ = [
+    "ACCUMULATOR_BYTES",
+    "SCORES_SRAM_FRACTION",
+    "DomainProduct",
+    "PassTraffic",
+    "op_products",
+    "pass_traffic",
+]
+
+SCORES_SRAM_FRACTION = 0.5
+"""The ``s x s`` scores of one attention head stay in the core's SRAM between ``Q K^T``, the
+softmax and the product with ``V`` (and likewise in the backward pass) when they take at most
+this fraction of it, the rest holding the blocks of Q, K and V: a tiled chip's compiler keeps a
+producer's output on chip for its consumer when it fits (Tenstorrent's TT-Buda streams between
+cores; FlashAttention's tiling does the same on GPUs, Dao et al. 2022). Larger scores go through
+DRAM, as unfused attention does (Megatron-LM 2021)."""
 
 ACCUMULATOR_BYTES = 4.0
 """Bytes per element of the weight-gradient accumulator (fp32, as mixed-precision training keeps
@@ -53,7 +69,10 @@ it; Micikevicius et al. 2018)."""
 class DomainProduct:
     """One device's product ``count x (C[m,n] = A[m,k] B[k,n])`` and how it is shared: ``a_share``
     cores of group ``a_group`` share A, ``b_share`` cores of ``b_group`` share B. Operand kinds:
-    ``"x"`` activation or its gradient, ``"w"`` weights, ``"g"`` weight-gradient accumulator."""
+    ``"x"`` activation or its gradient, ``"w"`` weights, ``"g"`` weight-gradient accumulator,
+    ``"s"`` attention scores (or their gradient) of one head. ``scales`` shrink an operand's
+    bytes in DRAM below its elements: a convolution's implicit-GEMM input has ``kernel^2``
+    times the elements of the image it is gathered from on chip."""
 
     m: int
     n: int
@@ -65,6 +84,8 @@ class DomainProduct:
     b_group: str = "dp"
     b_share: int = 1
     accumulate: bool = False
+    row_parallel: bool = False  # weights split along k under TP (the output is a partial sum)
+    scales: tuple[float, float, float] = (1.0, 1.0, 1.0)  # DRAM bytes per element, relative
 
 
 @dataclass(frozen=True)
@@ -97,49 +118,79 @@ def op_products(
     accumulator (more than one micro-batch per iteration) rather than initialising it."""
     fwd = op.forward_gemms(batch=batch, tp=tp)
     full = op.forward_gemms(batch=batch, tp=1)
+    if len(full) != len(fwd):  # products that come and go with TP: no TP sharing to infer
+        full = fwd
     attention = _positions(op.recompute_gemms(batch=batch, tp=tp, recompute="selective"), fwd)
-    # per forward product: weighted (B is the weights), column- and row-parallel under TP
-    kinds = [
-        (i not in attention, i not in attention and g.n < g1.n, i not in attention and g.k < g1.k)
-        for i, (g, g1) in enumerate(zip(fwd, full, strict=True))
-    ]
     dp = 1 if isinstance(op, SplitOp) else dp
-    forward = tuple(_forward(g, *kinds[i], tp=tp, dp=dp) for i, g in enumerate(fwd))
+    forward = []
+    for i, (g, g1) in enumerate(zip(fwd, full, strict=True)):
+        if i in attention:
+            forward.append(DomainProduct(g.m, g.n, g.k, g.count, _score_kinds(i, attention, fwd)))
+        else:  # weights: column-parallel (n split) shares A over TP, all share B over DP
+            col = g.n < g1.n
+            forward.append(
+                DomainProduct(
+                    g.m, g.n, g.k, g.count, ("x", "w", "x"),
+                    a_share=tp if col else 1, b_share=dp, row_parallel=g.k < g1.k,
+                    scales=(_gather_scale(op), 1.0, 1.0),
+                )
+            )  # fmt: skip
     if not training:
-        return forward, ()
+        return tuple(forward), ()
     redo = op.recompute_gemms(batch=batch, tp=tp, recompute=recompute)
     backward = [  # a recomputed product that is not a forward one shares nothing
-        _forward(g, *kinds[i], tp=tp, dp=dp)
-        if i is not None
-        else _forward(g, False, False, False, tp=tp, dp=dp)
+        forward[i] if i is not None else DomainProduct(g.m, g.n, g.k, g.count, ("x", "x", "x"))
         for g, i in zip(redo, _positions(redo, fwd), strict=True)
     ]
-    for g, (weighted, col, row) in zip(fwd, kinds, strict=True):
-        backward.append(
-            DomainProduct(
-                g.m,
-                g.k,
-                g.n,
-                g.count,
-                ("x", "w" if weighted else "x", "x"),
-                a_share=tp if row else 1,
-                b_share=dp if weighted else 1,
-            )
-        )  # input gradient dA = dC B^T
-        backward.append(
-            DomainProduct(
-                g.k,
-                g.n,
-                g.m,
-                g.count,
-                ("x", "x", "g" if weighted else "x"),
-                a_share=tp if col else 1,
-                b_group="tp",
-                b_share=tp if row else 1,
-                accumulate=weighted and accumulate,
-            )
-        )  # weight gradient dB += A^T dC
-    return forward, tuple(backward)
+    for p in forward:
+        backward += _gradients(p, tp=tp, accumulate=accumulate)
+    return tuple(forward), tuple(backward)
+
+
+def _score_kinds(
+    i: int, attention: list[int | None], fwd: tuple[Gemm, ...]
+) -> tuple[str, str, str]:
+    """Operand kinds of attention product ``i``: the ``s x s`` scores that ``Q K^T`` writes and
+    the next product (scores times ``V``) reads are ``"s"``."""
+    kinds = ["x", "x", "x"]
+    j = attention.index(i)
+    nxt = attention[j + 1] if j + 1 < len(attention) else None
+    prev = attention[j - 1] if j > 0 else None
+    if nxt is not None and (fwd[i].m, fwd[i].n) == (fwd[nxt].m, fwd[nxt].k):
+        kinds[2] = "s"  # C feeds the next product as its A
+    if prev is not None and (fwd[prev].m, fwd[prev].n) == (fwd[i].m, fwd[i].k):
+        kinds[0] = "s"
+    return kinds[0], kinds[1], kinds[2]
+
+
+def _gradients(p: DomainProduct, *, tp: int, accumulate: bool) -> list[DomainProduct]:
+    """Input gradient ``dA = dC B^T`` and weight gradient ``dB (+)= A^T dC`` of forward product
+    ``p``; operand kinds follow the tensors (``dC`` is of ``C``'s kind, ``dA`` of ``A``'s)."""
+    a, b, c = p.kinds
+    sa, sb, sc = p.scales
+    weighted = b == "w"
+    row = p.row_parallel
+    dx = DomainProduct(
+        p.m, p.k, p.n, p.count, (c, b, a),
+        a_share=tp if row else 1, b_share=p.b_share, scales=(sc, sb, sa),
+    )  # fmt: skip
+    dw = DomainProduct(
+        p.k, p.n, p.m, p.count, (a, c, "g" if weighted else b),
+        a_share=p.a_share, b_group="tp", b_share=tp if row else 1,
+        accumulate=weighted and accumulate, scales=(sa, sc, 1.0 if weighted else sb),
+    )  # fmt: skip
+    return [dx, dw]
+
+
+def _gather_scale(op: Op) -> float:
+    """Bytes in DRAM per element of a convolution's implicit-GEMM input: the image has
+    ``H W`` pixels per channel where the GEMM has ``Ho Wo kernel^2`` (at most 1: a strided
+    1 x 1 convolution reads only the pixels it uses)."""
+    conv = op.inner if isinstance(op, SplitOp) else op
+    if not isinstance(conv, Conv2d):
+        return 1.0
+    (h, w), (ho, wo) = conv.in_hw, conv.out_hw
+    return min(1.0, h * w / (ho * wo * conv.kernel**2))
 
 
 def _positions(subset: tuple[Gemm, ...], gemms: tuple[Gemm, ...]) -> list[int | None]:
@@ -152,18 +203,6 @@ def _positions(subset: tuple[Gemm, ...], gemms: tuple[Gemm, ...]) -> list[int | 
         out.append(j)
         i = i if j is None else j + 1
     return out
-
-
-def _forward(g: Gemm, weighted: bool, col: bool, row: bool, *, tp: int, dp: int) -> DomainProduct:
-    return DomainProduct(
-        g.m,
-        g.n,
-        g.k,
-        g.count,
-        ("x", "w" if weighted else "x", "x"),
-        a_share=tp if col else 1,
-        b_share=dp if weighted else 1,
-    )
 
 
 def pass_traffic(
@@ -192,21 +231,28 @@ def _product(
     sram_bytes: float,
     model: str,
 ) -> PassTraffic:
-    size = {"x": act_bytes, "w": weight_bytes, "g": ACCUMULATOR_BYTES}
+    size = {"x": act_bytes, "s": act_bytes, "w": weight_bytes, "g": ACCUMULATOR_BYTES}
     a, b, c = p.kinds
+    sa, sb, sc = p.scales
     cores = p.a_share * p.b_share
+    m, n = p.m * p.b_share, p.n * p.a_share
+    elements = {"a": m * p.k, "b": p.k * n, "c": m * n}
+    resident = frozenset(
+        x
+        for x, kind in zip("abc", p.kinds, strict=True)
+        if kind in resident_kinds
+        or (kind == "s" and elements[x] * act_bytes <= SCORES_SRAM_FRACTION * sram_bytes)
+    )
     t = product_traffic(
-        m=p.m * p.b_share,
-        n=p.n * p.a_share,
+        m=m,
+        n=n,
         k=p.k,
-        a_bytes=size[a],
-        b_bytes=size[b],
-        c_bytes=size[c],
+        a_bytes=size[a] * sa,
+        b_bytes=size[b] * sb,
+        c_bytes=size[c] * sc,
         sram_bytes=sram_bytes * cores,
         cores=cores,
-        resident=frozenset(
-            x for x, kind in zip("abc", p.kinds, strict=True) if kind in resident_kinds
-        ),
+        resident=resident,
         accumulate=p.accumulate,
         model=model,
         grid=(p.b_share, p.a_share),

@@ -18,7 +18,7 @@ from palm.cost.collectives import (
 )
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.channels import members_per_node, with_channels
-from palm.network.loads import Profile, profile, ring_order
+from palm.network.loads import Profile, profile, ring_orders
 from palm.network.rings import stage_ring_profile
 from palm.plan.context import PlanContext
 from palm.strategy import SimConfig
@@ -36,7 +36,7 @@ def flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
 
 def ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: bool) -> Profile:
     """All rings along ``axis`` of a stage's ``[d, t]`` device array, run at once; on a mesh
-    each ring is put in :func:`~palm.network.loads.ring_order`."""
+    each ring is put in :func:`~palm.network.loads.ring_order` (all at once)."""
     mesh = isinstance(config.hardware, Mesh2DHardware)
     if arr.shape[axis] == 1:
         return NO_TRANSFER
@@ -44,7 +44,7 @@ def ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: b
         n = arr.shape[axis]
         rings = np.moveaxis(arr, axis, -2).reshape(-1, n, 2)
         if n >= 4:
-            rings = np.stack([ring_order(r) for r in rings])
+            rings = ring_orders(rings)
         arr, axis = rings, 1
     nxt = np.roll(arr, -1, axis=axis)
     prof = profile(

@@ -122,12 +122,13 @@ def _blocked(
         dataclasses.replace(op, name=""),
         batch=ctx.micro_batch,
         tp=ctx.tp,
-        dp=ctx.config.parallelism.dp,
+        dp=ctx.ranks,  # the data ranks (dp x cp) run in lockstep on the same weights
         recompute=recompute,
         training=ctx.training,
         accumulate=ctx.micro_batches > 1,
     )
-    if not fwd:
+    fused = op.fused_attention(batch=ctx.micro_batch, tp=ctx.tp, act_bytes=ctx.act_bytes)
+    if not fwd and fused is None:
         return None
     resident = _RESIDENT[alloc.strategy]
     f, b = (
@@ -140,6 +141,12 @@ def _blocked(
         )
         for products in (fwd, bwd)
     )
+    if fused is not None and "x" not in resident:
+        # FlashAttention (model.attention = "flash"): Q, K, V in, O out, no scores; its
+        # backward reads them and dO and writes dQ, dK, dV; a full recompute runs it again
+        f = f + PassTraffic(fused.forward_bytes)
+        redo = fused.forward_bytes if recompute == "full" else 0.0
+        b = b + PassTraffic(fused.backward_bytes + redo if ctx.training else 0.0)
     strategy = alloc.strategy if resident else "blocked"
     priced = dataclasses.replace(
         alloc, strategy=strategy, forward_bytes=f.dram_bytes, backward_bytes=b.dram_bytes
@@ -188,7 +195,7 @@ def chunk_traffic(
 
 
 def _footprint(
-    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: int, states: StateBytes, training: bool
+    op: Op, *, batch: int, tp: int, sp: bool, act_bytes: float, states: StateBytes, training: bool
 ) -> OpFootprint:
     """Per-device sizes of ``op`` for Algorithm 1."""
     params = op.params_per_device(tp=tp)

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from palm.errors import ConfigError
+from palm.workload.gemm import gemm_ops
 from palm.workload.moe import MoELayer
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 from palm.workload.resnet import resnet50_ops
 
 __all__ = ["ModelConfig", "Workload", "build_workload", "FAMILIES"]
 
-Family = Literal["gpt", "llama", "bert", "resnet50", "graph"]
-FAMILIES: tuple[str, ...] = ("gpt", "llama", "bert", "resnet50", "graph")
+Family = Literal["gpt", "llama", "bert", "resnet50", "graph", "gemm"]
+FAMILIES: tuple[str, ...] = ("gpt", "llama", "bert", "resnet50", "graph", "gemm")
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,10 @@ class ModelConfig:
     ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
     products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
     gpu-cluster, unfused on a mesh2d (resolved by the plan).
+    ``gemm`` is one matrix product ``C[m, n] = A[m, k] B[k, n]`` (:mod:`palm.workload.gemm`);
+    ``sram_resident`` names its operands that already sit in SRAM (``"a"``, ``"b"``, ``"c"``:
+    e.g. tt-metal's L1-sharded tensors) instead of starting or ending in DRAM.
+
     ``head_dim`` is the attention head width (0 = ``hidden / heads``; Gemma and Qwen3 differ).
 
     Mixture of experts (:mod:`palm.workload.moe`, docs/model.md "Mixture of experts"):
@@ -67,6 +72,10 @@ class ModelConfig:
     image_size: int = 224
     classes: int = 1000
     attention: Literal["auto", "flash", "unfused"] = "auto"
+    m: int = 0
+    k: int = 0
+    n: int = 0
+    sram_resident: tuple[str, ...] = ()
     graph_ops: tuple[Op, ...] = field(default=(), repr=False)
     head_dim: int = 0
     experts: int = 0
@@ -204,6 +213,15 @@ def build_workload(model: ModelConfig) -> Workload:
             sample_unit="images",
             tokens_per_sample=1,
             blocks=len(ops),
+            transformer=False,
+        )
+    if model.family == "gemm":
+        return Workload(
+            name=model.name,
+            ops=gemm_ops(m=model.m, k=model.k, n=model.n),
+            sample_unit="products",
+            tokens_per_sample=1,
+            blocks=1,
             transformer=False,
         )
     if model.family == "graph":

@@ -181,7 +181,7 @@ class MoELayer(TransformerLayer):
             Gemm(s, self.v_head_dim, kv, heads, fp8=False),
         )
 
-    def fused_attention(self, *, batch: int, tp: int, act_bytes: int) -> FusedAttention | None:
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: float) -> FusedAttention | None:
         """FlashAttention; under MLA ``Q K^T`` runs over heads of ``d_nope + d_rope`` and
         ``P V`` over heads of ``d_v`` (``2 s s_kv (d_qk + d_v)`` FLOPs per head), and K and V
         are per-head (the latent is expanded before the kernel, as in training)."""
@@ -248,7 +248,7 @@ class MoELayer(TransformerLayer):
 
     # ---------------------------------------------------------------------------- memory traffic
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         base = super().forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
         if not self.experts:
             return base
@@ -264,7 +264,7 @@ class MoELayer(TransformerLayer):
         return base + router + permute + act + shared
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         """The dense layer's activations (Korthikanti et al. 2022, with the MLP width that the
         layer has) plus what the experts keep for the backward pass: router probabilities
@@ -291,7 +291,7 @@ class MoELayer(TransformerLayer):
 
     # ---------------------------------------------------------------------------- collectives
 
-    def moe_collectives(self, *, batch: int, tp: int, act_bytes: int) -> tuple[Collective, ...]:
+    def moe_collectives(self, *, batch: int, tp: int, act_bytes: float) -> tuple[Collective, ...]:
         """Dispatch and combine: an all-to-all over ``ep`` of ``D h`` elements each way, and
         with ``etp > 1`` an all-gather and a reduce-scatter of ``N h`` over ``etp``."""
         if not self.experts:
@@ -312,7 +312,7 @@ class MoELayer(TransformerLayer):
         return tuple(out)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         dense = super().forward_collectives(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
         if tp > 1 and not self.ffn_hidden and not self.shared_experts:

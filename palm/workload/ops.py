@@ -131,30 +131,30 @@ class Op:
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         return ()
 
-    def fused_attention(self, *, batch: int, tp: int, act_bytes: int) -> FusedAttention | None:
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: float) -> FusedAttention | None:
         """The FlashAttention call of this operator, if it has one."""
         return None
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         return 0.0
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         return 0.0
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         return ()
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         """By default the backward pass mirrors the forward collectives."""
         return self.forward_collectives(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return 0.0
 
     def update_collectives(self, *, tp: int, dp: int, grad_bytes: float) -> tuple[Collective, ...]:
@@ -165,7 +165,7 @@ class Op:
             return ()
         return (Collective("all-reduce", nbytes, group="dp"),)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         """Bytes of the activation this operator reads (one micro-batch, unsharded)."""
         return 0.0
 
@@ -176,7 +176,7 @@ class Op:
         return ()
 
     def recompute_vector_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         """Vector traffic re-run in the backward pass by recompute."""
         if recompute == "full" and self.recompute_gemms(batch=batch, tp=tp, recompute=recompute):
@@ -215,32 +215,32 @@ class Linear(Op):
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         return (Gemm(batch * self.tokens, self.out_features // tp, self.in_features),)
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         return 2.0 * batch * self.tokens * self.out_features / tp * act_bytes if self.bias else 0.0
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         return float(batch * self.tokens * self.in_features * act_bytes)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         return (Collective("all-gather", batch * self.tokens * self.out_features * act_bytes),)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         return (Collective("all-reduce", batch * self.tokens * self.in_features * act_bytes),)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.tokens * self.out_features * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.tokens * self.in_features * act_bytes)
 
 
@@ -288,12 +288,12 @@ class Conv2d(Op):
         k = self.in_channels * self.kernel * self.kernel
         return (Gemm(batch * ho * wo, self.out_channels // tp, k),)
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         # batch norm (read, write) then ReLU (read, write) on the output
         return 4.0 * self._out_elems(batch) / tp * act_bytes if self.norm_act else 0.0
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         h, w = self.in_hw
         stored = float(batch * h * w * self.in_channels * act_bytes)
@@ -302,24 +302,24 @@ class Conv2d(Op):
         return float(stored)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         return (Collective("all-gather", self._out_elems(batch) * act_bytes),)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         h, w = self.in_hw
         return (Collective("all-reduce", batch * h * w * self.in_channels * act_bytes),)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(self._out_elems(batch) * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         h, w = self.in_hw
         return float(batch * h * w * self.in_channels * act_bytes)
 
@@ -345,22 +345,22 @@ class Pool(Op):
             _out_size(w, self.kernel, self.stride, self.padding),
         )
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         h, w = self.in_hw
         ho, wo = self.out_hw
         return float(batch * self.channels * (h * w + ho * wo)) / tp * act_bytes
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         h, w = self.in_hw
         return float(batch * self.channels * h * w) / tp * act_bytes
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         ho, wo = self.out_hw
         return float(batch * self.channels * ho * wo * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         h, w = self.in_hw
         return float(batch * self.channels * h * w * act_bytes)
 
@@ -454,7 +454,7 @@ class TransformerLayer(Op):
         # Q K^T, then scores @ V; in BF16 even under FP8 training
         return (Gemm(s, kv, d, heads, fp8=False), Gemm(s, d, kv, heads, fp8=False))
 
-    def fused_attention(self, *, batch: int, tp: int, act_bytes: int) -> FusedAttention | None:
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: float) -> FusedAttention | None:
         if self.attention != "flash":
             return None
         s, kv, d, p = self.seq_len, self.context_len, self.head_dim, act_bytes
@@ -471,7 +471,7 @@ class TransformerLayer(Op):
             backward_bytes=3 * q_o + 2 * k_v + lse + q_o + 2 * k_v,  # read Q,O,dO,K,V,LSE; write
         )
 
-    def cp_collectives(self, *, batch: int, tp: int, act_bytes: int) -> tuple[Collective, ...]:
+    def cp_collectives(self, *, batch: int, tp: int, act_bytes: float) -> tuple[Collective, ...]:
         """K/V exchange of context parallelism for one forward pass: each rank's K and V
         blocks visit every rank of the CP ring, an all-gather of the whole sequence's local K
         and V heads (``2 b s_full d kv_heads / tp`` elements); the backward pass moves K, V and
@@ -498,7 +498,7 @@ class TransformerLayer(Op):
             return self._attention_gemms(batch=batch, tp=tp)
         return ()
 
-    def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: int) -> float:
+    def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: float) -> float:
         if self.attention == "flash":
             return 0.0  # softmax and dropout run inside the fused kernel, on chip
         p = act_bytes
@@ -508,7 +508,7 @@ class TransformerLayer(Op):
         return scores * 2 * p
 
     def recompute_vector_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         if recompute == "full":
             return self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
@@ -516,7 +516,7 @@ class TransformerLayer(Op):
             return self._score_vector_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
         return 0.0
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         p = act_bytes
         t = batch * self.seq_len
         h, f = self.hidden, self.ffn_hidden
@@ -531,7 +531,7 @@ class TransformerLayer(Op):
         return float(norms + residual + attn + act)
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         """Activation memory of one layer for one micro-batch on one device.
 
@@ -566,7 +566,7 @@ class TransformerLayer(Op):
         return replicated / seq_shard + (sharded + quadratic) / tp
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
@@ -580,10 +580,10 @@ class TransformerLayer(Op):
             )
         return (Collective("all-reduce", nbytes), Collective("all-reduce", nbytes))
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
 
@@ -608,12 +608,12 @@ class Embedding(Op):
         pos = self.seq_len * self.hidden if self.learned_positions else 0
         return self.vocab * self.hidden / tp + pos
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         t = batch * self.seq_len * self.hidden
         return float(3 * t * act_bytes)  # gather rows, add positions, write
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         if not self.dropout:
             return 0.0
@@ -621,7 +621,7 @@ class Embedding(Op):
         return float(batch * self.seq_len * self.hidden) / (tp if sp else 1)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
@@ -629,17 +629,17 @@ class Embedding(Op):
         return (Collective("reduce-scatter" if sp else "all-reduce", nbytes),)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         return ()
 
     def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * 4)  # int32 token ids
 
 
@@ -671,14 +671,14 @@ class Logits(Op):
     def recompute_gemms(self, *, batch: int, tp: int, recompute: RecomputeMode) -> tuple[Gemm, ...]:
         return ()
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         t = batch * self.seq_len
         norm = 2 * t * self.hidden * act_bytes / (tp if sp else 1)
         # cross-entropy in fp32 over the local vocabulary shard: read logits, exp, write
         return float(norm + 3 * 4 * t * self.vocab / tp)
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         # Korthikanti et al. 2022 sec. 4.3: final norm input (2sbh), projection input (2sbh),
         # fp32 logits for the cross-entropy (4 s b v / t)
@@ -687,7 +687,7 @@ class Logits(Op):
         return float(2 * t * self.hidden * act_bytes / seq_shard + 4 * t * self.vocab / tp)
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
@@ -700,15 +700,15 @@ class Logits(Op):
         return tuple(coll)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         if tp == 1:
             return ()
         nbytes = float(batch * self.seq_len * self.hidden * act_bytes)
         return (Collective("reduce-scatter" if sp else "all-reduce", nbytes),)
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return 4.0 * batch  # the loss
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(batch * self.seq_len * self.hidden * act_bytes)

@@ -105,21 +105,21 @@ class SplitOp(Op):
             return (Gemm(rows, math.ceil(op.out_channels / k), inner_dim),)
         return ()
 
-    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: int) -> float:
+    def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         total = self.inner.forward_vector_bytes(
             batch=self._samples(batch), tp=1, sp=False, act_bytes=act_bytes
         )
         return total / math.prod(self.split)
 
     def activation_bytes(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int, recompute: RecomputeMode
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
         total = self.inner.activation_bytes(
             batch=self._samples(batch), tp=1, sp=False, act_bytes=act_bytes, recompute=recompute
         )
         return total / math.prod(self.split)
 
-    def input_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def input_bytes(self, *, batch: int, act_bytes: float) -> float:
         total = self.inner.input_bytes(batch=self._samples(batch), act_bytes=act_bytes)
         spread = math.prod(self.split)
         if self._kind == "linear":
@@ -128,7 +128,7 @@ class SplitOp(Op):
             spread //= self._dim("k")
         return total / spread
 
-    def output_bytes(self, *, batch: int, act_bytes: int) -> float:
+    def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return self.inner.output_bytes(batch=batch, act_bytes=act_bytes)
 
     # ---- Table III communication -------------------------------------------------------
@@ -162,7 +162,7 @@ class SplitOp(Op):
         return {"forward": [], "backward": [], "update": []}
 
     def forward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         table = self.table_iii(batch=batch)
         out = [Collective("all-reduce", e * act_bytes, group=g) for g, e in table["forward"]]
@@ -179,7 +179,7 @@ class SplitOp(Op):
         return tuple(out)
 
     def backward_collectives(
-        self, *, batch: int, tp: int, sp: bool, act_bytes: int
+        self, *, batch: int, tp: int, sp: bool, act_bytes: float
     ) -> tuple[Collective, ...]:
         table = self.table_iii(batch=batch)
         return tuple(Collective("all-reduce", e * act_bytes, group=g) for g, e in table["backward"])

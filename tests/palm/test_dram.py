@@ -1,5 +1,5 @@
-"""DRAM access of a stage: nearest channels, edge-first routes, and the rows-and-columns path
-against the per-core one."""
+"""DRAM access of a stage: nearest and interleaved placement, edge-first routes, and the
+rows-and-columns paths against the per-core ones."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ import random
 import pytest
 from mesh_toys import wafer_palm
 
-from palm.network.dram import dram_access, dram_access_per_core
+from palm.network.dram import (
+    dram_access,
+    dram_access_per_core,
+    interleaved_access_per_core,
+)
 from palm.network.loads import dram_channel_cores
 from palm.network.placement import Placement
 
@@ -19,7 +23,11 @@ def test_reads_from_side_channels_run_along_the_edge_first() -> None:
     # leave it southwards down column 2: 4 of them share that link (XY would send 5 reads
     # west along row 1). All links are inter-tile (1-core tiles): 50 GB/s / 4.
     hw = wafer_palm(
-        (5, 3), dram_channels=2, inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0
+        (5, 3),
+        dram_channels=2,
+        inter_tile_link_gbps=50.0,
+        inter_tile_link_latency_ns=20.0,
+        dram_placement="nearest",
     )
     at = dram_channel_cores(hw)
     assert at.tolist() == [[1, 2], [3, 0]]
@@ -41,8 +49,53 @@ def test_reads_from_side_channels_run_along_the_edge_first() -> None:
     ) + sum(abs(r - 3) + c for r, c in [(2, 0), (3, 1), (4, 0), (4, 1)])
 
 
+def test_interleaved_reads_worked_by_hand() -> None:
+    # 3 x 3 one-core tiles, channels at (0, 2) (top edge) and (2, 0) (bottom edge); every core
+    # reads half its bytes from each. Per byte a core reads, the westward link (0,2)->(0,1)
+    # carries the top channel's halves for the six cores of columns 0 and 1: 6 / 2 = 3; the
+    # eastward link (2,0)->(2,1) likewise for the bottom channel; every other link less. At
+    # 50 GB/s per link a core reads at 50 / 3 GB/s; each channel serves 9 / 2 cores' worth.
+    hw = wafer_palm(
+        (3, 3), dram_channels=2, inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0
+    )
+    at = dram_channel_cores(hw)
+    assert at.tolist() == [[0, 2], [2, 0]]
+    region = Placement(pp=1, dp=9, tp=1, compact=True, hardware=hw).stage_region(0)
+    for access in (
+        dram_access(hw, region, at),
+        interleaved_access_per_core(hw, region.cores(), at),
+        dram_access(hw, region, at, with_links=True),
+    ):
+        assert access.channels == (0, 1) and access.cores_per_channel == (4.5, 4.5)
+        assert access.noc.bandwidth_Bps == pytest.approx(50e9 / 3)
+        assert access.noc.hops == 4 and access.noc.latency_s == pytest.approx(80e-9)
+        # alone: 4.5 cores' worth on a 256 GB/s x 0.9 channel is slower than the NoC
+        per_byte = max(4.5 / (256e9 * 0.9), 3 / 50e9)
+        assert access.time(1e6) == pytest.approx(100e-9 + 80e-9 + 1e6 * per_byte)
+    links = dram_access(hw, region, at, with_links=True).noc.links
+    assert links is not None and links.loads.max() == pytest.approx(3.0)
+    # bytes are conserved: the link loads add up to every (channel, core) route's hops / 2
+    hops = sum(abs(r - cr) + abs(c - cc) for r in range(3) for c in range(3) for cr, cc in at)
+    assert links.loads.sum() == pytest.approx(hops / 2)
+
+
+def test_interleaving_gives_every_stage_the_bandwidth_of_all_channels() -> None:
+    # 18 -> 20 channels on the 5 x 4-tile wafer: every stage's channel share grows by 20 / 18,
+    # whatever its position (nearest placement gave the middle stage a second channel)
+    accesses = []
+    for channels in (18, 20):
+        hw = wafer_palm((5, 4), (4, 4), dram_channels=channels)
+        at = dram_channel_cores(hw)
+        pl = Placement(pp=20, dp=1, tp=16, compact=True, hardware=hw)
+        accesses.append([dram_access(hw, pl.stage_region(s), at) for s in range(20)])
+    for a, b in zip(*accesses, strict=True):
+        assert len(a.channels) == 18 and len(b.channels) == 20
+        assert a.cores_per_channel[0] / b.cores_per_channel[0] == pytest.approx(20 / 18)
+
+
+@pytest.mark.parametrize("where", ["nearest", "interleaved"])
 @pytest.mark.parametrize("seed", range(6))
-def test_rows_and_columns_path_equals_the_per_core_path(seed: int) -> None:
+def test_rows_and_columns_path_equals_the_per_core_path(seed: int, where: str) -> None:
     rng = random.Random(seed)
     checked = 0
     while checked < 40:
@@ -59,6 +112,7 @@ def test_rows_and_columns_path_equals_the_per_core_path(seed: int) -> None:
             inter_tile_link_gbps=rng.choice([50.0, 100.0]),
             intra_tile_link_latency_ns=1.0,
             inter_tile_link_latency_ns=rng.choice([1.0, 5.0]),
+            dram_placement=where,
         )
         n = rows * cols
         pp = rng.randint(1, 3)
@@ -81,7 +135,10 @@ def test_rows_and_columns_path_equals_the_per_core_path(seed: int) -> None:
         for s in range(pp):
             region = placement.stage_region(s)
             fast = dram_access(hw, region, at)
-            slow = dram_access_per_core(hw, region.cores(), at)
+            per_core = (
+                interleaved_access_per_core if where == "interleaved" else dram_access_per_core
+            )
+            slow = per_core(hw, region.cores(), at)
             assert fast.channels == slow.channels
             assert fast.cores_per_channel == slow.cores_per_channel
             assert fast.noc.hops == slow.noc.hops

@@ -150,3 +150,15 @@ def test_bad_input_names_the_field() -> None:
         max_min_rates(loads=[{"b": 1.0}], capacity_Bps={"a": 1.0})
     with pytest.raises(ValueError, match="must be >= 0"):
         max_min_rates(loads=[{"a": -1.0}], capacity_Bps={"a": 1.0})
+
+
+def test_the_engine_filling_equals_the_reference() -> None:
+    from palm.engines.event.fair import Route, fair_rates
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n, k = rng.integers(1, 9), rng.integers(1, 6)
+        matrix = rng.uniform(0.1, 3.0, (n, k)) * (rng.random((n, k)) < 0.6)
+        cap = rng.uniform(0.5, 10.0, k).tolist()
+        routes = [Route(range(k), row.tolist(), cap) for row in matrix]
+        assert fair_rates(routes, cap) == pytest.approx(fill(matrix, np.asarray(cap)).tolist())

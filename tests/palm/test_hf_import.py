@@ -214,3 +214,39 @@ def test_unreadable_hugging_face_fields_are_one_line_errors(
         load_config(path)
     message = str(err.value)
     assert message.startswith(f"{field} = ") and fragment in message and "\n" not in message
+
+
+def test_qwen_moe_shared_expert_width_becomes_shared_experts(tmp_path: Path) -> None:
+    # Qwen/Qwen1.5-MoE-A2.7B config.json: 60 experts of 1408, top-4, one shared expert of
+    # 5632 = 4 x 1408 wide. Published: 14.3B total, 2.7B activated (model card).
+    hf = {
+        "architectures": ["Qwen2MoeForCausalLM"],
+        "model_type": "qwen2_moe",
+        "hidden_size": 2048,
+        "intermediate_size": 5632,
+        "moe_intermediate_size": 1408,
+        "shared_expert_intermediate_size": 5632,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "num_experts": 60,
+        "num_experts_per_tok": 4,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "vocab_size": 151936,
+        "max_position_embeddings": 8192,
+        "hidden_act": "silu",
+        "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False,
+    }
+    path = write(tmp_path, hf, parallelism="dp = 4\nep = 4", seq_len=4096)
+    m = load_config(path).model
+    assert (m.experts, m.top_k, m.moe_ffn_hidden, m.shared_experts) == (60, 4, 1408, 4)
+    w = build_workload(m)
+    assert w.params == pytest.approx(14.3e9, rel=0.01)
+    assert w.active_params == pytest.approx(2.7e9, rel=0.01)
+    bad = {**hf, "shared_expert_intermediate_size": 1000}
+    with pytest.raises(
+        ConfigError, match=r"^model.hf_config:shared_expert_intermediate_size = 1000"
+    ):
+        load_config(write(tmp_path, bad, parallelism="dp = 4\nep = 4", seq_len=4096))

@@ -365,3 +365,40 @@ def test_context_parallel_ranks_join_the_expert_layout() -> None:
     assert [c.group for c in colls] == ["dp", "edp"]
     with pytest.raises(ConfigError, match=r"^parallelism.ep\*etp = .*tp x cp x dp = 16"):
         parse_config(mixtral(dp=8, cp=2, ep=8, etp=4))
+
+
+def test_all_to_all_uses_the_member_with_the_fewest_local_peers() -> None:
+    # groups of 4 over DGX nodes of 8: [0, 1, 8, 9] has 2 local, [2, 3, 4, 16] has 1 (rank 16)
+    step = cluster_all_to_all_step(H100, np.array([[0, 1, 8, 9], [2, 3, 4, 16]]))
+    assert step.bandwidth_Bps == pytest.approx(3 / max(0 / 450e9, 3 / 50e9))
+    even = cluster_all_to_all_step(H100, np.array([[0, 1, 8, 9]]))
+    assert even.bandwidth_Bps == pytest.approx(3 / max(1 / 450e9, 2 / 50e9))
+
+
+def test_expert_count_is_bounded() -> None:
+    tables = mixtral(ep=1)
+    tables["model"].update(experts=2**40, top_k=2)
+    with pytest.raises(ConfigError, match=r"^model.experts = 1099511627776 .*at most 65536"):
+        parse_config(tables)
+
+
+def test_moe_activation_and_vector_bytes_hand_worked() -> None:
+    # h 8, s 4, 4 SwiGLU experts of 16, top-2, ep 2, bf16: T = 4 tokens, D = N = 8 rows
+    tiny = dict(hidden=8, heads=2, kv_heads=2, seq_len=4, mlp="swiglu", norm="rmsnorm")
+    layer = MoELayer(
+        name="m", ffn_hidden=0, dropout=False, experts=4, top_k=2, moe_ffn_hidden=16, ep=2, **tiny
+    )
+    attention_only = TransformerLayer(name="a", ffn_hidden=0, dropout=False, **tiny)
+    kw: dict[str, Any] = dict(batch=1, tp=1, sp=False, act_bytes=2)
+    # kept: fp32 router probabilities 4 T E = 64, expert input and output 2 N h p = 256,
+    # expert activations (2 + 1) N f p = 768
+    extra = layer.activation_bytes(**kw, recompute="none") - attention_only.activation_bytes(
+        **kw, recompute="none"
+    )
+    assert extra == 64 + 256 + 768
+    assert layer.activation_bytes(**kw, recompute="full") == attention_only.activation_bytes(
+        **kw, recompute="full"
+    )
+    # traffic: router 12 T E = 192, permute and combine 2 (T + D) h p = 384, activations 768
+    vec = layer.forward_vector_bytes(**kw) - attention_only.forward_vector_bytes(**kw)
+    assert vec == 192 + 384 + 768

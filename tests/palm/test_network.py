@@ -151,10 +151,12 @@ def test_group_and_link_granularity_agree() -> None:
         )
         for g in ("group", "link")
     ]
-    # on the wafer, per-link mode also sees DRAM reads crossing the links that tensor-parallel
-    # rings and hand-offs use. That changes the first-come-first-served order of flows, which
-    # can end an iteration a little later or (a scheduling anomaly) a little earlier: close
-    assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.05)
+    # on the wafer, per-link mode also sees every stage's interleaved DRAM reads crossing the
+    # links of the other stages (and their rings and hand-offs), which group mode aggregates
+    # into the stage's own links and one shared edge bottleneck: per-link is slower, by 24%
+    # here (a known limit of the aggregation, docs/model.md sec. 7)
+    assert wafer[0].iteration_time_s < wafer[1].iteration_time_s
+    assert wafer[1].iteration_time_s == pytest.approx(wafer[0].iteration_time_s, rel=0.30)
     assert len(wafer[1].links or ()) > len(wafer[0].links or ())
 
 
@@ -241,4 +243,5 @@ def test_a_633_by_633_plan_never_lists_its_cores(monkeypatch: pytest.MonkeyPatch
     )
     result = palm.simulate(config)
     assert result.iteration_time_s > 0
-    assert max(build_plan(config).dram[0].cores_per_channel) == (n + 1) // 2
+    # interleaved placement: every channel serves n^2 / 4n cores' worth of each read
+    assert max(build_plan(config).dram[0].cores_per_channel) == pytest.approx(n / 4)

@@ -3,6 +3,7 @@ map's values follow the per-link results, and a missing matplotlib is a ConfigEr
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import sys
 from pathlib import Path
@@ -78,8 +79,11 @@ def test_gantt_draws_every_pass_on_its_stage_row(tmp_path: Path) -> None:
 
 def _few_busy_links() -> palm.SimConfig:
     """Inference with one stage and no tensor parallelism: the only traffic is the input read
-    from DRAM, so only the links leaving the cores next to the DRAM channels are busy."""
-    return toy_mesh("link", training={"mode": "inference", "global_batch": 16}, tp=1, pp=1, dp=16)
+    from DRAM, each core from its nearest channel, so only the links leaving the cores next to
+    the DRAM channels are busy."""
+    config = toy_mesh("link", training={"mode": "inference", "global_batch": 16}, tp=1, pp=1, dp=16)
+    hw = dataclasses.replace(config.hardware, dram_placement="nearest")
+    return dataclasses.replace(config, hardware=hw)
 
 
 @pytest.mark.parametrize("few", [False, True])
@@ -110,7 +114,7 @@ def test_group_grid_colours_each_stage_by_its_busiest_resource() -> None:
     grid = link_utilisation_grid(result=result, config=config)
     placement = make_placement(config)
     for s in range(config.parallelism.pp):
-        own = [v for k, v in fractions.items() if k in (f"tp[{s}]", f"dp[{s}]")]
+        own = [v for k, v in fractions.items() if k in (f"tp[{s}]", f"dp[{s}]", f"noc[{s}]")]
         own += [v for k, v in fractions.items() if k.startswith(f"p2p[{s}->")]
         cores = placement.stage_array(s).reshape(-1, 2)
         assert np.all(grid[cores[:, 0], cores[:, 1]] == max(own))
@@ -138,7 +142,9 @@ def test_heatmap_colours_busy_and_idle_cells_differently(tmp_path: Path) -> None
         return pixels[pixels.shape[0] - 1 - int(round(y)), int(round(x)), :3].astype(int)
 
     hot, cold = pixel(busiest), pixel(idle)
-    assert np.abs(hot - cold).sum() > 100
+    # the colour scale is utilisation 0..1, fixed: a nearly idle link is not drawn bright
+    assert (image.norm.vmin, image.norm.vmax) == (0.0, 1.0)
+    assert np.abs(hot - cold).sum() > 0 if grid.max() > 0.05 else True
     ends = np.asarray(image.cmap(image.norm(np.array([0.0, grid.max()]))))[:, :3] * 255
     expected_cold, expected_hot = ends
     assert np.abs(cold - expected_cold).max() <= 3

@@ -16,7 +16,7 @@ from palm.plan import build_plan
 from palm.plan.context import plan_context
 from palm.plan.products import ACCUMULATOR_BYTES, op_products, pass_traffic
 from palm.plan.traffic import _footprint
-from palm.workload.ops import Linear, TransformerLayer
+from palm.workload.ops import Conv2d, Linear, TransformerLayer
 
 T145 = [
     'model.preset="t-145b"',
@@ -49,9 +49,11 @@ def test_products_of_a_megatron_layer_and_their_domains() -> None:
         (t, h, h, 1, 4, 4),
         (t, h, h, 1, 1, 4),
     ]
+    # Q K^T writes the scores ("s") that the product with V reads
     assert [p.kinds for p in fwd] == [
         ("x", "w", "x"),
-        *[("x", "x", "x")] * 2,
+        ("x", "x", "s"),
+        ("s", "x", "x"),
         *[("x", "w", "x")] * 3,
     ]
     # backward: the full recompute, then per product its input and weight gradients
@@ -75,6 +77,14 @@ def test_products_of_a_megatron_layer_and_their_domains() -> None:
     down_dx, down_dw = bwd[-2], bwd[-1]
     assert (down_dx.a_share, down_dx.b_share) == (4, 4)  # dY shared by TP, weights by DP
     assert (down_dw.a_share, down_dw.b_share, down_dw.b_group) == (1, 4, "tp")  # dY shared by TP
+    # gradients carry the kinds of their tensors: dScores = dP ... are scores too
+    qk_dx, qk_dw, sv_dx, sv_dw = bwd[8:12]
+    assert [qk_dx.kinds, qk_dw.kinds, sv_dx.kinds, sv_dw.kinds] == [
+        ("s", "x", "x"),
+        ("x", "s", "x"),
+        ("x", "x", "s"),
+        ("s", "x", "x"),
+    ]
     # one micro-batch per iteration: the accumulator is written, not read
     _, once = op_products(
         _layer(cfg), batch=1, tp=4, dp=4, recompute="none", training=True, accumulate=False
@@ -167,6 +177,14 @@ def test_blocked_bytes_reach_the_chunks_and_the_operators() -> None:
     assert {g for g, _ in f.multicast_bytes} == {"tp", "dp"}
     # the multicast runs under the compute: a pass is never shorter than it
     assert chunk.forward_compute_s >= chunk.multicast_forward_s > 0
+    # its time: per group, the bytes each device receives over the ring's bandwidth plus the
+    # ring's latency (one all-gather per group), TP on the TP rings, DP on the DP rings
+    rings = {"tp": (plan.tp_profiles[1], 8), "dp": (plan.dp_profiles[1], 2)}
+    expected = sum(
+        2 * x / rings[g][0].bandwidth_Bps + (rings[g][1] - 1) * rings[g][0].latency_s
+        for g, x in f.multicast_bytes
+    )
+    assert chunk.multicast_forward_s == pytest.approx(expected)
     result = palm.simulate(cfg)
     assert result.operators is not None
     reported = [o for o in result.operators if o.stage == 1 and o.name.startswith("layer")]
@@ -195,3 +213,76 @@ def test_gpu_clusters_are_unaffected() -> None:
 def test_sram_model_is_checked() -> None:
     with pytest.raises(palm.ConfigError, match="hardware.sram_model"):
         palm.load_config("examples/wafer-t18b.toml", overrides=['hardware.sram_model="lru"'])
+
+
+def test_one_heads_scores_stay_in_sram_when_they_fit() -> None:
+    # BERT-Large on Grayskull: s = 384, one head's scores 384^2 x 2 B = 295 kB <= 1 MiB / 2
+    cfg = palm.load_config("examples/grayskull-bert-large.toml")
+    ctx = plan_context(cfg, with_links=False)
+    fwd, _ = op_products(_layer(cfg), batch=8, tp=4, dp=2, recompute="none", training=False)
+    qk, sv = fwd[1], fwd[2]
+    kw = dict(resident_kinds=frozenset(), act_bytes=2.0, weight_bytes=2.0)
+    s = ctx.rates.sram_bytes
+    per_head = 384 * 64 * 2  # Q, K, V and O of one head
+    qk_t = pass_traffic((qk,), sram_bytes=s, **kw)  # type: ignore[arg-type]
+    sv_t = pass_traffic((sv,), sram_bytes=s, **kw)  # type: ignore[arg-type]
+    assert qk_t.dram_bytes == qk.count * 2 * per_head  # read Q and K, scores stay
+    assert sv_t.dram_bytes == sv.count * 2 * per_head  # read V, write O
+    # with a quarter of the SRAM they no longer fit: written once and read once more
+    small = pass_traffic((qk, sv), sram_bytes=s / 4, **kw)  # type: ignore[arg-type]
+    scores = qk.count * 384 * 384 * 2
+    assert small.dram_bytes == pytest.approx(qk_t.dram_bytes + sv_t.dram_bytes + 2 * scores)
+
+
+def test_a_convolution_reads_its_image_not_the_implicit_gemm_input() -> None:
+    # 3 x 3 stride-1 convolution with padding 1 on 56 x 56: the implicit GEMM's input has 9x
+    # the elements of the image; DRAM sees the image (all of it fits in 1 GB: compulsory)
+    conv = Conv2d(name="", in_channels=64, out_channels=64, in_hw=(56, 56), kernel=3, padding=1)
+    (fwd,), _ = op_products(conv, batch=1, tp=1, dp=1, recompute="none", training=False)
+    kw = dict(resident_kinds=frozenset(), act_bytes=2.0, weight_bytes=2.0, sram_bytes=1e9)
+    t = pass_traffic((fwd,), **kw)  # type: ignore[arg-type]
+    image, weights, out = 56 * 56 * 64 * 2, 9 * 64 * 64 * 2, 56 * 56 * 64 * 2
+    assert t.dram_bytes == pytest.approx(image + weights + out)
+
+
+def test_more_sram_never_moves_more_in_a_plan() -> None:
+    # blocked: the stage traffic falls (or stays) as SRAM grows, through every resident
+    # strategy; the paper's rule does not (T-18B: 14.1 GB at 32 MiB, 18.0 GB at 64 MiB)
+    def total(mib: float, model: str) -> float:
+        over = [f"hardware.sram_per_core_mib={mib}", f'hardware.sram_model="{model}"']
+        plan = build_plan(palm.load_config("examples/wafer-t18b.toml", overrides=over))
+        return sum(ch.stream_bytes_forward + ch.stream_bytes_backward for ch in plan.chunks)
+
+    sizes = (1.0, 3.576, 16.0, 32.0, 64.0, 256.0, 4096.0)
+    blocked = [total(mib, "blocked") for mib in sizes]
+    assert all(b <= a for a, b in zip(blocked, blocked[1:], strict=False))
+    assert blocked[-1] == 0.0  # everything on chip
+    assert total(64.0, "algorithm1") > total(32.0, "algorithm1")
+
+
+def test_flash_attention_on_a_mesh_moves_q_k_v_and_o_not_the_scores() -> None:
+    over = [*T145, 'model.attention="flash"']
+    cfg = palm.load_config("examples/wafer-t18b.toml", overrides=over)
+    ctx = plan_context(cfg, with_links=False)
+    layer = _layer(cfg)
+    fused = layer.fused_attention(batch=1, tp=4, act_bytes=2)
+    assert fused is not None
+    fwd, bwd = op_products(
+        dataclasses.replace(layer, name=""), batch=1, tp=4, dp=4, recompute="full", training=True
+    )
+    assert len(fwd) == 4  # QKV, projection, MLP up and down: attention is one fused kernel
+    kw = dict(
+        resident_kinds=frozenset(),
+        act_bytes=2.0,
+        weight_bytes=2.0,
+        sram_bytes=ctx.rates.sram_bytes,
+    )
+    products_f = pass_traffic(fwd, **kw).dram_bytes  # type: ignore[arg-type]
+    products_b = pass_traffic(bwd, **kw).dram_bytes  # type: ignore[arg-type]
+    alloc = dict(build_plan(cfg).sram[0])[1]
+    assert alloc.forward_bytes == pytest.approx(products_f + fused.forward_bytes)
+    # backward: the fused backward, and the full recompute runs the forward kernel again
+    expected_b = products_b + fused.backward_bytes + fused.forward_bytes
+    assert alloc.backward_bytes == pytest.approx(expected_b)
+    unfused = dict(build_plan(palm.load_config("examples/wafer-t18b.toml", overrides=T145)).sram[0])
+    assert alloc.forward_bytes < unfused[1].forward_bytes

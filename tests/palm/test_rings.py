@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from mesh_toys import wafer_palm
 
-from palm.network.loads import mesh_profile, ring_order
+from palm.network.loads import mesh_profile, ring_order, ring_orders
 from palm.network.placement import Placement
 from palm.network.rings import stage_ring_profile
 
@@ -57,3 +57,21 @@ def test_runs_give_the_profile_of_routing_every_member(seed: int) -> None:
             assert fast.latency_s == pytest.approx(slow.latency_s, abs=1e-18)
             assert fast.bandwidth_Bps == pytest.approx(slow.bandwidth_Bps, rel=1e-12)
             compared += 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ring_orders_of_many_groups_equal_one_at_a_time(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    groups = []
+    for _ in range(12):
+        rows, cols = int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        corner = rng.integers(0, 20, 2)
+        cells = np.stack(np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij"), -1)
+        cells = cells.reshape(-1, 2) + corner
+        if rng.random() < 0.3:  # not a full rectangle: kept in member order
+            cells[-1] += 7
+        groups.append(cells)
+    for n in {len(g) for g in groups}:
+        same = np.stack([g for g in groups if len(g) == n])
+        expected = np.stack([ring_order(g) for g in same])
+        assert np.array_equal(ring_orders(same), expected)

@@ -75,6 +75,7 @@ def spawn(*args: str, cwd: Path | str = REPO) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a shell job: killpg = Ctrl-C
         preexec_fn=lambda: _limits(MEMORY_LIMIT_BYTES),
     )
 

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalW
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _study_file(tmp_path: Path, name: str, study: str, space: str = "") -> Path:
+def _study_file(tmp_path: Path, name: str, study: str, space: str = 'recompute = ["full"]') -> Path:
     path = tmp_path / f"{name}.toml"
     path.write_text(f"[study]\n{study.strip()}\n\n[space]\n{space.strip()}\n", encoding="utf-8")
     return path

@@ -40,9 +40,9 @@ import simpy
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
 from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
+from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
-from palm.engines.event.shared import Arrival, DramSystem
-from palm.hardware.spec import Mesh2DHardware
+from palm.engines.event.shared import Arrival
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
@@ -108,281 +108,280 @@ def _events_scheduled(env: simpy.Environment) -> int:
     return int(next(counter))
 
 
+@dataclass(frozen=True)
+class _PassParams:
+    """What one forward or backward pass of one chunk needs (seconds, bytes)."""
+
+    compute: float
+    stream: float
+    stream_bytes: float
+    comm: float
+    sent: float
+    zero3: float
+    hand_off: tuple[Flow, float, float, list[Arrival]] | None
+    inbox: list[Arrival] | None
+    inbound: float
+
+
 def run_event(
-    plan: Plan, *, granularity: str = "group", record: bool = True
+    plan: Plan, *, granularity: str = "group", record: bool = True, noc_model: str | None = None
 ) -> tuple[Result, Timeline]:
     """Simulate one iteration of ``plan``; returns the result and its timeline (empty unless
-    ``record``)."""
+    ``record``). ``noc_model`` ("fair" or "exclusive") defaults to the configuration's."""
     wall = time.perf_counter()
-    par = plan.config.parallelism
-    p, v, m = par.pp, par.chunks, plan.micro_batches
-    n_chunks = p * v
-    training = plan.training
-    if not training:  # simulate long enough to reach the steady state, measured below
-        m = max(m, 2 * n_chunks + _STEADY_EXTRA)
-    fabric, flows = build_fabric(plan, granularity)
-    env = simpy.Environment()
-    timeline = Timeline()
-    chunks = plan.chunks
-    act = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
-    # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead of the next
-    started = [[env.event() for _ in range(m)] for _ in range(n_chunks)] if not training else []
-    grad = [[Arrival(env) for _ in range(m)] for _ in range(n_chunks)]
-    pipe_end = [0.0] * p
-    stage_end = [0.0] * p
-    busy = [0.0] * p
-    sent_bytes = [0.0] * p
-    received = [0.0] * p
-    group = par.tp * par.data_ranks
-    done_last: list[float] = []
-    phases = timeline.raw_phases
-    flow_log = timeline.raw_flows
-    keep = record
+    model = noc_model or plan.config.communication.noc_model
+    run = _Run(plan, granularity=granularity, noc_model=model, record=record)
+    for s in range(run.p):
+        run.env.process(run.stage(s))
+    run.env.run()
+    return run.result(wall), run.timeline
 
-    def hold(flow: Flow, now: float, duration: float, nbytes: float, stage: int) -> float:
-        if duration <= 0:
-            return now
-        if not flow.resources:
-            return now + duration
-        end = fabric.reserve(flow, now, duration, nbytes)
-        if keep:
-            flow_log.append((flow.kind, flow.resources, end - duration, end, stage))
-        return end
 
-    dram_system: DramSystem | None = None
-    if plan.dram is not None:
-        hw_mesh = plan.config.hardware
-        assert isinstance(hw_mesh, Mesh2DHardware)
-        bandwidth = plan.dram[0].channel_bandwidth_Bps
-        dram_system = DramSystem(
-            env,
-            [bandwidth] * hw_mesh.dram_channels,
-            [(a.channels, a.cores_per_channel) for a in plan.dram],
+class _Run:
+    """The state of one simulation: the stage processes and what they record."""
+
+    def __init__(self, plan: Plan, *, granularity: str, noc_model: str, record: bool) -> None:
+        par = plan.config.parallelism
+        self.plan, self.par = plan, par
+        self.p, self.v, self.m = par.pp, par.chunks, plan.micro_batches
+        self.n_chunks = self.p * self.v
+        self.training = plan.training
+        if not self.training:  # simulate long enough to reach the steady state
+            self.m = max(self.m, 2 * self.n_chunks + _STEADY_EXTRA)
+        self.env = simpy.Environment()
+        self.timeline = Timeline()
+        self.keep = record
+        log = self.timeline.raw_flows.append if record else _discard
+        self.fabric, self.flows = build_fabric(plan, granularity, noc_model)
+        net_class = FairNet if noc_model == "fair" else ExclusiveNet
+        self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)
+        m, env = self.m, self.env
+        self.act = [[Arrival(env) for _ in range(m)] for _ in range(self.n_chunks)]
+        self.grad = [[Arrival(env) for _ in range(m)] for _ in range(self.n_chunks)]
+        # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead
+        self.started = (
+            [[env.event() for _ in range(m)] for _ in range(self.n_chunks)]
+            if not self.training
+            else []
         )
+        p = self.p
+        self.pipe_end, self.stage_end = [0.0] * p, [0.0] * p
+        self.busy, self.sent_bytes, self.received = [0.0] * p, [0.0] * p, [0.0] * p
+        self.done_last: list[float] = []
+        self.group = par.tp * par.data_ranks
+        self.forward, self.backward = self._pass_params()
 
-    def dram_read(s: int, now: float, nbytes: float) -> tuple[list[simpy.Event], float]:
-        """Every core of stage ``s`` reads ``nbytes`` from its nearest channel. Returns the
-        events of the channels' transfers and when the NoC part (link mode) is through."""
-        assert flows.dram is not None and plan.dram is not None and dram_system is not None
-        access = plan.dram[s]
-        events = [
-            dram_system.read(
-                nbytes,
-                pattern=s,
-                noc_bandwidth_Bps=access.noc.bandwidth_Bps,
-                latency_s=access.response_s + access.noc.latency_s,
+    def _pass_params(self) -> tuple[list[_PassParams], list[_PassParams]]:
+        """Per chunk and direction: compute, weight stream, collectives, ZeRO-3 gather, the
+        hand-off to the next chunk and the inbox it waits on."""
+        chunks, flows, group = self.plan.chunks, self.flows, self.group
+        last = self.n_chunks - 1
+        fwd, bwd = [], []
+        for g, ch in enumerate(chunks):
+            prev = chunks[g - 1] if g > 0 else None
+            fwd.append(
+                _PassParams(
+                    ch.forward_compute_s,
+                    ch.stream_forward_s,
+                    ch.stream_bytes_forward,
+                    ch.tp_forward_s + ch.recv_forward_s,
+                    ch.tp_sent_forward,
+                    ch.zero3_gather_s,
+                    (flows.send[g], ch.send_s, ch.send_bytes, self.act[g + 1])
+                    if g < last
+                    else None,
+                    self.act[g] if g > 0 else None,
+                    prev.send_bytes * group if prev is not None else 0.0,
+                )
             )
-        ]
-        noc = flows.dram[s].noc
-        end = now
-        if noc.resources and nbytes > 0:
-            # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of
-            # the access is the channels' time, during which those links carry other flows)
-            end = hold(noc, now, nbytes / access.noc.bandwidth_Bps, nbytes, s)
-        return events, end
-
-    def dram_wait(events: list[simpy.Event], end: float) -> Generator[simpy.Event, Any, None]:
-        for ev in events:
-            if not ev.processed:
-                yield ev
-        if end > env.now:
-            yield env.timeout(end - env.now)
-
-    def buckets(s: int, t0: float, backward_s: float) -> Generator[simpy.Event, Any, None]:
-        st = plan.stages[s]
-        n = st.dp_buckets
-        per = st.dp_allreduce_s / n
-        grads = Collective("all-reduce", st.dp_grad_bytes)
-        sent = bytes_sent_per_member(grads, n=par.data_ranks) / n
-        for k in range(n):
-            ready = t0 + (k + 1) / n * backward_s
-            yield env.timeout(max(0.0, ready - env.now))
-            end = hold(flows.dp[s], env.now, per, sent, s)
-            yield env.timeout(end - env.now)
-
-    last_chunk = n_chunks - 1
-    # per chunk and direction: compute, stream, stream bytes, comm, comm bytes, zero-3 gather,
-    # then the hand-off (flow, duration, bytes, arrival events) or None
-    fwd_params = []
-    bwd_params = []
-    for g, ch in enumerate(chunks):
-        send = (flows.send[g], ch.send_s, ch.send_bytes, act[g + 1]) if g < last_chunk else None
-        back = (
-            (flows.grad[g - 1], chunks[g - 1].grad_send_s, chunks[g - 1].send_bytes, grad[g - 1])
-            if g > 0
-            else None
-        )
-        fwd_params.append(
-            (
-                ch.forward_compute_s,
-                ch.stream_forward_s,
-                ch.stream_bytes_forward,
-                ch.tp_forward_s + ch.recv_forward_s,
-                ch.tp_sent_forward,
-                ch.zero3_gather_s,
-                send,
-                act[g] if g > 0 else None,
-                chunks[g - 1].send_bytes * group if g > 0 else 0.0,
+            bwd.append(
+                _PassParams(
+                    ch.backward_compute_s + ch.recompute_s,
+                    ch.stream_backward_s,
+                    ch.stream_bytes_backward,
+                    ch.tp_backward_s + ch.recv_backward_s,
+                    ch.tp_sent_backward,
+                    ch.zero3_backward_s,
+                    (flows.grad[g - 1], prev.grad_send_s, prev.send_bytes, self.grad[g - 1])
+                    if prev is not None
+                    else None,
+                    self.grad[g] if g < last else None,
+                    ch.send_bytes * group if g < last else 0.0,
+                )
             )
-        )
-        bwd_params.append(
-            (
-                ch.backward_compute_s + ch.recompute_s,
-                ch.stream_backward_s,
-                ch.stream_bytes_backward,
-                ch.tp_backward_s + ch.recv_backward_s,
-                ch.tp_sent_backward,
-                ch.zero3_backward_s,
-                back,
-                grad[g] if g < last_chunk else None,
-                ch.send_bytes * group if g < last_chunk else 0.0,
-            )
-        )
+        return fwd, bwd
 
-    def stage(s: int) -> Generator[simpy.Event, Any, None]:
+    def stage(self, s: int) -> Generator[simpy.Event, Any, None]:
+        """Pipeline rank ``s``: its passes in schedule order, then the gradient all-reduce's
+        tail and the optimizer step."""
+        par, p = self.par, self.p
         program = stage_program(
-            schedule=par.schedule, pp=p, chunks=v, micro_batches=m, stage=s, training=training
+            schedule=par.schedule,
+            pp=p,
+            chunks=self.v,
+            micro_batches=self.m,
+            stage=s,
+            training=self.training,
         )
         last_backward = max((i for i, op in enumerate(program) if op[0] == "B"), default=-1)
-        tp_flow, exclusive = flows.tp[s], flows.tp_exclusive[s]
-        dp_flow = flows.dp[s]
-        timeout = env.timeout
-        record = phases.append if keep else _discard
-        log_flow = flow_log.append if keep else _discard
-        tp_busy = tp_bytes = 0.0
+        self._tp_busy = self._tp_bytes = 0.0
         stage_busy = 0.0
         dp_proc = None
         for index, (kind, j, mb) in enumerate(program):
             g = j * p + s
             forward = kind == "F"
-            compute, stream, stream_bytes, comm, sent, zero3, hand_off, inbox, inbound = (
-                fwd_params[g] if forward else bwd_params[g]
-            )
-            if inbox is not None:
-                arrival = inbox[mb]
+            params = self.forward[g] if forward else self.backward[g]
+            if params.inbox is not None:
+                arrival = params.inbox[mb]
                 if not arrival.processed:
                     yield arrival
-                received[s] += inbound
-            if started:
-                if g < last_chunk and mb >= _BUFFER:
-                    ahead = started[g + 1][mb - _BUFFER]
+                self.received[s] += params.inbound
+            if self.started:
+                if g < self.n_chunks - 1 and mb >= _BUFFER:
+                    ahead = self.started[g + 1][mb - _BUFFER]
                     if not ahead.processed:
                         yield ahead
-                started[g][mb].succeed()
-            now = t0 = float(env.now)
-            if forward and g == 0 and chunks[0].fetch_s > 0:
-                yield from dram_wait(*dram_read(s, now, chunks[0].fetch_bytes))
-                now = env.now
-            if index == last_backward and plan.stages[s].dp_buckets:
-                dp_proc = env.process(buckets(s, now, chunks[g].backward_s))
-            end = now + compute
-            streaming: tuple[list[simpy.Event], float] | None = None
-            if stream > 0:
-                streaming = dram_read(s, now, stream_bytes)
-            fold = comm > 0 and exclusive
-            if fold and streaming is None:
-                tp_busy += comm
-                tp_bytes += sent
-                log_flow(("tp", tp_flow.resources, end, end + comm, s))
-                end += comm
-            if end > now:
-                yield timeout(end - now)
-                now = end
-            if streaming is not None:
-                yield from dram_wait(*streaming)
-                now = env.now
-                if fold:  # the collectives follow the pass, which waited for its weights
-                    tp_busy += comm
-                    tp_bytes += sent
-                    log_flow(("tp", tp_flow.resources, now, now + comm, s))
-                    yield timeout(comm)
-                    now = env.now
-            if comm > 0 and not exclusive:
-                end = hold(tp_flow, now, comm, sent, s)
-                yield timeout(end - now)
-                now = end
-            if zero3 > 0:
-                end = hold(dp_flow, now, zero3, 0.0, s)
-                yield timeout(end - now)
-                now = end
+                self.started[g][mb].succeed()
+            t0 = float(self.env.now)
+            if forward and g == 0 and self.plan.chunks[0].fetch_s > 0:
+                yield from self.net.wait(self.net.read(s, self.plan.chunks[0].fetch_bytes))
+            if index == last_backward and self.plan.stages[s].dp_buckets:
+                backward_s = self.plan.chunks[g].backward_s
+                dp_proc = self.env.process(self._buckets(s, float(self.env.now), backward_s))
+            yield from self._pass(s, params)
+            now = float(self.env.now)
             stage_busy += now - t0
-            record((s, j, mb, kind, t0, now))
-            if hand_off is not None:
-                flow, duration, nbytes, targets = hand_off
-                targets[mb].succeed_in(hold(flow, now, duration, nbytes, s) - now)
-                sent_bytes[s] += nbytes * group
+            if self.keep:
+                self.timeline.raw_phases.append((s, j, mb, kind, t0, now))
+            if params.hand_off is not None:
+                flow, duration, nbytes, targets = params.hand_off
+                self.net.send(flow, duration, nbytes, s, targets[mb])
+                self.sent_bytes[s] += nbytes * self.group
             elif forward:
-                done_last.append(now)
-        busy[s] = stage_busy
-        if tp_busy:
-            fabric.account(tp_flow, tp_busy, tp_bytes)
-        pipe_end[s] = env.now
+                self.done_last.append(now)
+        self.busy[s] = stage_busy
+        if self._tp_busy:
+            self.net.account(self.flows.tp[s], self._tp_busy, self._tp_bytes)
+        self.pipe_end[s] = float(self.env.now)
         if dp_proc is not None:
             yield dp_proc
-        st = plan.stages[s]
-        if st.optimizer_s > 0:
-            t0 = env.now
-            if flows.dram is not None and st.optimizer_in_dram:
-                yield from dram_wait(*dram_read(s, env.now, st.optimizer_bytes))
-            else:
-                yield env.timeout(st.optimizer_s)
-            record((s, 0, 0, "optimizer", t0, env.now))
-        stage_end[s] = env.now
+        yield from self._optimizer(s)
+        self.stage_end[s] = float(self.env.now)
 
-    for s in range(p):
-        env.process(stage(s))
-    env.run()
+    def _pass(self, s: int, x: _PassParams) -> Generator[simpy.Event, Any, None]:
+        """One pass: compute while the weights stream from DRAM, then the tensor-parallel
+        collectives (folded into the compute event when nothing else uses their resources),
+        then the ZeRO-3 gather."""
+        env, net = self.env, self.net
+        tp_flow = self.flows.tp[s]
+        now = float(env.now)
+        end = now + x.compute
+        streaming = net.read(s, x.stream_bytes) if x.stream > 0 else None
+        fold = x.comm > 0 and self.flows.tp_exclusive[s]
+        if fold and streaming is None:
+            self._fold(s, end, x)
+            end += x.comm
+        if end > now:
+            yield env.timeout(end - now)
+        if streaming is not None:
+            yield from net.wait(streaming)
+            if fold:  # the collectives follow the pass, which waited for its weights
+                self._fold(s, float(env.now), x)
+                yield env.timeout(x.comm)
+        if x.comm > 0 and not fold:
+            yield from net.blocking(tp_flow, x.comm, x.sent, s)
+        if x.zero3 > 0:
+            yield from net.blocking(self.flows.dp[s], x.zero3, 0.0, s)
 
-    if training:
-        t = max(stage_end)
-        exposed = [stage_end[s] - pipe_end[s] - plan.stages[s].optimizer_s for s in range(p)]
-        bubble = [max(0.0, pipe_end[s] - busy[s]) for s in range(p)]
-    else:
-        done_last.sort()
+    def _fold(self, s: int, start: float, x: _PassParams) -> None:
+        self._tp_busy += x.comm
+        self._tp_bytes += x.sent
+        if self.keep:
+            flow = self.flows.tp[s]
+            self.timeline.raw_flows.append(("tp", flow.resources, start, start + x.comm, s))
+
+    def _buckets(self, s: int, t0: float, backward_s: float) -> Generator[simpy.Event, Any, None]:
+        """The data-parallel gradient all-reduce, bucket by bucket as the last backward pass
+        makes the gradients ready (PyTorch DDP)."""
+        st = self.plan.stages[s]
+        n = st.dp_buckets
+        per = st.dp_allreduce_s / n
+        grads = Collective("all-reduce", st.dp_grad_bytes)
+        sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
+        for k in range(n):
+            ready = t0 + (k + 1) / n * backward_s
+            yield self.env.timeout(max(0.0, ready - self.env.now))
+            yield from self.net.blocking(self.flows.dp[s], per, sent, s)
+
+    def _optimizer(self, s: int) -> Generator[simpy.Event, Any, None]:
+        st = self.plan.stages[s]
+        if st.optimizer_s <= 0:
+            return
+        t0 = float(self.env.now)
+        if self.flows.dram is not None and st.optimizer_in_dram:
+            yield from self.net.wait(self.net.read(s, st.optimizer_bytes))
+        else:
+            yield self.env.timeout(st.optimizer_s)
+        if self.keep:
+            self.timeline.raw_phases.append((s, 0, 0, "optimizer", t0, float(self.env.now)))
+
+    def _iteration(self) -> tuple[float, list[float], list[float]]:
+        """Iteration time, exposed DP time and bubble per stage."""
+        p, plan = self.p, self.plan
+        if self.training:
+            t = max(self.stage_end)
+            exposed = [
+                self.stage_end[s] - self.pipe_end[s] - plan.stages[s].optimizer_s for s in range(p)
+            ]
+            bubble = [max(0.0, self.pipe_end[s] - self.busy[s]) for s in range(p)]
+            return t, exposed, bubble
+        done = sorted(self.done_last)
         # steady-state spacing of the micro-batches leaving the pipeline, over the second half
         # of the run (the first half fills it), for the configured number of micro-batches
-        half = done_last[len(done_last) // 2 :]
+        half = done[len(done) // 2 :]
         period = (half[-1] - half[0]) / (len(half) - 1)
-        t = plan.micro_batches * period
-        exposed = [0.0] * p
-        bubble = [0.0] * p
-    timeline.resource_labels = [resource_label(k) for k in fabric.keys]
-    timeline.resource_kinds = list(fabric.kinds)
-    links, dram = _network_results(fabric, float(env.now), plan, dram_system)
-    result = assemble_result(
-        plan,
-        engine="event",
-        pipeline_busy_s=busy,
-        dp_exposed_s=[max(0.0, x) for x in exposed],
-        iteration_time_s=t,
-        bubble_s=bubble,
-        sent_bytes=sent_bytes,
-        received_bytes=received,
-        events=_events_scheduled(env),
-        wall_s=time.perf_counter() - wall,
-        links=links,
-        dram=dram,
-    )
-    return result, timeline
+        return plan.micro_batches * period, [0.0] * p, [0.0] * p
+
+    def result(self, wall: float) -> Result:
+        t, exposed, bubble = self._iteration()
+        self.timeline.resource_labels = [resource_label(k) for k in self.fabric.keys]
+        self.timeline.resource_kinds = list(self.fabric.kinds)
+        links, dram = _network_results(self.net, self.fabric, float(self.env.now))
+        return assemble_result(
+            self.plan,
+            engine="event",
+            pipeline_busy_s=self.busy,
+            dp_exposed_s=[max(0.0, x) for x in exposed],
+            iteration_time_s=t,
+            bubble_s=bubble,
+            sent_bytes=self.sent_bytes,
+            received_bytes=self.received,
+            events=_events_scheduled(self.env),
+            wall_s=time.perf_counter() - wall,
+            links=links,
+            dram=dram,
+        )
 
 
 def _network_results(
-    fabric: Fabric, t: float, plan: Plan, dram_system: DramSystem | None
+    net: Net, fabric: Fabric, t: float
 ) -> tuple[tuple[LinkResult, ...], tuple[float, ...] | None]:
     """Busy fraction and bytes of every link resource and, on a mesh, the fraction of each DRAM
     channel's bandwidth used."""
+    busy_s, nbytes = net.link_usage()
     links = tuple(
         LinkResult(
             name=resource_label(key),
             busy_fraction=min(1.0, busy / t) if t > 0 else 0.0,
-            bytes=nbytes,
+            bytes=carried,
         )
-        for key, busy, nbytes in zip(fabric.keys, fabric.busy_s, fabric.nbytes, strict=True)
+        for key, busy, carried in zip(fabric.keys, busy_s, nbytes, strict=True)
     )
-    if dram_system is None:  # a GPU cluster (every mesh plan has a DRAM system)
+    channels = net.channels
+    if channels is None:  # a GPU cluster (every mesh plan has DRAM channels)
         return links, None
     # bandwidth used: bytes moved over what the channel could move in the time
-    moved = dram_system.nbytes
-    capacity = np.asarray(dram_system.bandwidth) * t
+    moved = channels.nbytes
+    capacity = np.asarray(channels.bandwidth) * t
     used = np.minimum(1.0, moved / capacity) if t > 0 else np.zeros(len(moved))
     return links, tuple(used.tolist())

@@ -18,6 +18,19 @@ Granularity (``communication.noc_granularity``):
 * ``link``: every directed link (mesh) or every GPU port and NIC (cluster) is a resource of its
   own; flows hold the links their routes actually load. For small meshes, and to check the
   aggregation.
+
+Sharing model (``communication.noc_model``):
+
+* ``exclusive``: the paper's holds above.
+* ``fair`` (default): flows share every resource they load max-min fairly
+  (:mod:`palm.engines.event.fair`). Each resource then has a capacity. In ``link`` mode it is the
+  link's (port's) bandwidth and a flow's load on it the number of its transfers that cross it. In
+  ``group`` mode a mesh stage's links are one resource ``noc[s]`` of capacity 1 that stands for
+  the stage's bottleneck link, and a flow loads it with ``1 / B``, ``B`` the bandwidth one of its
+  transfers gets alone (its profile's): a flow alone runs at ``B``, and flows of one stage (its
+  tensor- and data-parallel collectives, the hand-offs in and out of it, its DRAM reads) share
+  that link as transfers on one link would. On a GPU cluster the aggregated ports of the stage
+  play the same role.
 """
 
 from __future__ import annotations
@@ -25,13 +38,18 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import LinkLoad, Profile
+import numpy as np
+
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from palm.network.dram import interleaved_access
+from palm.network.loads import EAST, WEST, LinkLoad, Profile, dram_channel_cores, link_bandwidth_Bps
+from palm.network.region import CoreRegion
 from palm.plan import Plan
 
-__all__ = ["Flow", "Fabric", "build_fabric", "GRANULARITIES"]
+__all__ = ["Flow", "Fabric", "build_fabric", "GRANULARITIES", "NOC_MODELS"]
 
 GRANULARITIES: tuple[str, ...] = ("group", "link")
+NOC_MODELS: tuple[str, ...] = ("fair", "exclusive")
 
 _CLUSTER_KINDS = ("sw_out", "sw_in", "nic_out", "nic_in")
 
@@ -39,11 +57,18 @@ _CLUSTER_KINDS = ("sw_out", "sw_in", "nic_out", "nic_in")
 @dataclass(frozen=True)
 class Flow:
     """Resources a flow holds, and the bytes it puts on each of them per byte sent by one
-    transfer (its load on that resource)."""
+    transfer (its load on that resource). ``carried`` is what the resource's byte count books
+    per byte of one transfer, when it differs from the load (the ``fair`` model's aggregates,
+    whose loads are fractions of a link)."""
 
     resources: tuple[int, ...]
     loads: tuple[float, ...]
     kind: str
+    carried: tuple[float, ...] | None = None
+
+    @property
+    def booked(self) -> tuple[float, ...]:
+        return self.loads if self.carried is None else self.carried
 
 
 class Fabric:
@@ -56,14 +81,16 @@ class Fabric:
         self.free_at: list[float] = []
         self.busy_s: list[float] = []
         self.nbytes: list[float] = []
+        self.capacity_Bps: list[float] = []
 
-    def resource(self, key: Hashable, kind: str) -> int:
+    def resource(self, key: Hashable, kind: str, capacity_Bps: float = 1.0) -> int:
         idx = self._index.get(key)
         if idx is None:
             idx = len(self.keys)
             self._index[key] = idx
             self.keys.append(key)
             self.kinds.append(kind)
+            self.capacity_Bps.append(capacity_Bps)
             self.free_at.append(0.0)
             self.busy_s.append(0.0)
             self.nbytes.append(0.0)
@@ -73,8 +100,14 @@ class Fabric:
         """Book busy time and bytes without reserving: for a flow that nothing else shares,
         which therefore never waits."""
         busy, carried = self.busy_s, self.nbytes
-        for r, load in zip(flow.resources, flow.loads):  # noqa: B905 (equal by construction)
+        for r, load in zip(flow.resources, flow.booked):  # noqa: B905 (equal by construction)
             busy[r] += duration
+            carried[r] += load * nbytes
+
+    def book(self, flow: Flow, nbytes: float) -> None:
+        """Book the bytes of a flow (the ``fair`` model, which measures busy time itself)."""
+        carried = self.nbytes
+        for r, load in zip(flow.resources, flow.booked):  # noqa: B905 (equal by construction)
             carried[r] += load * nbytes
 
     def reserve(self, flow: Flow, now: float, duration: float, nbytes: float) -> float:
@@ -88,7 +121,7 @@ class Fabric:
                 start = free[r]
         end = start + duration
         busy, carried = self.busy_s, self.nbytes
-        for r, load in zip(resources, flow.loads):  # noqa: B905 (equal by construction)
+        for r, load in zip(resources, flow.booked):  # noqa: B905 (equal by construction)
             free[r] = end
             busy[r] += duration
             carried[r] += load * nbytes
@@ -138,46 +171,84 @@ class FlowTable:
     tp_exclusive: tuple[bool, ...]
 
 
-def build_fabric(plan: Plan, granularity: str) -> tuple[Fabric, FlowTable]:
-    """Resources and flows of ``plan`` at ``granularity`` ("group" or "link")."""
+def build_fabric(
+    plan: Plan, granularity: str, noc_model: str = "exclusive"
+) -> tuple[Fabric, FlowTable]:
+    """Resources and flows of ``plan`` at ``granularity`` ("group" or "link") for
+    ``noc_model`` ("exclusive" or "fair")."""
     fabric = Fabric()
-    mesh = isinstance(plan.config.hardware, Mesh2DHardware)
+    hw = plan.config.hardware
+    mesh = isinstance(hw, Mesh2DHardware)
     group = plan.config.parallelism.tp * plan.config.parallelism.data_ranks
     pp = plan.config.parallelism.pp
+    fair = noc_model == "fair"
 
-    def make(keys: dict[Hashable, float], kind: str) -> Flow:
+    def make(keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
         items = sorted(keys.items(), key=lambda kv: repr(kv[0]))
-        res = tuple(fabric.resource(k, k[0] if isinstance(k, tuple) else kind) for k, _ in items)
-        return Flow(res, tuple(v for _, v in items), kind)
+        res = tuple(
+            fabric.resource(
+                k,
+                k[0] if isinstance(k, tuple) else kind,
+                _capacity(plan, k) if granularity == "link" else 1.0,
+            )
+            for k, _ in items
+        )
+        booked = None if carried is None else (carried,) * len(res)
+        return Flow(res, tuple(v for _, v in items), kind, booked)
 
-    def flow(prof: Profile, kind: str, group_key: Hashable, transfers: float) -> Flow:
+    def flow(
+        prof: Profile, kind: str, group_key: Hashable | list[Hashable], transfers: float
+    ) -> Flow:
         if prof.bandwidth_Bps == float("inf"):
             return Flow((), (), kind)
         if granularity == "link":
             assert prof.links is not None, "plan built without link loads"
             return make(_link_keys(plan, prof.links), kind)
+        if fair:  # one aggregated resource per stage touched, loaded 1 / (lone bandwidth)
+            keys = [group_key] if not isinstance(group_key, list) else group_key
+            if not mesh:
+                assert prof.links is not None
+                keys = list(_cluster_group_keys(prof.links, plan.devices, group))
+            return make({k: 1.0 / prof.bandwidth_Bps for k in keys}, kind, transfers)
         if not mesh:
             assert prof.links is not None
             return make(_cluster_group_keys(prof.links, plan.devices, group), kind)
+        assert not isinstance(group_key, list)
         return make({group_key: transfers}, kind)
 
-    tp = tuple(flow(plan.tp_profiles[s], "tp", ("tp", s), group) for s in range(pp))
-    dp = tuple(flow(plan.dp_profiles[s], "dp", ("dp", s), group) for s in range(pp))
+    def key(kind: str, *stages: int) -> Hashable | list[Hashable]:
+        if fair:
+            return [("noc", s) for s in dict.fromkeys(stages)]
+        return (kind, *stages)
+
+    tp = tuple(flow(plan.tp_profiles[s], "tp", key("tp", s), group) for s in range(pp))
+    dp = tuple(flow(plan.dp_profiles[s], "dp", key("dp", s), group) for s in range(pp))
     send = tuple(
-        flow(prof, "p2p", ("p2p", c % pp, (c + 1) % pp), group)
+        flow(prof, "p2p", key("p2p", c % pp, (c + 1) % pp), group)
         for c, prof in enumerate(plan.send_profiles)
     )
     grad = tuple(
-        flow(prof, "p2p", ("p2p", (c + 1) % pp, c % pp), group)
+        flow(prof, "p2p", key("p2p", (c + 1) % pp, c % pp), group)
         for c, prof in enumerate(plan.grad_profiles)
     )
     dram = None
     if plan.dram is not None:
+        edge = _all_stages_reading_Bps(plan) if fair and granularity == "group" else None
         per_stage = []
-        for access in plan.dram:
+        for s, access in enumerate(plan.dram):
             noc_flow = Flow((), (), "dram-noc")
             if granularity == "link" and access.noc.links is not None:
                 noc_flow = make(_link_keys(plan, access.noc.links), "dram-noc")
+            elif fair and access.noc.bandwidth_Bps < float("inf"):
+                own = 1.0 / access.noc.bandwidth_Bps
+                keys: dict[Hashable, float] = {("noc", s): own}
+                if edge is not None:
+                    cores, total, rate = edge
+                    # the stage's share of the mesh's bottleneck link when every stage reads
+                    # (never more than its own bottleneck: alone, a read takes its own time)
+                    keys[("dram-noc",)] = min(access.cores / cores / rate, own)
+                noc_flow = make(keys, "dram-noc", access.cores)
+                del total
             per_stage.append(DramFlows(access.channels, noc_flow))
         dram = tuple(per_stage)
     # a stage's TP flow can be folded into its compute phase when no other flow shares its
@@ -196,6 +267,40 @@ def build_fabric(plan: Plan, granularity: str) -> tuple[Fabric, FlowTable]:
                 users.setdefault(r, set()).add((kind, i))
     exclusive = tuple(all(users[r] == {("tp", s)} for r in tp[s].resources) for s in range(pp))
     return fabric, FlowTable(tp, dp, send, grad, dram, exclusive)
+
+
+def _all_stages_reading_Bps(plan: Plan) -> tuple[float, float, float] | None:
+    """Interleaved placement, ``group`` mode: every stage's reads cross the links along the mesh
+    edges, so they share one more aggregate, the bottleneck link of all stages' cores reading
+    at once (:func:`~palm.network.dram.interleaved_access`). Returns the cores of all stages,
+    their count again, and the bandwidth one core's read gets then; None for ``nearest``
+    placement (reads stay near their channel)."""
+    hw = plan.config.hardware
+    if not isinstance(hw, Mesh2DHardware) or hw.dram_placement != "interleaved":
+        return None
+    pp = plan.config.parallelism.pp
+    region = CoreRegion(np.concatenate([plan.placement.stage_region(s).rects for s in range(pp)]))
+    access = interleaved_access(hw, region, dram_channel_cores(hw))
+    if access.noc.bandwidth_Bps == float("inf"):
+        return None
+    return access.cores, access.cores, access.noc.bandwidth_Bps
+
+
+def _capacity(plan: Plan, key: Hashable) -> float:
+    """Bytes/s of a ``link``-mode resource: a mesh link's or a GPU port's bandwidth."""
+    hw = plan.config.hardware
+    if not isinstance(key, tuple) or len(key) != 2:
+        return 1.0
+    head, index = key
+    if head == "link" and isinstance(hw, Mesh2DHardware):
+        node, direction = divmod(int(index), 4)
+        r, c = divmod(node, hw.core_grid[1])
+        position = c if direction in (EAST, WEST) else r
+        return float(link_bandwidth_Bps(hw, direction, position))
+    if isinstance(hw, GpuClusterHardware) and head in _CLUSTER_KINDS:
+        gbps = hw.switch_bandwidth_gbps if head.startswith("sw") else hw.inter_node_bandwidth_gbps
+        return gbps * 1e9
+    return 1.0
 
 
 def resource_label(key: Hashable) -> str:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import simpy
 
-__all__ = ["DramSystem", "Arrival"]
+__all__ = ["DramSystem", "Arrival", "ChannelClasses"]
 
 
 class Arrival(simpy.Event):
@@ -41,8 +41,63 @@ class Arrival(simpy.Event):
         self.env.schedule(self, simpy.events.NORMAL, delay)
 
 
+class ChannelClasses:
+    """The DRAM channels of a mesh grouped into *classes*: channels that the same set of access
+    patterns use always carry the same accesses, so a rate is a minimum over classes, not over
+    channels, and an access costs the same on a 4 x 4 mesh as on a 633 x 633 one.
+
+    ``patterns`` lists, once per kind of access (a stage's cores reading), the channels it
+    uses and how many cores' worth of bytes each serves per byte read by one core."""
+
+    def __init__(
+        self,
+        bandwidth_Bps: Sequence[float],
+        patterns: Sequence[tuple[Sequence[int], Sequence[float]]],
+    ) -> None:
+        self.bandwidth = list(bandwidth_Bps)
+        n_channels = len(self.bandwidth)
+        bandwidth = np.asarray(self.bandwidth, dtype=np.float64)
+        self.patterns = [
+            (np.asarray(channels, dtype=np.int64), np.asarray(cores, dtype=np.float64))
+            for channels, cores in patterns
+        ]
+        # which patterns use each channel, as rows of a (channels x patterns) table
+        uses = np.zeros((n_channels, max(1, len(self.patterns))), dtype=bool)
+        for p, (channels, _cores) in enumerate(self.patterns):
+            uses[channels, p] = True
+        used = np.nonzero(uses.any(axis=1))[0]
+        _keys, first, klass = np.unique(uses[used], axis=0, return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first))  # classes numbered by their lowest channel
+        self.channel_class = np.full(n_channels, -1, dtype=np.int64)
+        self.channel_class[used] = rank[klass.ravel()]
+        self.count = len(first)
+        #: per pattern: (class, min over its channels of bandwidth / cores) pairs
+        self.limits: list[tuple[tuple[int, float], ...]] = []
+        for channels, cores in self.patterns:
+            best = np.full(self.count, np.inf)
+            np.minimum.at(best, self.channel_class[channels], bandwidth[channels] / cores)
+            k = np.nonzero(np.isfinite(best))[0]
+            self.limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
+        self.read_per_core = [0.0] * len(self.patterns)
+
+    def per_channel(self, per_class: Sequence[float]) -> np.ndarray:
+        """A per-class quantity spread over the channels (0 for unused channels)."""
+        values = np.append(np.asarray(per_class, dtype=np.float64), 0.0)
+        out: np.ndarray = values[self.channel_class]  # class -1 (unused) reads the trailing 0
+        return out
+
+    @property
+    def nbytes(self) -> np.ndarray:
+        """Bytes each channel delivered."""
+        out = np.zeros(len(self.bandwidth))
+        for (channels, cores), per_core in zip(self.patterns, self.read_per_core, strict=True):
+            if per_core:
+                np.add.at(out, channels, cores * per_core)
+        return out
+
+
 class _Access:
-    __slots__ = ("remaining", "pattern", "noc_bandwidth", "latency", "done")
+    __slots__ = ("remaining", "pattern", "noc_bandwidth", "latency", "done", "rate")
 
     def __init__(
         self, nbytes: float, pattern: int, noc_bandwidth: float, latency: float, done: Arrival
@@ -52,70 +107,40 @@ class _Access:
         self.noc_bandwidth = noc_bandwidth
         self.latency = latency
         self.done = done
+        self.rate = 0.0
 
 
 class DramSystem:
-    """All DRAM channels of a mesh, fair-shared; :meth:`read` returns an event that fires when
-    the access is through (including its fixed latency).
-
-    ``patterns`` lists, once per kind of access (a stage's cores reading), the channels it
-    uses and how many cores read from each. Channels that the same set of patterns use always
-    have the same number of accesses in progress, so they are kept as one *class*: a rate is
-    then a minimum over classes, not over channels, and an access costs the same on a 4 x 4
-    mesh as on a 633 x 633 one. ``busy_s`` and ``nbytes`` per channel record utilisation."""
+    """All DRAM channels of a mesh, each shared equally by the accesses using it (the
+    ``exclusive`` NoC model's DRAM); :meth:`read` returns an event that fires when the access
+    is through (including its fixed latency). Channels are grouped by
+    :class:`ChannelClasses`; rates are computed once per start or finish."""
 
     def __init__(
         self,
         env: simpy.Environment,
         bandwidth_Bps: Sequence[float],
-        patterns: Sequence[tuple[Sequence[int], Sequence[int]]],
+        patterns: Sequence[tuple[Sequence[int], Sequence[float]]],
     ) -> None:
         self.env = env
-        self.bandwidth = list(bandwidth_Bps)
-        n_channels = len(self.bandwidth)
-        bandwidth = np.asarray(self.bandwidth, dtype=np.float64)
-        self._patterns = [
-            (np.asarray(channels, dtype=np.int64), np.asarray(cores, dtype=np.float64))
-            for channels, cores in patterns
-        ]
-        # which patterns use each channel, as rows of a (channels x patterns) table
-        uses = np.zeros((n_channels, max(1, len(self._patterns))), dtype=bool)
-        for p, (channels, _cores) in enumerate(self._patterns):
-            uses[channels, p] = True
-        used = np.nonzero(uses.any(axis=1))[0]
-        _keys, first, klass = np.unique(uses[used], axis=0, return_index=True, return_inverse=True)
-        rank = np.argsort(np.argsort(first))  # classes numbered by their lowest channel
-        self._channel_class = np.full(n_channels, -1, dtype=np.int64)
-        self._channel_class[used] = rank[klass.ravel()]
-        n_classes = len(first)
-        # per pattern: (class, min over its channels of bandwidth / cores) pairs
-        self._limits: list[tuple[tuple[int, float], ...]] = []
-        for channels, cores in self._patterns:
-            best = np.full(n_classes, np.inf)
-            np.minimum.at(best, self._channel_class[channels], bandwidth[channels] / cores)
-            k = np.nonzero(np.isfinite(best))[0]
-            self._limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
+        self.classes = ChannelClasses(bandwidth_Bps, patterns)
+        self.bandwidth = self.classes.bandwidth
+        self._limits = self.classes.limits
         self._active: list[_Access] = []
-        self._users = [0] * n_classes
-        self._class_busy = [0.0] * n_classes
-        self._read_per_core = [0.0] * len(self._patterns)
+        self._users = [0] * self.classes.count
+        self._class_busy = [0.0] * self.classes.count
         self._last = 0.0
         self._version = 0
 
     @property
     def busy_s(self) -> np.ndarray:
         """Seconds each channel had at least one access in progress."""
-        busy = np.append(np.asarray(self._class_busy, dtype=np.float64), 0.0)
-        return busy[self._channel_class]  # class -1 (unused) reads the trailing zero
+        return self.classes.per_channel(self._class_busy)
 
     @property
     def nbytes(self) -> np.ndarray:
         """Bytes each channel delivered."""
-        out = np.zeros(len(self.bandwidth))
-        for (channels, cores), per_core in zip(self._patterns, self._read_per_core, strict=True):
-            if per_core:
-                np.add.at(out, channels, cores * per_core)
-        return out
+        return self.classes.nbytes
 
     def _rate(self, a: _Access) -> float:
         rate = a.noc_bandwidth
@@ -130,7 +155,7 @@ class DramSystem:
         dt = now - self._last
         if dt > 0 and self._active:
             for a in self._active:
-                a.remaining -= self._rate(a) * dt
+                a.remaining -= a.rate * dt
             for k, users in enumerate(self._users):
                 if users:
                     self._class_busy[k] += dt
@@ -148,7 +173,7 @@ class DramSystem:
         now = self.env.now
         self._advance(now)
         done = Arrival(self.env)
-        self._read_per_core[pattern] += nbytes_per_core
+        self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
             done.succeed_in(0.0)
             return done
@@ -160,12 +185,14 @@ class DramSystem:
         return done
 
     def _schedule(self) -> None:
-        """One timer for every start and every finish, firing when the access closest to
-        completion is done. Earlier timers become stale. (Exactly two timers per access, so
-        the event count never depends on how accesses overlap.)"""
+        """New rates, and one timer for every start and every finish, firing when the access
+        closest to completion is done. Earlier timers become stale. (Exactly two timers per
+        access, so the event count never depends on how accesses overlap.)"""
+        for a in self._active:
+            a.rate = self._rate(a)
         self._version += 1
         version = self._version
-        dt = min((a.remaining / self._rate(a) for a in self._active), default=0.0)
+        dt = min((a.remaining / a.rate for a in self._active), default=0.0)
         timer = self.env.timeout(max(dt, 0.0))
         timer.callbacks.append(lambda _e: self._complete(version))
 
@@ -175,7 +202,7 @@ class DramSystem:
         self._advance(self.env.now)
         # the access this timer was set for (ties: the earliest started); rounding may leave
         # it a sliver of bytes, which is why it is not found by remaining <= 0
-        a = min(self._active, key=lambda x: x.remaining / self._rate(x))
+        a = min(self._active, key=lambda x: x.remaining / x.rate)
         self._active.remove(a)
         for k, _limit in self._limits[a.pattern]:
             self._users[k] -= 1

@@ -1,0 +1,250 @@
+"""The two ways the event engine's flows use the network, behind one interface.
+
+* :class:`ExclusiveNet` (``communication.noc_model = "exclusive"``, the paper's sec. IV-C): a
+  flow holds every resource it uses for its whole uncontended duration, first come first
+  served (:class:`~palm.engines.event.fabric.Fabric`); DRAM channels are shared equally by
+  the accesses in progress (:class:`~palm.engines.event.shared.DramSystem`), the mesh links a
+  DRAM read crosses are held only in ``link`` mode.
+* :class:`FairNet` (``"fair"``, the default): every flow (collectives, hand-offs, DRAM reads
+  with the links they cross) shares every resource it loads max-min fairly
+  (:class:`~palm.engines.event.fair.FairNetwork`).
+
+A stage process asks for a *blocking* flow (it waits for the end), a *send* (fires the
+receiver's arrival event when through, the sender goes on) or a DRAM *read* (started now,
+waited for later, so that it overlaps the compute it feeds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import numpy as np
+import simpy
+
+from palm.engines.event.fabric import Fabric, Flow, FlowTable
+from palm.engines.event.fair import FairNetwork, Route
+from palm.engines.event.shared import Arrival, ChannelClasses, DramSystem
+from palm.hardware.spec import Mesh2DHardware
+from palm.plan import Plan
+
+__all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
+
+FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None]
+
+
+def _dram_patterns(plan: Plan) -> tuple[list[float], list[tuple[tuple[int, ...], Any]]]:
+    hw = plan.config.hardware
+    assert isinstance(hw, Mesh2DHardware) and plan.dram is not None
+    bandwidth = [plan.dram[0].channel_bandwidth_Bps] * hw.dram_channels
+    return bandwidth, [(a.channels, a.cores_per_channel) for a in plan.dram]
+
+
+class ExclusiveNet:
+    """First-come-first-served holds (the paper's model)."""
+
+    def __init__(
+        self, env: simpy.Environment, plan: Plan, fabric: Fabric, flows: FlowTable, log: FlowLog
+    ) -> None:
+        self.env, self.plan, self.fabric, self.flows, self.log = env, plan, fabric, flows, log
+        self.dram: DramSystem | None = None
+        if plan.dram is not None:
+            self.dram = DramSystem(env, *_dram_patterns(plan))
+
+    @property
+    def channels(self) -> ChannelClasses | None:
+        return None if self.dram is None else self.dram.classes
+
+    def _hold(self, flow: Flow, duration: float, nbytes: float, stage: int) -> float:
+        now = float(self.env.now)
+        if duration <= 0:
+            return now
+        if not flow.resources:
+            return now + duration
+        end = self.fabric.reserve(flow, now, duration, nbytes)
+        self.log((flow.kind, flow.resources, end - duration, end, stage))
+        return end
+
+    def blocking(
+        self, flow: Flow, duration: float, nbytes: float, stage: int
+    ) -> Generator[simpy.Event, Any, None]:
+        end = self._hold(flow, duration, nbytes, stage)
+        if end > self.env.now:
+            yield self.env.timeout(end - self.env.now)
+
+    def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
+        to.succeed_in(self._hold(flow, duration, nbytes, stage) - self.env.now)
+
+    def read(self, stage: int, nbytes: float) -> Any:
+        """Every core of ``stage`` reads ``nbytes``: the channels' event and when the NoC part
+        (link mode) is through."""
+        assert self.plan.dram is not None and self.dram is not None
+        assert self.flows.dram is not None
+        access = self.plan.dram[stage]
+        event = self.dram.read(
+            nbytes,
+            pattern=stage,
+            noc_bandwidth_Bps=access.noc.bandwidth_Bps,
+            latency_s=access.response_s + access.noc.latency_s,
+        )
+        noc = self.flows.dram[stage].noc
+        end = float(self.env.now)
+        if noc.resources and nbytes > 0:
+            # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of
+            # the access is the channels' time, during which those links carry other flows)
+            end = self._hold(noc, nbytes / access.noc.bandwidth_Bps, nbytes, stage)
+        return event, end
+
+    def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:
+        event, end = token
+        if not event.processed:
+            yield event
+        if end > self.env.now:
+            yield self.env.timeout(end - self.env.now)
+
+    def account(self, flow: Flow, duration: float, nbytes: float) -> None:
+        self.fabric.account(flow, duration, nbytes)
+
+    def link_usage(self) -> tuple[list[float], list[float]]:
+        return self.fabric.busy_s, self.fabric.nbytes
+
+
+class FairNet:
+    """Max-min fair sharing of links, link aggregates and DRAM channel classes."""
+
+    def __init__(
+        self, env: simpy.Environment, plan: Plan, fabric: Fabric, flows: FlowTable, log: FlowLog
+    ) -> None:
+        self.env, self.plan, self.fabric, self.flows, self.log = env, plan, fabric, flows, log
+        self._channels: ChannelClasses | None = None
+        capacity = list(fabric.capacity_Bps)
+        n_links = len(capacity)
+        if plan.dram is not None:
+            self._channels = ChannelClasses(*_dram_patterns(plan))
+            capacity += [1.0] * self._channels.count  # one resource per channel class
+        self.net = FairNetwork(env, capacity)
+        self._n_links = n_links
+        self._same = binding_links(fabric, flows)
+        self._routes: dict[int, Route] = {}
+        self._reads: list[Route] = []
+        if plan.dram is not None and flows.dram is not None:
+            assert self._channels is not None
+            for s, limits in enumerate(self._channels.limits):
+                noc = self._kept(flows.dram[s].noc)
+                resources = [*noc[0], *(n_links + k for k, _ in limits)]
+                loads = [*noc[1], *(1.0 / limit for _, limit in limits)]
+                passive = self._passive(flows.dram[s].noc)
+                self._reads.append(self.net.route(resources, loads, passive=passive))
+
+    def _kept(self, flow: Flow) -> tuple[list[int], list[float]]:
+        """The resources of ``flow`` that can bind (see :func:`binding_links`)."""
+        same = self._same
+        pairs = [(r, a) for r, a in zip(flow.resources, flow.loads, strict=True) if same[r] == r]
+        return [r for r, _ in pairs], [a for _, a in pairs]
+
+    def _passive(self, flow: Flow) -> list[int]:
+        """Resources of ``flow`` that never bind but keep their own busy time."""
+        return [r for r in flow.resources if self._same[r] == -1]
+
+    @property
+    def channels(self) -> ChannelClasses | None:
+        return self._channels
+
+    def _route(self, flow: Flow) -> Route:
+        route = self._routes.get(id(flow))
+        if route is None:
+            route = self._routes[id(flow)] = self.net.route(
+                *self._kept(flow), passive=self._passive(flow)
+            )
+        return route
+
+    def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
+        route = self._route(flow)
+        start = float(self.env.now)
+        self.fabric.book(flow, nbytes)
+        self.net.transfer(route, duration, done=to)
+        if flow.resources:
+            kind, resources, log = flow.kind, flow.resources, self.log
+            to.callbacks.append(lambda _e: log((kind, resources, start, self.env.now, stage)))
+
+    def blocking(
+        self, flow: Flow, duration: float, nbytes: float, stage: int
+    ) -> Generator[simpy.Event, Any, None]:
+        if duration <= 0:
+            return
+        if not flow.resources:
+            yield self.env.timeout(duration)
+            return
+        done = Arrival(self.env)
+        self._start(flow, duration, nbytes, stage, done)
+        yield done
+
+    def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
+        if duration <= 0 or not flow.resources:
+            to.succeed_in(max(duration, 0.0))
+            return
+        self._start(flow, duration, nbytes, stage, to)
+
+    def read(self, stage: int, nbytes: float) -> Any:
+        assert self.plan.dram is not None and self._channels is not None
+        access = self.plan.dram[stage]
+        self._channels.read_per_core[stage] += nbytes
+        noc = self.flows.dram[stage].noc if self.flows.dram is not None else None
+        if noc is not None and noc.resources and nbytes > 0:
+            self.fabric.book(noc, nbytes)
+        done = Arrival(self.env)
+        self.net.start(
+            self._reads[stage],
+            nbytes,
+            latency_s=access.response_s + access.noc.latency_s if nbytes > 0 else 0.0,
+            done=done,
+        )
+        return done
+
+    def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:
+        if not token.processed:
+            yield token
+
+    def account(self, flow: Flow, duration: float, nbytes: float) -> None:
+        self.fabric.account(flow, duration, nbytes)
+
+    def link_usage(self) -> tuple[list[float], list[float]]:
+        fair_busy = self.net.busy_s
+        busy = [
+            a + fair_busy[r if r >= 0 else i]
+            for i, (a, r) in enumerate(zip(self.fabric.busy_s, self._same, strict=True))
+        ]
+        return busy, self.fabric.nbytes
+
+
+def binding_links(fabric: Fabric, flows: FlowTable) -> list[int]:
+    """For every resource: itself if it can bind a max-min rate; else, if another resource used
+    by exactly the same flows can never fill later, that one (whose busy time it shares); else
+    -1 (it never binds, but its busy time is tracked on its own). Resource ``l`` never binds when
+    some ``l'`` carries, flow by flow, at least ``l``'s load per capacity: ``l'`` fills no later,
+    and when it fills every flow on ``l`` freezes, so dropping ``l`` changes no rate."""
+    table = [*flows.tp, *flows.dp, *flows.send, *flows.grad]
+    table += [d.noc for d in flows.dram or ()]
+    n = len(fabric.capacity_Bps)
+    v = np.zeros((n, max(1, len(table))))
+    for j, flow in enumerate(table):
+        for r, a in zip(flow.resources, flow.loads, strict=True):
+            v[r, j] += a
+    v /= np.asarray(fabric.capacity_Bps)[:, None]
+    used = v > 0
+    same = list(range(n))
+    kept: list[int] = []
+    for k in np.argsort(-v.sum(axis=1), kind="stable").tolist():
+        if not used[k].any():
+            continue
+        if kept:
+            over = np.nonzero((v[kept] >= v[k]).all(axis=1))[0]
+            if len(over):
+                twins = [kept[i] for i in over if (used[kept[i]] == used[k]).all()]
+                same[k] = twins[0] if twins else -1
+                continue
+        kept.append(k)
+    return same
+
+
+Net = ExclusiveNet | FairNet

@@ -1,0 +1,155 @@
+"""Time of one matrix product on a mesh chip (``[model] family = "gemm"``), in closed form.
+
+The product ``C[m, n] = A[m, k] B[k, n]`` is split over the compute grid
+(:func:`palm.workload.gemm.split_product`); its time is that of the busiest core plus the DRAM
+traffic and the fixed cost of one program launch (docs/model.md, "One matrix product"):
+
+    t_core   = max(t_math, t_feed) / eta  (vs. t_noc: the larger)  + t_reduce
+    t_math   = T x 2 x 32^3 / peak(precision, fidelity)      T = tile products of the core
+    t_feed   = T x 1024 e / operand_feed                       one operand tile per tile product
+    t_noc    = (multicast + DRAM reads) / cores / (2 link)     two NoC ports in per core
+    t_reduce = (k_parts - 1) x tiles_m tiles_n x 1024 x 4 B / link   (fp32 partial sums)
+    t_dram   = Q / (channels x channel bandwidth x memory_efficiency)
+    t        = launch + t_core + t_dram                        (dispatch = "trace")
+             = max(host_dispatch, launch + t_core + t_dram)    (dispatch = "host")
+
+``eta`` is ``matmul_efficiency``, the achievable fraction of the matrix engine's pipeline
+(unpack, math and pack run as three threads; the slowest sets the rate, ``t_feed`` when the
+fidelity is low). ``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
+(:func:`palm.cost.blocking.product_traffic`: compulsory traffic when it fits, re-reads of
+output-stationary blocks when not; operands named in ``model.sram_resident`` move nothing).
+DRAM time is added to, not overlapped with, the compute: fitted on the visible Wormhole
+products, an overlap fraction comes out at 0.00 (benchmarks/calibrate_tiled.py). An
+untraced program costs the host ``host_dispatch`` to enqueue, which overlaps the device's
+work on the previous product. Never faster than the peak compute or than the compulsory traffic
+at the peak DRAM bandwidth: ``eta <= 1`` and ``memory_efficiency <= 1``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from palm.cost.blocking import ProductTraffic, product_traffic
+from palm.hardware.spec import TILE_DIM, Mesh2DHardware
+from palm.result import MemoryResult, OperatorResult, Result, StageResult
+from palm.strategy import SimConfig
+from palm.units import GB, bytes_per_element
+from palm.workload.gemm import GemmSplit, split_product
+
+__all__ = ["GemmTimes", "gemm_times", "run_gemm"]
+
+_TILE_ELEMS = TILE_DIM * TILE_DIM
+_PARTIAL_BYTES = 4.0  # fp32 partial sums of a depth split
+
+
+@dataclass(frozen=True)
+class GemmTimes:
+    """The terms of one product's time (seconds) and its DRAM traffic."""
+
+    math_s: float
+    feed_s: float
+    noc_s: float
+    reduce_s: float
+    core_s: float
+    dram_s: float
+    launch_s: float
+    total_s: float
+    split: GemmSplit
+    traffic: ProductTraffic
+
+
+def _hw(config: SimConfig) -> Mesh2DHardware:
+    hw = config.hardware
+    assert isinstance(hw, Mesh2DHardware)  # checked by palm.config
+    return hw
+
+
+def gemm_times(config: SimConfig) -> GemmTimes:
+    """Every term of the product's time for ``config`` (family ``gemm``, validated)."""
+    hw, model, tr = _hw(config), config.model, config.training
+    e = bytes_per_element(tr.precision)
+    split = split_product(
+        m=model.m, n=model.n, k=model.k, grid=hw.core_grid,
+        linear_split=config.parallelism.linear_split,
+    )  # fmt: skip
+    cores = hw.device_count
+    traffic = product_traffic(
+        m=model.m, n=model.n, k=model.k, a_bytes=e, b_bytes=e, c_bytes=e,
+        sram_bytes=hw.sram_per_core_mib * 2**20 * cores, cores=cores,
+        resident=frozenset(model.sram_resident),
+        grid=(split.m_parts, split.n_parts * split.k_parts),
+    )  # fmt: skip
+    products = split.tile_products
+    math_s = products * 2.0 * TILE_DIM**3 / hw.peak_flops(tr.precision)
+    feed = hw.operand_feed_gbps * GB
+    feed_s = products * _TILE_ELEMS * e / feed if feed > 0 else 0.0
+    link = hw.intra_tile_link_gbps * GB
+    noc_s = (traffic.multicast_bytes + traffic.dram_read_bytes) / cores / (2.0 * link)
+    partials = split.tiles_m * split.tiles_n * _TILE_ELEMS * _PARTIAL_BYTES
+    reduce_s = (split.k_parts - 1) * partials / link
+    core_s = max(max(math_s, feed_s) / hw.matmul_efficiency, noc_s) + reduce_s
+    dram_s = traffic.dram_bytes / (hw.dram_bandwidth_gbps * GB * hw.memory_efficiency)
+    launch_s = hw.launch_us * 1e-6
+    total = launch_s + core_s + dram_s
+    if hw.dispatch == "host":
+        total = max(hw.host_dispatch_us * 1e-6, total)
+    return GemmTimes(
+        math_s=math_s, feed_s=feed_s, noc_s=noc_s, reduce_s=reduce_s, core_s=core_s,
+        dram_s=dram_s, launch_s=launch_s, total_s=total, split=split, traffic=traffic,
+    )  # fmt: skip
+
+
+def run_gemm(config: SimConfig) -> Result:
+    """The :class:`Result` of one product: ``iteration_time_s`` is its time, throughput in
+    products per second, TFLOP/s and MFU per core against the peak at the configured fidelity."""
+    hw, model, tr = _hw(config), config.model, config.training
+    t = gemm_times(config)
+    cores = hw.device_count
+    flops = 2.0 * model.m * model.n * model.k
+    per_core_tflops = flops / t.total_s / cores / 1e12
+    e = bytes_per_element(tr.precision)
+    operands = (model.m * model.k + model.k * model.n + model.m * model.n) * e
+    capacity = hw.device_memory_bytes
+    per_core = operands / cores
+    stage = StageResult(
+        stage=0, layers=1, forward_s=t.total_s, backward_s=0.0, busy_s=t.total_s, idle_s=0.0,
+        bubble_s=0.0, busy_fraction=1.0, memory_bytes=per_core, dp_allreduce_s=0.0,
+        dp_exposed_s=0.0, optimizer_s=0.0, sent_bytes=0.0, received_bytes=0.0,
+    )  # fmt: skip
+    operator = OperatorResult(
+        stage=0, name="gemm", strategy=t.traffic.strategy,
+        dram_forward_bytes=t.traffic.dram_bytes / cores, dram_backward_bytes=0.0,
+        dram_update_bytes=0.0,
+    )  # fmt: skip
+    us = 1e6
+    note = (
+        f"gemm on {cores} cores ({t.split.m_parts}x{t.split.n_parts}x{t.split.k_parts} split, "
+        f"{t.split.tile_products} tile products on the busiest core): launch "
+        f"{t.launch_s * us:.1f} us + core {t.core_s * us:.1f} us (math {t.math_s * us:.1f}, "
+        f"operand feed {t.feed_s * us:.1f}, NoC {t.noc_s * us:.1f}, reduce {t.reduce_s * us:.1f}) "
+        f"+ DRAM {t.dram_s * us:.1f} us ({t.traffic.dram_bytes / 2**20:.1f} MiB, "
+        f"{t.traffic.strategy}); dispatch {hw.dispatch}"
+    )
+    return Result(
+        throughput_samples_per_s=1.0 / t.total_s,
+        iteration_time_s=t.total_s,
+        model_tflops_per_device=per_core_tflops,
+        hardware_tflops_per_device=per_core_tflops,
+        mfu=per_core_tflops * 1e12 / hw.peak_flops(tr.precision),
+        bubble_fraction=0.0,
+        peak_memory_bytes=per_core,
+        memory_capacity_bytes=capacity,
+        fits_memory=per_core <= capacity,
+        memory_overflow_bytes=max(0.0, per_core - capacity),
+        engine="analytical",
+        events_simulated=None,
+        sim_wall_s=None,
+        devices=cores,
+        micro_batches=1,
+        sample_unit="products",
+        tokens_per_s=None,
+        memory=MemoryResult(0.0, 0.0, 0.0, per_core),
+        stages=(stage,),
+        operators=(operator,),
+        notes=(note,),
+    )

@@ -1,0 +1,184 @@
+"""Comparing the simulator with measured tiled chips (issue 11, item 5).
+
+A file of the shape of ``shared/validation/visible_tiled.json`` (a packaged copy of the visible
+cases is the default) holds ``cases`` of two kinds:
+
+* ``gemm``: one matrix product on a Wormhole n150 (tt-metal ``tech_reports/GEMM_FLOPS``), shape,
+  data type, math fidelity, compute grid, where each operand lives (``in0``/``in1``/``out`` in
+  L1 or DRAM) and whether the program was traced; ``measured.inference_time_avg_ns`` is compared
+  with the ``iteration_time_s`` of a ``family = "gemm"`` simulation of the same product;
+* ``dram``: N cores each moving 1 MiB between its L1 and DRAM (tt-isa-documentation,
+  ``WormholeB0/DRAMTile``); ``measured.bandwidth_GBps`` is compared with
+  :func:`palm.network.tensix_noc.dram_bandwidth_Bps` for the same cores, channels and NoC.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from palm.api import simulate
+from palm.config import parse_config
+from palm.errors import ConfigError
+from palm.hardware.presets import hardware_preset
+from palm.hardware.spec import Mesh2DHardware
+from palm.network.tensix_noc import DramTransfer, dram_bandwidth_Bps
+from palm.strategy import SimConfig
+
+__all__ = [
+    "GemmCase",
+    "DramCase",
+    "TiledCases",
+    "default_tiled_file",
+    "is_tiled_file",
+    "load_tiled_cases",
+    "gemm_tables",
+    "predict_dram",
+]
+
+_DTYPES = {"BFLOAT16": "bf16", "BFLOAT8_B": "bfp8", "BFLOAT4_B": "bfp4"}
+
+
+@dataclass(frozen=True)
+class GemmCase:
+    case_id: str
+    config: SimConfig
+    measured_time_s: float
+    traced: bool
+    tuned: bool
+    source: str
+
+
+@dataclass(frozen=True)
+class DramCase:
+    case_id: str
+    transfer: DramTransfer
+    measured_Bps: float
+    source: str
+
+
+@dataclass(frozen=True)
+class TiledCases:
+    gemm: tuple[GemmCase, ...]
+    dram: tuple[DramCase, ...]
+
+
+def default_tiled_file() -> Path:
+    return Path(str(resources.files("palm") / "data" / "visible_tiled.json"))
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("validation file", str(path), "an existing JSON file") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError("validation file", str(path), f"valid JSON ({exc})") from None
+
+
+def is_tiled_file(path: str | Path) -> bool:
+    """Whether ``path`` has the tiled shape (``cases`` of kind ``gemm`` or ``dram``);
+    unreadable files are left to the other loaders' errors."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    cases = data.get("cases") if isinstance(data, dict) else None
+    return (
+        isinstance(cases, list)
+        and bool(cases)
+        and all(isinstance(c, dict) and c.get("kind") in ("gemm", "dram") for c in cases)
+    )
+
+
+def _source(case: dict[str, Any]) -> str:
+    src = case.get("source", {})
+    if not isinstance(src, dict):
+        return str(src)
+    return f"{src.get('repo', '')} {src.get('path', '')} @{str(src.get('commit', ''))[:8]}"
+
+
+def gemm_tables(case: dict[str, Any]) -> dict[str, Any]:
+    """The configuration tables of one ``gemm`` case."""
+    w, mp = case["workload"], case["mapping"]
+    dtype = str(w["dtype"]).split(".")[-1]
+    if dtype not in _DTYPES:
+        raise ConfigError("workload.dtype", w["dtype"], f"one of {', '.join(_DTYPES)}")
+    resident = [name for name, key in (("a", "in0"), ("b", "in1"), ("c", "out"))
+                if mp[f"{key}_storage"] == "L1"]  # fmt: skip
+    return {
+        "model": {
+            "name": case["id"],
+            "family": "gemm",
+            "m": w["M"],
+            "k": w["K"],
+            "n": w["N"],
+            "sram_resident": resident,
+        },  # fmt: skip
+        "hardware": {
+            "preset": "wormhole-n150",
+            "math_fidelity": str(w["math_fidelity"]).split(".")[-1].lower(),
+            "compute_grid": list(mp["grid_size_used"]),
+            "dispatch": "trace" if mp["use_trace"] else "host",
+        },
+        "training": {"mode": "inference", "global_batch": 1, "precision": _DTYPES[dtype]},
+    }
+
+
+def _dram_case(case: dict[str, Any]) -> DramCase:
+    w, mp = case["workload"], case["mapping"]
+    transfer = DramTransfer(
+        cores=int(mp["tiles"]),
+        channels=int(mp["channels"]),
+        paired=mp["pairing"] == "carefully",
+        noc=int(mp["noc"]),
+        write="L1 -> DRAM" in str(w["direction"]),
+        bytes_per_core=float(w["transfer_per_tile_bytes"]),
+    )
+    return DramCase(case["id"], transfer, float(case["measured"]["bandwidth_GBps"]) * 1e9,
+                    _source(case))  # fmt: skip
+
+
+def load_tiled_cases(path: str | Path | None = None) -> TiledCases:
+    """The ``gemm`` and ``dram`` cases of a tiled validation file (default: packaged visible)."""
+    path = Path(path) if path is not None else default_tiled_file()
+    data = _read(path)
+    cases = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(cases, list) or not cases:
+        raise ConfigError("validation file", str(path), "a JSON object with a cases list")
+    gemm, dram = [], []
+    for i, case in enumerate(cases):
+        try:
+            if case["kind"] == "gemm":
+                gemm.append(GemmCase(
+                    case_id=str(case["id"]),
+                    config=parse_config(gemm_tables(case)),
+                    measured_time_s=float(case["measured"]["inference_time_avg_ns"]) * 1e-9,
+                    traced=bool(case["mapping"]["use_trace"]),
+                    tuned="tuned" in str(case["mapping"].get("config_selection", "")),
+                    source=_source(case),
+                ))  # fmt: skip
+            elif case["kind"] == "dram":
+                dram.append(_dram_case(case))
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(
+                f"cases[{i}]",
+                case.get("id", i) if isinstance(case, dict) else case,
+                f"a gemm or dram case with workload, mapping and measured (missing {exc})",
+            ) from None
+    return TiledCases(tuple(gemm), tuple(dram))
+
+
+def predict_gemm(case: GemmCase, *, engine: str = "analytical") -> float:
+    return simulate(case.config, engine=engine).iteration_time_s
+
+
+def predict_dram(case: DramCase, *, hardware: Mesh2DHardware | None = None) -> float:
+    """Predicted aggregate bandwidth (bytes/s) of one DRAM case on ``hardware`` (default:
+    the wormhole-n150 preset)."""
+    hw = hardware or hardware_preset("wormhole-n150")
+    assert isinstance(hw, Mesh2DHardware)
+    return dram_bandwidth_Bps(case.transfer, hardware=hw)

@@ -1,0 +1,231 @@
+"""Signals, worker processes and logs of a tuning run: nothing is orphaned, nothing is lost,
+no traceback reaches the user.
+
+* ``SIGTERM`` (``kill``, batch schedulers) raises :class:`Terminated` in the main thread, a
+  :class:`KeyboardInterrupt` so that Optuna marks the running trial FAIL before it unwinds
+  (``optuna/study/_optimize.py``: ``except (Exception, KeyboardInterrupt)``), exactly as Ctrl-C.
+* Workers (:func:`supervise`) are told to stop with ``SIGTERM`` when the parent is interrupted
+  or terminated; each fails its own running trial and exits. Stragglers are killed after
+  :data:`STOP_GRACE_S`, and the RUNNING trials of dead workers are failed by
+  :func:`search.storage.sweep_stale_trials`.
+* If the parent dies without a chance to act (``SIGKILL``), the kernel sends each worker
+  ``SIGTERM`` (Linux ``prctl(PR_SET_PDEATHSIG)``; elsewhere a thread watching the parent pid).
+* Optuna's log of a failed trial carries the exception's traceback; :func:`quiet_optuna_logs`
+  keeps its first line.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import multiprocessing.process
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = [
+    "Terminated",
+    "STOP_GRACE_S",
+    "install_sigterm",
+    "quiet_optuna_logs",
+    "worker_main",
+    "supervise",
+    "guarded",
+    "stop_if_signalled",
+    "trial_signals",
+]
+
+#: how long stopped workers get to fail their trial and exit before they are killed
+STOP_GRACE_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """The process received SIGTERM."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _ignore(signum: int, frame: Any) -> None:
+    """Drop the signal."""
+
+
+class _Signals:
+    """Whether a trial's objective is running, and a stop signal received outside it."""
+
+    inside = False
+    pending: type[KeyboardInterrupt] | None = None
+
+
+def _on_signal(signum: int, frame: Any) -> None:
+    """Inside an objective: unwind it now (Optuna fails the trial). Elsewhere (Optuna asking
+    for or telling a trial): remember it, so that no trial is left RUNNING without an owner;
+    :func:`guarded` and :func:`stop_if_signalled` act on it a moment later."""
+    exc = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    if _Signals.inside:
+        signal.signal(signal.SIGINT, _ignore)
+        signal.signal(signal.SIGTERM, _ignore)
+        raise exc()
+    _Signals.pending = exc
+
+
+def guarded(objective: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``objective`` that a stop signal interrupts only while it runs (see :func:`_on_signal`)."""
+
+    def run(trial: Any) -> Any:
+        if _Signals.pending is not None:
+            raise _Signals.pending()
+        _Signals.inside = True
+        try:
+            return objective(trial)
+        finally:
+            _Signals.inside = False
+
+    return run
+
+
+def stop_if_signalled(study: Any, trial: Any) -> None:
+    """Optuna callback: end ``optimize`` after a trial if a stop signal came meanwhile."""
+    if _Signals.pending is not None:
+        study.stop()
+
+
+@contextmanager
+def trial_signals() -> Iterator[None]:
+    """SIGINT and SIGTERM handled by :func:`_on_signal` while trials run; a signal received
+    between trials is raised when they have stopped."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    _Signals.inside, _Signals.pending = False, None
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+    if _Signals.pending is not None:
+        raise _Signals.pending()
+
+
+def install_sigterm() -> None:
+    """Turn SIGTERM into :class:`Terminated` (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_terminated)
+
+
+class _OneLine(logging.Filter):
+    """Drop the traceback of a log record, keep the first line of its message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt):
+            return False  # an interrupted trial: the command says "interrupted" itself
+        text = str(record.msg)
+        if "StorageInternalError" in text or "failed with value None" in text:
+            return False  # the command names the storage failure; the second line repeats
+        if record.exc_info or record.exc_text:
+            record.exc_info = None
+            record.exc_text = None
+            message = record.getMessage().splitlines()[0] if record.getMessage() else ""
+            record.msg, record.args = message, None
+        return True
+
+
+def quiet_optuna_logs() -> None:
+    """Optuna's failed-trial warnings as one line each, without the traceback."""
+    logger = logging.getLogger("optuna")
+    if not any(isinstance(f, _OneLine) for f in logger.filters):
+        logger.addFilter(_OneLine())
+    for handler in logger.handlers:
+        if not any(isinstance(f, _OneLine) for f in handler.filters):
+            handler.addFilter(_OneLine())
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGTERM to this process when ``parent`` exits."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+        else:
+            if os.getppid() != parent:  # it died before prctl took effect
+                os.kill(os.getpid(), signal.SIGTERM)
+            return
+
+    def watch() -> None:  # pragma: no cover - non-Linux
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -> None:
+    """Body of worker process ``index``: dies with its parent, turns SIGTERM and Ctrl-C into a
+    quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
+    install_sigterm()
+    _die_with_parent(parent)
+    quiet_optuna_logs()
+    try:
+        run(*args)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except BaseException as exc:  # noqa: BLE001 - one line instead of a worker traceback
+        if isinstance(exc, SystemExit):
+            raise
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        sys.stderr.write(f"palm-tune: worker {index}: {type(exc).__name__}: {message}\n")
+        sys.exit(1)
+
+
+def _stop(procs: Sequence[multiprocessing.process.BaseProcess]) -> None:
+    """SIGTERM every live worker, wait up to STOP_GRACE_S, SIGKILL the rest."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def supervise(
+    procs: Sequence[multiprocessing.process.BaseProcess], on_stop: Callable[[], object]
+) -> list[int]:
+    """Start and wait for ``procs``. If this process is interrupted or terminated meanwhile,
+    stop them, call ``on_stop`` (fail their running trials) and re-raise. Returns the
+    workers' exit codes."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the workers too (one process group); a signal to this pid alone does
+        # not: either way each worker gets SIGTERM, fails its trial and exits
+        previous_term = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGINT, _ignore)
+        signal.signal(signal.SIGTERM, _ignore)
+        try:
+            _stop(procs)
+            on_stop()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+            signal.signal(signal.SIGTERM, previous_term)
+        raise
+    return [p.exitcode or 0 for p in procs]

@@ -1,0 +1,189 @@
+"""One matrix product as a workload (issue 11, item 4): the contract TOML, the split over the
+compute grid, fidelity, grid and dispatch, bounds, and bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import palm
+from palm.config import parse_config
+from palm.engines.gemm import gemm_times
+from palm.errors import ConfigError
+from palm.hardware.spec import Mesh2DHardware
+from palm.units import bytes_per_element
+from palm.workload.gemm import split_product
+
+REPO = Path(__file__).resolve().parents[2]
+
+CONTRACT = """\
+[model]
+family = "gemm"
+m = 4096
+k = 4096
+n = 4096
+[hardware]
+preset = "wormhole-n150"
+math_fidelity = "hifi2"
+compute_grid = [8, 8]
+[training]
+mode = "inference"
+global_batch = 1
+precision = "bf16"
+"""
+
+
+def _tables(m: int = 4096, k: int = 4096, n: int = 4096, **hardware: Any) -> dict[str, Any]:
+    return {
+        "model": {"family": "gemm", "m": m, "k": k, "n": n},
+        "hardware": {"preset": "wormhole-n150", "math_fidelity": "hifi2", **hardware},
+        "training": {"mode": "inference", "global_batch": 1, "precision": "bf16"},
+    }
+
+
+def _time(tables: dict[str, Any]) -> float:
+    return palm.simulate(parse_config(tables)).iteration_time_s
+
+
+def _lower_bounds(config: palm.SimConfig) -> tuple[float, float]:
+    """Peak compute time and compulsory DRAM traffic at the peak DRAM bandwidth."""
+    hw, m = config.hardware, config.model
+    assert isinstance(hw, Mesh2DHardware)
+    e = bytes_per_element(config.training.precision)
+    compute = 2.0 * m.m * m.n * m.k / (hw.device_count * hw.peak_flops(config.training.precision))
+    dram = (m.m * m.k + m.k * m.n + m.m * m.n) * e / (hw.dram_bandwidth_gbps * 1e9)
+    return compute, dram
+
+
+def test_contract_toml_runs_and_is_within_bounds(tmp_path: Path) -> None:
+    path = tmp_path / "gemm.toml"
+    path.write_text(CONTRACT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "search.cli", "simulate", str(path), "--json"],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    t = result["iteration_time_s"]
+    compute, dram = _lower_bounds(palm.load_config(path))
+    assert t > compute and t > dram
+    assert compute == pytest.approx(4096**3 * 2 / 131.072e12)
+    # measured on a Wormhole n150 (GEMM_FLOPS, traced, HiFi2): 2.008 ms
+    assert t == pytest.approx(2.008e-3, rel=0.10)
+    assert result["devices"] == 64 and result["sample_unit"] == "products"
+    assert result["operators"][0]["strategy"] == "resident"
+
+
+def test_fidelity_scales_the_matrix_engine_time() -> None:
+    t = {f: gemm_times(parse_config(_tables(math_fidelity=f))) for f in
+         ("lofi", "hifi2", "hifi3", "hifi4")}  # fmt: skip
+    assert t["hifi4"].math_s == pytest.approx(4 * t["lofi"].math_s)
+    assert t["hifi2"].math_s == pytest.approx(2 * t["lofi"].math_s)
+    # below HiFi3 the unpackers' operand feed binds: LoFi and HiFi2 take as long
+    assert t["lofi"].total_s == pytest.approx(t["hifi2"].total_s)
+    assert t["hifi2"].total_s < t["hifi3"].total_s < t["hifi4"].total_s
+    assert t["hifi4"].core_s == pytest.approx(t["hifi4"].math_s / 0.912, rel=1e-3)
+
+
+def test_compute_grid_changes_the_cores_and_the_split() -> None:
+    full = gemm_times(parse_config(_tables()))
+    quarter_config = parse_config(_tables(compute_grid=[4, 4]))
+    quarter = gemm_times(quarter_config)
+    assert palm.simulate(quarter_config).devices == 16
+    assert quarter.split.tile_products == 4 * full.split.tile_products
+    assert quarter.core_s == pytest.approx(4 * full.core_s)
+    wide = gemm_times(parse_config(_tables(m=1024, n=4096, compute_grid=[2, 8])))
+    assert (wide.split.m_parts, wide.split.n_parts) == (2, 8)
+
+
+def test_split_pads_to_tiles_and_takes_the_busiest_core() -> None:
+    split = split_product(m=100, n=70, k=64, grid=(2, 3))
+    # Mt = 4, Nt = 3, Kt = 2 tiles of 32
+    assert (split.tiles_m, split.tiles_n, split.tiles_k) == (2, 1, 2)
+    assert split.tile_products == 4 and split.cores == 6
+    depth = split_product(m=100, n=70, k=64, grid=(2, 3), linear_split=(1, 1, 3, 2))
+    assert (depth.tiles_m, depth.tiles_n, depth.tiles_k, depth.k_parts) == (4, 1, 1, 2)
+
+
+def test_linear_split_over_depth_adds_a_reduction() -> None:
+    tables = _tables()
+    tables["parallelism"] = {"linear_split": [1, 4, 4, 4]}
+    t = gemm_times(parse_config(tables))
+    assert t.split.k_parts == 4 and t.reduce_s > 0
+    assert t.split.tile_products == 32 * 32 * 32  # (128/4)^2 x 128/4
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"model": {"family": "gemm", "m": 0, "k": 8, "n": 8}}, "model.m"),
+        ({"model": {"family": "gemm", "m": 8, "k": 8, "n": 8, "sram_resident": ["d"]}},
+         "model.sram_resident[0]"),
+        ({"training": {"mode": "train", "global_batch": 1}}, "training.mode"),
+        ({"training": {"mode": "inference", "global_batch": 2}}, "training.global_batch"),
+        ({"parallelism": {"tp": 2}}, "parallelism.tp*pp*dp"),
+        ({"parallelism": {"linear_split": [1, 4, 4, 2]}}, "parallelism.linear_split"),
+        ({"hardware": {"preset": "dgx-a100"}}, "hardware"),
+        ({"hardware": {"preset": "wormhole-n150", "math_fidelity": "hifi9"}},
+         "hardware.math_fidelity"),
+    ],
+)  # fmt: skip
+def test_bad_gemm_input_is_a_one_line_error(change: dict[str, Any], field: str) -> None:
+    tables = _tables()
+    tables.update(change)
+    with pytest.raises(ConfigError) as err:
+        parse_config(tables)
+    assert str(err.value).startswith(field + " = ") and "\n" not in str(err.value)
+
+
+def test_never_faster_than_peak_compute_or_compulsory_traffic() -> None:
+    shapes = (32, 96, 512, 1000, 4096)
+    for m, k, n in itertools.product(shapes, repeat=3):
+        for fidelity, precision in (("lofi", "bfp4"), ("hifi2", "bfp8"), ("hifi4", "bf16")):
+            tables = _tables(m=m, k=k, n=n, math_fidelity=fidelity)
+            tables["training"]["precision"] = precision
+            config = parse_config(tables)
+            t = palm.simulate(config).iteration_time_s
+            compute, dram = _lower_bounds(config)
+            assert t >= max(compute, dram), (m, k, n, fidelity)
+
+
+def test_host_dispatch_bounds_small_untraced_products() -> None:
+    traced = _time(_tables(m=64, k=64, n=64))
+    host = _time(_tables(m=64, k=64, n=64, dispatch="host"))
+    assert traced < host == pytest.approx(102e-6)
+    big = _tables(m=8192, k=8192, n=8192)
+    assert _time(big) == _time(dict(big, hardware={**big["hardware"], "dispatch": "host"}))
+
+
+def test_block_formats_move_fewer_dram_bytes() -> None:
+    tables = _tables(m=32, k=8192, n=8192)  # a matrix-vector-like product: DRAM-bound
+    bf16 = gemm_times(parse_config(tables))
+    tables["training"]["precision"] = "bfp8"
+    bfp8 = gemm_times(parse_config(tables))
+    assert bfp8.traffic.dram_bytes == pytest.approx(bf16.traffic.dram_bytes * 1.0625 / 2)
+    assert bfp8.dram_s < bf16.dram_s
+
+
+def test_resident_operands_move_nothing_and_big_products_reread() -> None:
+    tables = _tables(m=2048, k=2048, n=2048)
+    tables["model"]["sram_resident"] = ["a", "c"]
+    t = gemm_times(parse_config(tables))
+    assert t.traffic.dram_bytes == pytest.approx(2048 * 2048 * 2)  # B only
+    huge = gemm_times(parse_config(_tables(m=16384, k=16384, n=16384)))
+    assert huge.traffic.strategy != "resident"
+    assert huge.traffic.dram_bytes > 3 * 16384**2 * 2
+
+
+def test_gemm_is_deterministic_and_engines_agree() -> None:
+    config = parse_config(_tables(m=3328, k=2560, n=2560))
+    a = palm.simulate(config, engine="event")
+    b = palm.simulate(config, engine="analytical")
+    assert dataclasses.replace(a, sim_wall_s=None) == dataclasses.replace(b, sim_wall_s=None)

@@ -1,0 +1,121 @@
+"""Classes 5 and 6: SIGINT (Ctrl-C to the whole process group), SIGTERM and SIGKILL to
+``tune --workers N``. Nothing is orphaned, no traceback is printed, the running trials end
+FAIL (at once, or at the next run's sweep after SIGKILL) and every completed trial survives."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from search.storage import open_storage
+from tests.robustness.cli_run import assert_clean, run, spawn
+
+pytestmark = pytest.mark.slow
+
+
+def _states(url: str) -> dict[str, int]:
+    study = optuna.load_study(study_name="slow", storage=open_storage(url))
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
+
+
+def _wait_until_simulating(url: str, journal: Path, proc: subprocess.Popen[str]) -> int:
+    """Wait for a RUNNING trial that is simulating; return the COMPLETE count then."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if journal.exists() and journal.stat().st_size:
+            study = optuna.load_study(study_name="slow", storage=open_storage(url))
+            trials = study.get_trials(deepcopy=False)
+            if any(t.state == TrialState.RUNNING and "config" in t.user_attrs for t in trials):
+                return sum(t.state == TrialState.COMPLETE for t in trials)
+        time.sleep(0.1)
+    raise AssertionError("no trial started in 120 s")
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("how", "workers", "code", "message"),
+    [
+        ("SIGTERM", 2, 143, "terminated"),
+        ("SIGINT-group", 2, 130, "interrupted"),
+        ("SIGINT", 1, 130, "interrupted"),
+        ("SIGTERM", 1, 143, "terminated"),
+        ("SIGKILL", 2, -9, None),
+    ],
+)
+def test_a_signal_stops_every_worker_and_loses_no_trial(
+    slow_study: Path, tmp_path: Path, how: str, workers: int, code: int, message: str | None
+) -> None:
+    journal = tmp_path / "sig.journal"
+    url = f"journal:///{journal}"
+    proc = spawn(
+        "tune",
+        str(slow_study),
+        "--storage",
+        url,
+        "--workers",
+        str(workers),
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    try:
+        _wait_until_simulating(url, journal, proc)
+        kids = _children(proc.pid)
+        before = _states(url)
+        if how == "SIGINT-group":
+            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: spawn() starts a new group
+        else:
+            proc.send_signal(getattr(signal, how))
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr, stderr
+    if message:
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"palm-tune: {message}"), stderr
+    deadline = time.monotonic() + 20
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(k) for k in kids), "orphan workers"
+    after = _states(url)
+    assert after.get("COMPLETE", 0) >= before.get("COMPLETE", 0)
+    if how == "SIGKILL":  # the parent could not act; the workers failed their own trials
+        r = run(
+            "tune",
+            str(slow_study),
+            "--storage",
+            url,
+            "--trials",
+            "1",
+            "--no-progress",
+            cwd=tmp_path,
+            timeout_s=120,
+        )
+        assert r.code == 0, r.stderr
+        assert_clean(r)
+        after = _states(url)
+    assert after.get("RUNNING", 0) == 0, after
