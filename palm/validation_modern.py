@@ -52,9 +52,11 @@ GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     # A100 40 GB SXM4 datasheet: HBM2 40 GB at 1555 GB/s, same compute as the 80 GB part
     "A100-SXM-40GB": ("dgx-a100", {"hbm_gib": 40e9 / 2**30, "hbm_bandwidth_gbps": 1555.0}),
     "B200": ("dgx-b200", {}),
-    "GB200": ("gb200-nvl72", {}),
+    # power-of-two jobs on NVL72 racks run in NVLink segments of 16 trays = 64 GPUs (SLURM
+    # --segment, as NVIDIA's GB200 recipes launch them), so no pipeline stage straddles racks
+    "GB200": ("gb200-nvl72", {"gpus_per_node": 64}),
     "B300": ("dgx-b300", {}),
-    "GB300": ("gb300-nvl72", {}),
+    "GB300": ("gb300-nvl72", {"gpus_per_node": 64}),
 }
 
 _FP8_WORDS = ("fp8", "float8")

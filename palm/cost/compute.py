@@ -38,8 +38,7 @@ Constants and their origin: ``docs/model.md``.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from palm.hardware.spec import GpuClusterHardware, Hardware
 from palm.units import bytes_per_element
@@ -160,11 +159,7 @@ def attention_time(flops: float, nbytes: float, rates: DeviceRates) -> float:
 def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
     """Input gradient ``dA = dC B^T`` (m x k, inner n) and weight gradient ``dB = A^T dC``
     (k x n, inner m): each as many FLOPs as the forward product, with other shapes."""
-    # the same kind of product (FP8 or not) as the forward one
-    return (
-        dataclasses.replace(g, m=g.m, n=g.k, k=g.n),
-        dataclasses.replace(g, m=g.k, n=g.n, k=g.m),
-    )
+    return (replace(g, n=g.k, k=g.n), replace(g, m=g.k, n=g.n, k=g.m))
 
 
 @dataclass(frozen=True)

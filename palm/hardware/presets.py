@@ -61,10 +61,12 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
         # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
-        # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels
-        matmul_efficiency=0.568,
-        fp8_matmul_efficiency=0.521,
-        attention_efficiency=0.176,
+        # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels, MoE
+        # grouped GEMMs
+        matmul_efficiency=0.567,
+        fp8_matmul_efficiency=0.535,
+        attention_efficiency=0.178,
+        grouped_gemm_efficiency=0.486,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -81,9 +83,10 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
         # the H100 fit (same GPU, more and faster memory)
-        matmul_efficiency=0.568,
-        fp8_matmul_efficiency=0.521,
-        attention_efficiency=0.176,
+        matmul_efficiency=0.567,
+        fp8_matmul_efficiency=0.535,
+        attention_efficiency=0.178,
+        grouped_gemm_efficiency=0.486,
     ),
     # NVIDIA DGX B200 (DGX B200 datasheet; HGX B200 datasheet, 2024): 8 B200 GPUs; per
     # system 72 PFLOP/s fp8 and 36 PFLOP/s fp16/bf16 "with sparsity", 600 TFLOP/s fp32 ->
@@ -100,11 +103,13 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
-        # FP8 and attention fitted on the visible Blackwell rows (benchmarks/calibrate_gpus.py);
-        # no dense BF16 row: matmul_efficiency keeps the A100 fit as a prior
+        # FP8, attention and grouped GEMMs fitted on the visible Blackwell rows
+        # (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100
+        # fit as a prior
         matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.541,
-        attention_efficiency=0.227,
+        fp8_matmul_efficiency=0.489,
+        attention_efficiency=0.325,
+        grouped_gemm_efficiency=0.363,
     ),
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell
     # GPUs in one NVLink domain (a "node" here: NVLink switch trays join all 72); per rack
@@ -124,8 +129,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_node_latency_us=5.0,
         # the Blackwell fit (as dgx-b200)
         matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.541,
-        attention_efficiency=0.227,
+        fp8_matmul_efficiency=0.489,
+        attention_efficiency=0.325,
+        grouped_gemm_efficiency=0.363,
     ),
     # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
     # PFLOP/s fp8 training (with sparsity) -> 4500 dense fp8 and 2250 bf16 per GPU, as B200;
@@ -141,10 +147,12 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         switch_latency_us=2.0,
         inter_node_bandwidth_gbps=100.0,
         inter_node_latency_us=5.0,
-        # fitted on the visible Blackwell Ultra rows (benchmarks/calibrate_gpus.py)
+        # fitted on the visible Blackwell Ultra rows (benchmarks/calibrate_gpus.py); no dense
+        # BF16 row: matmul_efficiency keeps the A100 fit as a prior
         matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.716,
-        attention_efficiency=0.251,
+        fp8_matmul_efficiency=0.656,
+        attention_efficiency=0.316,
+        grouped_gemm_efficiency=0.487,
     ),
     # NVIDIA GB300 NVL72 (GB300 NVL72 datasheet, 2025): 72 Blackwell Ultra GPUs in one NVLink
     # domain; per rack 360 PFLOP/s bf16 and 720 fp8 with sparsity -> per GPU dense 2500 bf16,
@@ -162,8 +170,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_node_latency_us=5.0,
         # the Blackwell Ultra fit (as dgx-b300)
         matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.716,
-        attention_efficiency=0.251,
+        fp8_matmul_efficiency=0.656,
+        attention_efficiency=0.316,
+        grouped_gemm_efficiency=0.487,
     ),
     # The PALM paper's wafer (Table VI): 5 x 4 tiles of 4 x 4 cores, 256 TFLOP/s fp16 and 60 MB
     # SRAM per tile (16 TFLOP/s, 3.75 MB per core), intra-tile NoC 1024 GB/s, inter-tile NoC

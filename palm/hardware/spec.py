@@ -29,7 +29,8 @@ Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.c
 FlashAttention kernel and ``grouped_gemm_efficiency``, the extra loss of a mixture-of-experts
 grouped GEMM, 1.0 = only the shape rule); their values and origin are in ``docs/model.md``.
 ``sram_model`` chooses how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product,
-:mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule, :mod:`palm.cost.sram`).
+:mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule,
+:mod:`palm.cost.sram`).
 """
 
 from __future__ import annotations

@@ -62,11 +62,11 @@ class ChunkCost:
     send_bytes: float
     send_s: float
     grad_send_s: float
-    zero3_backward_s: float = 0.0
     multicast_forward_s: float = 0.0
     multicast_backward_s: float = 0.0
     multicast_bytes_forward: float = 0.0
     multicast_bytes_backward: float = 0.0
+    zero3_backward_s: float = 0.0
 
     @property
     def forward_busy_s(self) -> float:

@@ -133,7 +133,7 @@ def test_mixtral_from_its_hugging_face_config_simulates_on_h100s(tmp_path: Path)
     assert workload.active_params == pytest.approx(12.9e9, rel=0.01)  # 12.9B active
     result = simulate(config)
     assert result.iteration_time_s > 0 and result.fits_memory
-    assert 0.2 < result.mfu < 0.8
+    assert 0.1 < result.mfu < 0.8  # dgx-h100 carries the fitted grouped-GEMM efficiency
 
 
 def test_deepseek_v3_from_its_hugging_face_config_matches_the_preset(tmp_path: Path) -> None:

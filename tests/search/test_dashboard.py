@@ -45,6 +45,10 @@ def _get_json(url: str) -> Any:
 
 def test_dashboard_serves_the_study_and_its_artifacts(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
+    # this tree's packages, not an installed copy, whatever the working directory
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH")])
+    )
     study_file = tmp_path / "dash.toml"
     study_file.write_text(
         f"""
