@@ -36,6 +36,7 @@ __all__ = [
     "worker_main",
     "supervise",
     "guarded",
+    "signals_deferred",
     "stop_if_signalled",
     "trial_signals",
 ]
@@ -89,6 +90,27 @@ def guarded(objective: Callable[[Any], Any]) -> Callable[[Any], Any]:
             _Signals.inside = False
 
     return run
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """A storage operation that a stop signal must not cut in half, even inside an objective.
+
+    Optuna's journal lock renames then unlinks its lock file on release, and unlinks the renamed
+    file if *any* exception interrupts it (``JournalFileSymlinkLock.release``): a Ctrl-C that
+    lands between the two turns into ``FileNotFoundError`` and a failed trial with a second
+    line of output. Inside this block a signal is only remembered; it is raised on leaving the
+    block if an objective was running, as :func:`_on_signal` would have raised it."""
+    was_inside = _Signals.inside
+    _Signals.inside = False
+    try:
+        yield
+    finally:
+        _Signals.inside = was_inside
+    if was_inside and _Signals.pending is not None:
+        signal.signal(signal.SIGINT, _ignore)
+        signal.signal(signal.SIGTERM, _ignore)
+        raise _Signals.pending()
 
 
 def stop_if_signalled(study: Any, trial: Any) -> None:

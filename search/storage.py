@@ -30,6 +30,7 @@ from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from optuna.trial import TrialState
 
 from palm.errors import ConfigError
+from search.lifecycle import signals_deferred
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -56,6 +57,19 @@ WORKER_ATTR = "palm_tune_worker"
 
 def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class _SignalSafeLock(JournalFileSymlinkLock):
+    """Optuna's journal lock whose acquire and release a stop signal never cuts in half
+    (see :func:`search.lifecycle.signals_deferred`)."""
+
+    def acquire(self) -> bool:
+        with signals_deferred():
+            return super().acquire()
+
+    def release(self) -> None:
+        with signals_deferred():
+            super().release()
 
 
 def _journal_path(url: str) -> Path | None:
@@ -85,7 +99,7 @@ def open_storage(url: str | None) -> BaseStorage:
     try:
         if journal is not None:
             journal.parent.mkdir(parents=True, exist_ok=True)
-            lock = JournalFileSymlinkLock(str(journal), grace_period=GRACE_PERIOD_S)
+            lock = _SignalSafeLock(str(journal), grace_period=GRACE_PERIOD_S)
             note = repair_journal(journal, lock)
             if note:
                 sys.stderr.write(f"palm-tune: {note}\n")
@@ -150,7 +164,7 @@ def repair_journal(path: Path, lock: JournalFileSymlinkLock | None = None) -> st
         notes.append(f"removed a stale lock {lock_file.name} ({age:.0f} s old)")
     if not path.exists() or path.stat().st_size == 0:
         return f"journal {path}: " + "; ".join(notes) if notes else None
-    lock = lock or JournalFileSymlinkLock(str(path), grace_period=GRACE_PERIOD_S)
+    lock = lock or _SignalSafeLock(str(path), grace_period=GRACE_PERIOD_S)
     lock.acquire()
     try:
         notes += _repair_records(path)
