@@ -28,7 +28,7 @@ Params = TypeVar("Params")
 
 def with_hardware(config: palm.SimConfig, **constants: Any) -> palm.SimConfig:
     """``config`` with the named hardware fields replaced."""
-    hardware = dataclasses.replace(config.hardware, **constants)  # type: ignore[arg-type]
+    hardware = dataclasses.replace(config.hardware, **constants)
     return dataclasses.replace(config, hardware=hardware)
 
 

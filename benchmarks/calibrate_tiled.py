@@ -206,6 +206,7 @@ def fidelity_conflicts(cases: Sequence[GemmCase], tolerance: float = 0.25) -> li
     fidelity rises (HiFi4 runs every multiplier phase of HiFi2 and two more, on the same data):
     a HiFi2 row measured over ``(1 + tol) / (1 - tol)`` times its HiFi4 twin (same shape,
     operands, config and dispatch)."""
+
     def key(c: GemmCase) -> tuple[object, ...]:
         m, hw = c.config.model, c.config.hardware
         assert isinstance(hw, Mesh2DHardware)

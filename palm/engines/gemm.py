@@ -170,8 +170,8 @@ def run_gemm(config: SimConfig) -> Result:
     )  # fmt: skip
     us = 1e6
     note = (
-        f"gemm on {t.split.cores} of {cores} cores ({t.split.kind} {t.split.m_parts}x{t.split.n_parts}x"
-        f"{t.split.k_parts} split, "
+        f"gemm on {t.split.cores} of {cores} cores ({t.split.kind} "
+        f"{t.split.m_parts}x{t.split.n_parts}x{t.split.k_parts} split, "
         f"{t.split.tile_products} tile products on the busiest core): launch "
         f"{t.launch_s * us:.1f} us + core {t.core_s * us:.1f} us (math {t.math_s * us:.1f}, "
         f"operand feed {t.feed_s * us:.1f}, NoC {t.noc_s * us:.1f}, sender {t.send_s * us:.1f}, "
