@@ -5,8 +5,10 @@ cases is the default) holds ``cases`` of two kinds:
 
 * ``gemm``: one matrix product on a Wormhole n150 (tt-metal ``tech_reports/GEMM_FLOPS``), shape,
   data type, math fidelity, compute grid, where each operand lives (``in0``/``in1``/``out`` in
-  L1 or DRAM) and whether the program was traced; ``measured.inference_time_avg_ns`` is compared
-  with the ``iteration_time_s`` of a ``family = "gemm"`` simulation of the same product;
+  L1 or DRAM), whether the program was traced and whether its program config was hand-tuned
+  (``hardware.matmul_config = "block2d"``) or chosen by ttnn (``"auto"``, the "out of box" rows);
+  ``measured.inference_time_avg_ns`` is compared with the ``iteration_time_s`` of a
+  ``family = "gemm"`` simulation of the same product;
 * ``dram``: N cores each moving 1 MiB between its L1 and DRAM (tt-isa-documentation,
   ``WormholeB0/DRAMTile``); ``measured.bandwidth_GBps`` is compared with
   :func:`palm.network.tensix_noc.dram_bandwidth_Bps` for the same cores, channels and NoC.
