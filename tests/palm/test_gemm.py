@@ -254,3 +254,10 @@ def test_bad_matmul_config_is_a_one_line_error() -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(_tables(matmul_config="fast"))
     assert str(err.value).startswith("hardware.matmul_config = ")
+
+
+def test_out_of_box_example_runs_the_one_dimensional_multicast() -> None:
+    config = palm.load_config(REPO / "examples" / "wormhole-gemm-out-of-box.toml")
+    t = gemm_times(config)
+    assert (t.split.kind, t.split.cores) == ("1d-a", 32)
+    assert t.core_s == t.send_s  # one sender streams A: it, not the matrix engine, binds
