@@ -19,7 +19,9 @@ config on interleaved tensors, ttnn picks one itself (tt-metal
 ``ttnn/cpp/ttnn/operations/matmul/device/config/matmul_program_config.cpp``,
 ``create_simple_matmul_program_config``, at the GEMM_FLOPS report's commit 06bd3735). It first
 sizes square output blocks of ``AUTO_BLOCK_TILES = 16`` tiles a side (its ``get_per_core_factor``:
-the largest of 16, 8, 4, 2 whose circular buffers fit in L1; 16 for 16-bit tiles) and counts them,
+the largest of 16, 8, 4, 2 whose circular buffers fit in L1; for 16 x 16 bf16 tiles and
+``in0_block_w = 2`` its estimate is 2 x 128 KiB of operand buffers and 2 x 512 KiB of output
+and intermediate buffers, 1.25 MiB, within Wormhole's 1464 KiB of L1) and counts them,
 ``by = ceil(Mt / 16)`` rows by ``bx = ceil(Nt / 16)`` columns. When there is more than one and
 they fit the grid, a single row of blocks (``by = 1``, short ``m``) selects the **1-D multicast of
 A** (``MatmulMultiCoreReuseMultiCast1DProgramConfig`` with ``mcast_in0``) and a single column the
