@@ -92,7 +92,7 @@ def fit_dram(cases: Sequence[DramCase]) -> float:
 
 
 # -------------------------------------------------------------------------------------------
-# matrix products: the four gemm constants
+# matrix products: the five gemm constants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,12 +242,8 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
     mem_eff = fit_dram(bound)
     dram_in = dram_errors(cases.dram, mem_eff)
     # leave-one-out: only the channel-bound cases take part in the fit
-    dram_loo = [
-        dram_in[i]
-        if not _channel_bound(c)
-        else (1 + dram_in[i]) * fit_dram([d for d in bound if d is not c]) / mem_eff - 1
-        for i, c in enumerate(cases.dram)
-    ]
+    held = iter(leave_one_out(bound, fit_dram, lambda c, eff: dram_errors([c], eff)[0]))
+    dram_loo = [next(held) if _channel_bound(c) else dram_in[i] for i, c in enumerate(cases.dram)]
     b = basis(cases.gemm, mem_eff)
     full = fit_gemm(b, np.ones(len(cases.gemm), bool))
     fitted = dict(zip(GEMM_PARAMS, (float(x) for x in full), strict=True))
