@@ -21,10 +21,9 @@ with the event engine. With --write-docs the tables go into docs/validation.md.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import palm
@@ -32,6 +31,7 @@ from palm.validation import ValidationCase, load_cases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _fit import golden, leave_one_out, summary, with_hardware  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -39,8 +39,7 @@ HALF_DIMS = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
 
 
 def _with(case: ValidationCase, **hw: float) -> palm.SimConfig:
-    hardware = dataclasses.replace(case.config.hardware, **hw)  # type: ignore[arg-type]
-    return dataclasses.replace(case.config, hardware=hardware)
+    return with_hardware(case.config, **hw)
 
 
 def predict(
@@ -54,23 +53,6 @@ def loss(cases: Sequence[ValidationCase], **hw: float) -> float:
     return sum(
         math.log(p / c.published_iteration_time_s) ** 2 for p, c in zip(preds, cases, strict=True)
     ) / len(cases)
-
-
-def golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 1e-4) -> float:
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    while b - a > tol:
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    return (a + b) / 2
 
 
 def fit(cases: Sequence[ValidationCase], params: int) -> dict[str, float]:
@@ -94,18 +76,12 @@ def errors(cases: Sequence[ValidationCase], engine: str, **hw: float) -> list[fl
     ]
 
 
-def leave_one_out(cases: Sequence[ValidationCase], params: int) -> list[float]:
-    out = []
-    for i, case in enumerate(cases):
-        rest = [c for j, c in enumerate(cases) if j != i]
-        hw = fit(rest, params)
-        out.append(errors([case], "analytical", **hw)[0])
-    return out
-
-
-def _summary(errs: Sequence[float]) -> str:
-    a = [abs(e) for e in errs]
-    return f"mean {sum(a) / len(a):.1%}, max {max(a):.1%}"
+def _loo(cases: Sequence[ValidationCase], params: int) -> list[float]:
+    return leave_one_out(
+        cases,
+        lambda rest: fit(rest, params),
+        lambda case, hw: errors([case], "analytical", **hw)[0],
+    )
 
 
 def run(file: str | None) -> tuple[str, dict[str, float]]:
@@ -119,7 +95,7 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
         "",
     ]
     fits = {p: fit(cases, p) for p in (1, 2)}
-    loo = {p: leave_one_out(cases, p) for p in (1, 2)}
+    loo = {p: _loo(cases, p) for p in (1, 2)}
     insample = {p: errors(cases, "analytical", **fits[p]) for p in (1, 2)}
     prior_err = errors(cases, "analytical")
     lines.append(
@@ -133,8 +109,8 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
             f"{loo[1][i]:+.1%} | {insample[2][i]:+.1%} | {loo[2][i]:+.1%} |"
         )
     lines.append(
-        f"| **mean / max abs** | {_summary(prior_err)} | {_summary(insample[1])} | "
-        f"{_summary(loo[1])} | {_summary(insample[2])} | {_summary(loo[2])} |"
+        f"| **mean / max abs** | {summary(prior_err)} | {summary(insample[1])} | "
+        f"{summary(loo[1])} | {summary(insample[2])} | {summary(loo[2])} |"
     )
     lines.append("")
     for p in (1, 2):
@@ -156,7 +132,7 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
         + ", ".join(
             f"{c.case_id.split('-')[-1]} {e:+.1%}" for c, e in zip(cases, event, strict=True)
         )
-        + f"; {_summary(event)}."
+        + f"; {summary(event)}."
     )
     return "\n".join(lines), fits[chosen]
 

@@ -42,6 +42,7 @@ from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _fit import leave_one_out  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -156,9 +157,11 @@ def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[
     event = errors(cases, fitted, "event")
     held: list[float] = []
     if loo:
-        for i, case in enumerate(cases):
-            rest = [c for j, c in enumerate(cases) if j != i]
-            held.append(errors([case], two_stage_fit(rest, fitted, rounds=1), "analytical")[0])
+        held = leave_one_out(
+            cases,
+            lambda rest: two_stage_fit(rest, fitted, rounds=1),
+            lambda case, consts: errors([case], consts, "analytical")[0],
+        )
     lines = [
         f"### {gen}: {len(cases)} rows",
         "",

@@ -3,23 +3,25 @@
 Usage:
     python benchmarks/calibrate_tiled.py [--file visible_tiled.json] [--write-docs]
 
-Five physically meaningful constants, each with one job (palm/engines/gemm.py):
+Six physically meaningful constants, each with one job (palm/engines/gemm.py):
 
 * ``memory_efficiency``: the achievable fraction of a GDDR6 channel's 24 GB/s, fitted on the
   one-channel transfers that the channel alone limits (reads, static-VC writes, the lone
   dynamic-VC writer), where the prediction is ``24 GB/s x memory_efficiency``: the least-squares
   log fit is the geometric mean of measured / 24 GB/s. The multi-channel transfers then test
-  the routing and max-min sharing with no constant of their own;
+  the routing and max-min sharing with no constant of their own; the multicast senders of the
+  matrix products read at this one-core rate too (no constant of their own either);
 * ``matmul_efficiency`` (the achievable fraction of the matrix engine's pipeline),
   ``operand_feed_gbps`` (the rate the unpackers feed operand tiles, which binds below HiFi3),
-  ``launch_us`` (device cost of one program launch; with ``dispatch = "trace"``) and
-  ``host_dispatch_us`` (host cost of enqueueing one untraced program, overlapping the device):
+  ``launch_us`` (device cost of one program launch; with ``dispatch = "trace"``),
+  ``host_dispatch_us`` (host cost of enqueueing one untraced program, overlapping the device)
+  and ``host_sharded_output_us`` (its extra cost when the output is an L1-sharded tensor):
   fitted together on all 90 matrix products by Nelder-Mead on the mean squared log error of the
   time, with ``memory_efficiency`` fixed from the first fit.
 
-The products' time is affine in ``1 / matmul_efficiency``, ``1 / operand_feed``,
-``1 / memory_efficiency`` and ``launch`` once the simulator has given each case its math time,
-operand bytes and DRAM bytes, so the fit evaluates that closed form on arrays; the end of the
+The products' time is piecewise affine in ``1 / matmul_efficiency``, ``1 / operand_feed``, the
+launch and host costs once the simulator has given each case its math time, operand bytes,
+NoC, sender and DRAM times, so the fit evaluates that closed form on arrays; the end of the
 script checks it against ``palm.simulate`` with the fitted constants (to 1e-9). Leave-one-out:
 refit without each case and predict it. With --write-docs the tables go into
 docs/validation.md (block ``tiled``).
@@ -44,63 +46,22 @@ from palm.validation_tiled import DramCase, GemmCase, load_tiled_cases, predict_
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _fit import leave_one_out, mean_max, nelder_mead, with_hardware  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
-GEMM_PARAMS = ("matmul_efficiency", "operand_feed_gbps", "launch_us", "host_dispatch_us")
-START = (0.9, 50.0, 8.0, 90.0)
+GEMM_PARAMS = (
+    "matmul_efficiency",
+    "operand_feed_gbps",
+    "launch_us",
+    "host_dispatch_us",
+    "host_sharded_output_us",
+)
+START = (0.9, 50.0, 8.0, 60.0, 40.0)
 
 
 def _with(case: GemmCase, **hw: float) -> palm.SimConfig:
-    hardware = dataclasses.replace(case.config.hardware, **hw)  # type: ignore[arg-type]
-    return dataclasses.replace(case.config, hardware=hardware)
-
-
-def golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 1e-5) -> float:
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    while b - a > tol:
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    return (a + b) / 2
-
-
-def nelder_mead(f: Callable[[np.ndarray], float], x0: Sequence[float], iters: int = 2000
-                ) -> np.ndarray:  # fmt: skip
-    """Minimise ``f`` from ``x0`` (standard reflection/expansion/contraction/shrink)."""
-    n = len(x0)
-    simplex = [np.array(x0, float)]
-    simplex += [simplex[0] + np.eye(n)[i] * 0.2 * max(abs(x0[i]), 1e-3) for i in range(n)]
-    values = [f(x) for x in simplex]
-    for _ in range(iters):
-        order = np.argsort(values)
-        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
-        centre = np.mean(simplex[:-1], axis=0)
-        reflected = 2 * centre - simplex[-1]
-        fr = f(reflected)
-        if fr < values[0]:
-            expanded = 3 * centre - 2 * simplex[-1]
-            fe = f(expanded)
-            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
-        elif fr < values[-2]:
-            simplex[-1], values[-1] = reflected, fr
-        else:
-            contracted = (centre + simplex[-1]) / 2
-            fc = f(contracted)
-            if fc < values[-1]:
-                simplex[-1], values[-1] = contracted, fc
-            else:
-                simplex = [simplex[0]] + [(s + simplex[0]) / 2 for s in simplex[1:]]
-                values = [values[0]] + [f(s) for s in simplex[1:]]
-    return simplex[int(np.argmin(values))]
+    return with_hardware(case.config, **hw)
 
 
 # -------------------------------------------------------------------------------------------
@@ -131,7 +92,7 @@ def fit_dram(cases: Sequence[DramCase]) -> float:
 
 
 # -------------------------------------------------------------------------------------------
-# matrix products: the four gemm constants
+# matrix products: the five gemm constants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,9 +101,12 @@ class Basis:
 
     math_s: np.ndarray  # at matmul_efficiency 1
     feed_bytes: np.ndarray  # operand bytes through the unpackers of the busiest core
-    other_s: np.ndarray  # NoC and reduction (not scaled)
+    noc_s: np.ndarray  # NoC (not scaled)
+    send_s: np.ndarray  # the busiest multicast sender, at the fitted memory_efficiency
+    reduce_s: np.ndarray  # depth-split reduction (not scaled)
     dram_s: np.ndarray  # at the fitted memory_efficiency
     host: np.ndarray  # 1 where dispatch = "host"
+    sharded: np.ndarray  # 1 where the output is L1-sharded
     measured_s: np.ndarray
 
 
@@ -153,44 +117,53 @@ def basis(cases: Sequence[GemmCase], memory_efficiency: float) -> Basis:
         t = gemm_times(_with(c, **unit, host_dispatch_us=0.0, memory_efficiency=memory_efficiency))
         hw = c.config.hardware
         assert isinstance(hw, Mesh2DHardware)
-        rows.append((t.math_s, t.feed_s * 1e9, t.noc_s + t.reduce_s, t.dram_s,
-                     float(hw.dispatch == "host"), c.measured_time_s))  # fmt: skip
+        rows.append((t.math_s, t.feed_s * 1e9, t.noc_s, t.send_s, t.reduce_s, t.dram_s,
+                     float(hw.dispatch == "host"), float("c" in c.config.model.sram_resident),
+                     c.measured_time_s))  # fmt: skip
     cols = np.array(rows).T
     return Basis(*cols)
 
 
+def _core(b: Basis, eta: float, feed_gbps: float) -> np.ndarray:
+    engine = np.maximum(b.math_s, b.feed_bytes / (feed_gbps * 1e9)) / eta
+    return np.maximum(np.maximum(engine, b.noc_s), b.send_s) + b.reduce_s
+
+
 def times(b: Basis, p: Sequence[float]) -> np.ndarray:
     """The closed form of palm/engines/gemm.py for constants ``p`` (GEMM_PARAMS order)."""
-    eta, feed, launch_us, host_us = p
-    core = np.maximum(np.maximum(b.math_s, b.feed_bytes / (feed * 1e9)) / eta, b.other_s)
-    device = launch_us * 1e-6 + core + b.dram_s
-    return np.where(b.host > 0, np.maximum(host_us * 1e-6, device), device)
+    eta, feed, launch_us, host_us, shard_us = p
+    device = launch_us * 1e-6 + _core(b, eta, feed) + b.dram_s
+    host = (host_us + shard_us * b.sharded) * 1e-6
+    return np.where(b.host > 0, np.maximum(host, device), device)
+
+
+def _valid(p: Sequence[float]) -> bool:
+    return 0.05 < p[0] <= 1.0 and p[1] > 1.0 and min(p[2:5]) >= 0
 
 
 def overlap_check(b: Basis, p: Sequence[float]) -> tuple[float, float]:
-    """The DRAM-compute overlap the data supports: refit with a fifth constant ``w`` (time
+    """The DRAM-compute overlap the data supports: refit with a sixth constant ``w`` (time
     ``launch + core + dram - w min(core, dram)``); returns ``w`` and the in-sample mean error."""
 
     def timed(q: np.ndarray) -> np.ndarray:
-        full = times(b, q[:4])
-        core = np.maximum(np.maximum(b.math_s, b.feed_bytes / (q[1] * 1e9)) / q[0], b.other_s)
-        overlapped = full - q[4] * np.minimum(core, b.dram_s)
-        device = np.maximum(overlapped, q[2] * 1e-6 + np.maximum(core, b.dram_s))
-        return np.where(b.host > 0, np.maximum(q[3] * 1e-6, device), device)
+        core = _core(b, q[0], q[1])
+        device = q[2] * 1e-6 + core + b.dram_s - q[5] * np.minimum(core, b.dram_s)
+        host = (q[3] + q[4] * b.sharded) * 1e-6
+        return np.where(b.host > 0, np.maximum(host, device), device)
 
     def f(q: np.ndarray) -> float:
-        if not (0.05 < q[0] <= 1.0 and q[1] > 1.0 and q[2] >= 0 and q[3] >= 0 and 0 <= q[4] <= 1):
+        if not (_valid(q) and 0 <= q[5] <= 1):
             return 1e9
         return float(np.mean(np.log(timed(q) / b.measured_s) ** 2))
 
     best = nelder_mead(f, [*p, 0.5])
     best = nelder_mead(f, best)
-    return float(best[4]), float(np.mean(np.abs(timed(best) / b.measured_s - 1)))
+    return float(best[5]), float(np.mean(np.abs(timed(best) / b.measured_s - 1)))
 
 
 def _loss(b: Basis, keep: np.ndarray) -> Callable[[np.ndarray], float]:
     def f(p: np.ndarray) -> float:
-        if not (0.05 < p[0] <= 1.0 and p[1] > 1.0 and p[2] >= 0 and p[3] >= 0):
+        if not _valid(p):
             return 1e9
         return float(np.mean(np.log(times(b, p)[keep] / b.measured_s[keep]) ** 2))
 
@@ -203,13 +176,18 @@ def fit_gemm(b: Basis, keep: np.ndarray, x0: Sequence[float] = START) -> np.ndar
 
 
 def gemm_loo(b: Basis, full: np.ndarray) -> np.ndarray:
+    """Leave-one-out errors, each refit warm-started from the full fit."""
     n = len(b.measured_s)
-    out = np.empty(n)
-    for i in range(n):
-        keep = np.arange(n) != i
-        p = nelder_mead(_loss(b, keep), full, iters=800)
-        out[i] = times(b, p)[i] / b.measured_s[i] - 1
-    return out
+
+    def fit(rest: list[int]) -> np.ndarray:
+        keep = np.zeros(n, bool)
+        keep[rest] = True
+        return nelder_mead(_loss(b, keep), full, iters=800)
+
+    def error(i: int, p: np.ndarray) -> float:
+        return float(times(b, p)[i] / b.measured_s[i] - 1)
+
+    return np.array(leave_one_out(list(range(n)), fit, error))
 
 
 # -------------------------------------------------------------------------------------------
@@ -217,8 +195,32 @@ def gemm_loo(b: Basis, full: np.ndarray) -> np.ndarray:
 
 
 def _stats(errs: Sequence[float]) -> str:
-    a = [abs(e) for e in errs]
-    return f"{sum(a) / len(a):.1%} / {max(a):.1%}" if a else "-"
+    if not len(errs):
+        return "-"
+    mean, worst = mean_max(errs)
+    return f"{mean:.1%} / {worst:.1%}"
+
+
+def fidelity_conflicts(cases: Sequence[GemmCase], tolerance: float = 0.25) -> list[str]:
+    """Rows no model can meet within ``tolerance`` if its time never falls when the math
+    fidelity rises (HiFi4 runs every multiplier phase of HiFi2 and two more, on the same data):
+    a HiFi2 row measured over ``(1 + tol) / (1 - tol)`` times its HiFi4 twin (same shape,
+    operands, config and dispatch)."""
+
+    def key(c: GemmCase) -> tuple[object, ...]:
+        m, hw = c.config.model, c.config.hardware
+        assert isinstance(hw, Mesh2DHardware)
+        return (m.m, m.k, m.n, m.sram_resident, hw.dispatch, hw.matmul_config)
+
+    hifi4 = {key(c): c for c in cases if c.config.hardware.math_fidelity == "hifi4"}  # type: ignore[union-attr]
+    out = []
+    for c in cases:
+        twin = hifi4.get(key(c)) if c.config.hardware.math_fidelity == "hifi2" else None  # type: ignore[union-attr]
+        if twin and c.measured_time_s > (1 + tolerance) / (1 - tolerance) * twin.measured_time_s:
+            out.append(f"`{c.case_id}` measured {c.measured_time_s * 1e6:.1f} us, "
+                       f"{c.measured_time_s / twin.measured_time_s:.2f} x its HiFi4 twin "
+                       f"({twin.measured_time_s * 1e6:.1f} us)")  # fmt: skip
+    return out
 
 
 def _groups(cases: Sequence[GemmCase]) -> dict[str, np.ndarray]:
@@ -240,12 +242,8 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
     mem_eff = fit_dram(bound)
     dram_in = dram_errors(cases.dram, mem_eff)
     # leave-one-out: only the channel-bound cases take part in the fit
-    dram_loo = [
-        dram_in[i]
-        if not _channel_bound(c)
-        else (1 + dram_in[i]) * fit_dram([d for d in bound if d is not c]) / mem_eff - 1
-        for i, c in enumerate(cases.dram)
-    ]
+    held = iter(leave_one_out(bound, fit_dram, lambda c, eff: dram_errors([c], eff)[0]))
+    dram_loo = [next(held) if _channel_bound(c) else dram_in[i] for i, c in enumerate(cases.dram)]
     b = basis(cases.gemm, mem_eff)
     full = fit_gemm(b, np.ones(len(cases.gemm), bool))
     fitted = dict(zip(GEMM_PARAMS, (float(x) for x in full), strict=True))
@@ -278,13 +276,20 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
         lines.append(f"| {name} ({len(idx)}) | {_stats([dram_in[i] for i in idx])} | "
                      f"{_stats([dram_loo[i] for i in idx])} |")  # fmt: skip
     w, w_err = overlap_check(b, full)
-    lines += ["", f"Overlap of DRAM streaming with compute, fitted as a fifth constant: "
+    lines += ["", f"Overlap of DRAM streaming with compute, fitted as a sixth constant: "
               f"{w:.2f} (0 = none, 1 = fully hidden), in-sample mean error {w_err:.1%}; "
               "the model keeps none."]  # fmt: skip
+    conflicts = fidelity_conflicts(cases.gemm)
+    if conflicts:
+        lines += ["", "Rows that no model whose time never falls as the fidelity rises can meet "
+                  "within 25% (with their HiFi4 twins):", ""]  # fmt: skip
+        lines += [f"- {text}" for text in conflicts]
     worst = sorted(range(len(cases.gemm)), key=lambda i: -abs(insample[i]))[:8]
     lines += ["", "Largest matrix-product errors (in-sample; leave-one-out):", ""]
     for i in worst:
-        lines.append(f"- `{cases.gemm[i].case_id}`: {insample[i]:+.1%}; {loo[i]:+.1%}")
+        c = cases.gemm[i]
+        lines.append(f"- `{c.case_id}` ({c.config.hardware.matmul_config}): "  # type: ignore[union-attr]
+                     f"{insample[i]:+.1%}; {loo[i]:+.1%}")  # fmt: skip
     return "\n".join(lines), fitted
 
 

@@ -5,8 +5,10 @@ cases is the default) holds ``cases`` of two kinds:
 
 * ``gemm``: one matrix product on a Wormhole n150 (tt-metal ``tech_reports/GEMM_FLOPS``), shape,
   data type, math fidelity, compute grid, where each operand lives (``in0``/``in1``/``out`` in
-  L1 or DRAM) and whether the program was traced; ``measured.inference_time_avg_ns`` is compared
-  with the ``iteration_time_s`` of a ``family = "gemm"`` simulation of the same product;
+  L1 or DRAM), whether the program was traced and whether its program config was hand-tuned
+  (``hardware.matmul_config = "block2d"``) or chosen by ttnn (``"auto"``, the "out of box" rows);
+  ``measured.inference_time_avg_ns`` is compared with the ``iteration_time_s`` of a
+  ``family = "gemm"`` simulation of the same product;
 * ``dram``: N cores each moving 1 MiB between its L1 and DRAM (tt-isa-documentation,
   ``WormholeB0/DRAMTile``); ``measured.bandwidth_GBps`` is compared with
   :func:`palm.network.tensix_noc.dram_bandwidth_Bps` for the same cores, channels and NoC.
@@ -101,6 +103,11 @@ def _source(case: dict[str, Any]) -> str:
     return f"{src.get('repo', '')} {src.get('path', '')} @{str(src.get('commit', ''))[:8]}"
 
 
+def _tuned(mapping: dict[str, Any]) -> bool:
+    """A hand-tuned program config (else ttnn chose one: the "out of box" rows)."""
+    return "tuned" in str(mapping.get("config_selection", ""))
+
+
 def gemm_tables(case: dict[str, Any]) -> dict[str, Any]:
     """The configuration tables of one ``gemm`` case."""
     w, mp = case["workload"], case["mapping"]
@@ -123,6 +130,7 @@ def gemm_tables(case: dict[str, Any]) -> dict[str, Any]:
             "math_fidelity": str(w["math_fidelity"]).split(".")[-1].lower(),
             "compute_grid": list(mp["grid_size_used"]),
             "dispatch": "trace" if mp["use_trace"] else "host",
+            "matmul_config": "block2d" if _tuned(mp) else "auto",
         },
         "training": {"mode": "inference", "global_batch": 1, "precision": _DTYPES[dtype]},
     }
@@ -158,7 +166,7 @@ def load_tiled_cases(path: str | Path | None = None) -> TiledCases:
                     config=parse_config(gemm_tables(case)),
                     measured_time_s=float(case["measured"]["inference_time_avg_ns"]) * 1e-9,
                     traced=bool(case["mapping"]["use_trace"]),
-                    tuned="tuned" in str(case["mapping"].get("config_selection", "")),
+                    tuned=_tuned(case["mapping"]),
                     source=_source(case),
                 ))  # fmt: skip
             elif case["kind"] == "dram":

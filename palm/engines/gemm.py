@@ -1,17 +1,20 @@
 """Time of one matrix product on a mesh chip (``[model] family = "gemm"``), in closed form.
 
 The product ``C[m, n] = A[m, k] B[k, n]`` is split over the compute grid
-(:func:`palm.workload.gemm.split_product`); its time is that of the busiest core plus the DRAM
-traffic and the fixed cost of one program launch (docs/model.md, "One matrix product"):
+(:func:`palm.workload.gemm.split_product`: hand-tuned 2-D blocks, ttnn's out-of-box choice, or a
+``linear_split``); its time is that of the busiest core plus the DRAM traffic and the fixed cost
+of one program launch (docs/model.md, "One matrix product"):
 
-    t_core   = max(t_math, t_feed) / eta  (vs. t_noc: the larger)  + t_reduce
+    t_core   = max(max(t_math, t_feed) / eta, t_noc, t_send) + t_reduce
     t_math   = T x 2 x 32^3 / peak(precision, fidelity)      T = tile products of the core
     t_feed   = T x 1024 e / operand_feed                       one operand tile per tile product
     t_noc    = (multicast + DRAM reads) / cores / (2 link)     two NoC ports in per core
+    t_send   = S x (1 / (channel x memory_efficiency) + 1 / link)   the busiest sender
     t_reduce = (k_parts - 1) x tiles_m tiles_n x 1024 x 4 B / link   (fp32 partial sums)
     t_dram   = Q / (channels x channel bandwidth x memory_efficiency)
     t        = launch + t_core + t_dram                        (dispatch = "trace")
-             = max(host_dispatch, launch + t_core + t_dram)    (dispatch = "host")
+             = max(host, launch + t_core + t_dram)             (dispatch = "host")
+    host     = host_dispatch (+ host_sharded_output when C is L1-sharded)
 
 ``eta`` is ``matmul_efficiency``, the achievable fraction of the matrix engine's pipeline
 (unpack, math and pack run as three threads; the slowest sets the rate, ``t_feed`` when the
@@ -19,10 +22,26 @@ fidelity is low). ``Q`` is the DRAM traffic of the product on the grid's pooled 
 (:func:`palm.cost.blocking.product_traffic`: compulsory traffic when it fits, re-reads of
 output-stationary blocks when not; operands named in ``model.sram_resident`` move nothing).
 DRAM time is added to, not overlapped with, the compute: fitted on the visible Wormhole
-products, an overlap fraction comes out at 0.00 (benchmarks/calibrate_tiled.py). An
-untraced program costs the host ``host_dispatch`` to enqueue, which overlaps the device's
-work on the previous product. Never faster than the peak compute or than the compulsory traffic
-at the peak DRAM bandwidth: ``eta <= 1`` and ``memory_efficiency <= 1``.
+products, an overlap fraction comes out at 0.00 (benchmarks/calibrate_tiled.py).
+
+**Multicast senders.** Every multicast operand block is read from DRAM by one *sender* core and
+multicast from it (tt-metal's ``reader_bmm_tile_layout_in0_sender`` / ``in1_sender`` kernels): the
+sender's data-movement core reads a block, waits for the read barrier, then multicasts it, so
+its bytes pay a one-core DRAM read and a link in series. One core reading one channel gets the
+channel's achievable rate (tt-isa-documentation DRAMTile: 22.2 GB/s of 24 for one Tensix core;
+``channel x memory_efficiency`` here) and a multicast leaves at one link's rate, so ``S`` bytes
+take ``S (1 / (channel memory_efficiency) + 1 / link)``: 13.1 GB/s on Wormhole, no fitted
+constant. ``S`` is the busiest sender's share: ``tiles_m x Kt`` tiles of A for a grid row (2-D),
+``Kt x tiles_n`` of B for a grid column, all of A for the one sender of a 1-D multicast of A (the
+out-of-box choice when ``m`` is one block of 16 tiles), and an operand already in SRAM costs
+its sender nothing. It binds when a core has little to compute per byte it waits for.
+
+An untraced program costs the host ``host_dispatch`` to enqueue, which overlaps the device's
+work on the previous product; an L1-sharded output adds ``host_sharded_output`` (ttnn rebuilds the
+sharded buffer's layout on every dispatch: tt-metal PR #12205 cached the page mapping of sharded
+buffers for this reason, and PR #48252 names ``create_output_tensors`` recomputing it per
+dispatch). Never faster than the peak compute or than the compulsory traffic at the peak DRAM
+bandwidth: ``eta <= 1`` and ``memory_efficiency <= 1``.
 """
 
 from __future__ import annotations
@@ -36,7 +55,7 @@ from palm.strategy import SimConfig
 from palm.units import GB, bytes_per_element
 from palm.workload.gemm import GemmSplit, split_product
 
-__all__ = ["GemmTimes", "gemm_times", "run_gemm"]
+__all__ = ["GemmTimes", "gemm_times", "host_cost_s", "run_gemm", "sender_bytes"]
 
 _TILE_ELEMS = TILE_DIM * TILE_DIM
 _PARTIAL_BYTES = 4.0  # fp32 partial sums of a depth split
@@ -49,6 +68,7 @@ class GemmTimes:
     math_s: float
     feed_s: float
     noc_s: float
+    send_s: float
     reduce_s: float
     core_s: float
     dram_s: float
@@ -70,9 +90,9 @@ def gemm_times(config: SimConfig) -> GemmTimes:
     e = bytes_per_element(tr.precision)
     split = split_product(
         m=model.m, n=model.n, k=model.k, grid=hw.core_grid,
-        linear_split=config.parallelism.linear_split,
+        linear_split=config.parallelism.linear_split, matmul_config=hw.matmul_config,
     )  # fmt: skip
-    cores = hw.device_count
+    cores = split.cores
     traffic = product_traffic(
         m=model.m, n=model.n, k=model.k, a_bytes=e, b_bytes=e, c_bytes=e,
         sram_bytes=hw.sram_per_core_mib * 2**20 * cores, cores=cores,
@@ -87,16 +107,43 @@ def gemm_times(config: SimConfig) -> GemmTimes:
     noc_s = (traffic.multicast_bytes + traffic.dram_read_bytes) / cores / (2.0 * link)
     partials = split.tiles_m * split.tiles_n * _TILE_ELEMS * _PARTIAL_BYTES
     reduce_s = (split.k_parts - 1) * partials / link
-    core_s = max(max(math_s, feed_s) / hw.matmul_efficiency, noc_s) + reduce_s
+    one_core_read = hw.dram_channel_bandwidth_gbps * GB * hw.memory_efficiency
+    send_s = sender_bytes(split, e, frozenset(model.sram_resident)) * (
+        1.0 / one_core_read + 1.0 / link
+    )
+    core_s = max(max(math_s, feed_s) / hw.matmul_efficiency, noc_s, send_s) + reduce_s
     dram_s = traffic.dram_bytes / (hw.dram_bandwidth_gbps * GB * hw.memory_efficiency)
     launch_s = hw.launch_us * 1e-6
     total = launch_s + core_s + dram_s
     if hw.dispatch == "host":
-        total = max(hw.host_dispatch_us * 1e-6, total)
+        total = max(host_cost_s(hw, frozenset(model.sram_resident)), total)
     return GemmTimes(
-        math_s=math_s, feed_s=feed_s, noc_s=noc_s, reduce_s=reduce_s, core_s=core_s,
-        dram_s=dram_s, launch_s=launch_s, total_s=total, split=split, traffic=traffic,
+        math_s=math_s, feed_s=feed_s, noc_s=noc_s, send_s=send_s, reduce_s=reduce_s,
+        core_s=core_s, dram_s=dram_s, launch_s=launch_s, total_s=total, split=split,
+        traffic=traffic,
     )  # fmt: skip
+
+
+def sender_bytes(split: GemmSplit, e: float, resident: frozenset[str]) -> float:
+    """Bytes the busiest multicast sender reads from DRAM and multicasts (module docstring):
+    a grid row's ``tiles_m x tiles_k`` tiles of A, a grid column's ``tiles_k x tiles_n`` of B, or
+    for a 1-D multicast the whole multicast operand (the other is read by each core itself and
+    not multicast); an operand already in SRAM costs its sender nothing."""
+    tile = _TILE_ELEMS * e
+    a = 0.0 if "a" in resident else split.tiles_m * split.tiles_k * tile
+    b = 0.0 if "b" in resident else split.tiles_k * split.tiles_n * tile
+    if split.kind == "1d-a":
+        return a
+    if split.kind == "1d-b":
+        return b
+    return max(a, b)
+
+
+def host_cost_s(hw: Mesh2DHardware, resident: frozenset[str]) -> float:
+    """Host time to enqueue one untraced program: ``host_dispatch``, plus
+    ``host_sharded_output`` when the output C is an L1-sharded tensor."""
+    sharded = hw.host_sharded_output_us if "c" in resident else 0.0
+    return (hw.host_dispatch_us + sharded) * 1e-6
 
 
 def run_gemm(config: SimConfig) -> Result:
@@ -123,10 +170,12 @@ def run_gemm(config: SimConfig) -> Result:
     )  # fmt: skip
     us = 1e6
     note = (
-        f"gemm on {cores} cores ({t.split.m_parts}x{t.split.n_parts}x{t.split.k_parts} split, "
+        f"gemm on {t.split.cores} of {cores} cores ({t.split.kind} "
+        f"{t.split.m_parts}x{t.split.n_parts}x{t.split.k_parts} split, "
         f"{t.split.tile_products} tile products on the busiest core): launch "
         f"{t.launch_s * us:.1f} us + core {t.core_s * us:.1f} us (math {t.math_s * us:.1f}, "
-        f"operand feed {t.feed_s * us:.1f}, NoC {t.noc_s * us:.1f}, reduce {t.reduce_s * us:.1f}) "
+        f"operand feed {t.feed_s * us:.1f}, NoC {t.noc_s * us:.1f}, sender {t.send_s * us:.1f}, "
+        f"reduce {t.reduce_s * us:.1f}) "
         f"+ DRAM {t.dram_s * us:.1f} us ({t.traffic.dram_bytes / 2**20:.1f} MiB, "
         f"{t.traffic.strategy}); dispatch {hw.dispatch}"
     )

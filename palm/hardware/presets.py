@@ -12,13 +12,14 @@ _MB_IN_MIB = 1e6 / 2**20
 # Constants fitted on the visible Wormhole n150 measurements by benchmarks/calibrate_tiled.py
 # (docs/validation.md, "Tenstorrent Wormhole n150"): the achievable fraction of the matrix
 # engine's pipeline and of a DRAM channel, the rate at which the unpackers feed operand tiles
-# (per cycle: 47 B at 1 GHz), and the fixed cost of one program launch on the device (traced)
-# and of enqueueing it on the host (untraced).
-_TENSIX_MATMUL_EFFICIENCY = 0.912
+# (per cycle: 48.5 B at 1 GHz), the fixed cost of one program launch on the device (traced),
+# of enqueueing it on the host (untraced) and the host's extra cost of an L1-sharded output.
+_TENSIX_MATMUL_EFFICIENCY = 0.890
 _TENSIX_MEMORY_EFFICIENCY = 0.922
-_TENSIX_FEED_BYTES_PER_CYCLE = 47.0
-_TENSIX_LAUNCH_US = 10.1
-_TENSIX_HOST_DISPATCH_US = 102.0
+_TENSIX_FEED_BYTES_PER_CYCLE = 48.5
+_TENSIX_LAUNCH_US = 6.0
+_TENSIX_HOST_DISPATCH_US = 59.6
+_TENSIX_HOST_SHARDED_OUTPUT_US = 47.6
 
 HARDWARE_PRESETS: dict[str, Hardware] = {
     # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
@@ -274,6 +275,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.0,
         launch_us=_TENSIX_LAUNCH_US,
         host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
+        host_sharded_output_us=_TENSIX_HOST_SHARDED_OUTPUT_US,
     ),
     # Tenstorrent Blackhole p150 (one Blackhole ASIC). docs.tenstorrent.com Blackhole
     # specifications: 140 Tensix cores, AI clock up to 1.35 GHz, 1.5 MB SRAM per core, 32 GB
@@ -304,6 +306,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         operand_feed_gbps=_TENSIX_FEED_BYTES_PER_CYCLE * 1.35,
         launch_us=_TENSIX_LAUNCH_US,
         host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
+        host_sharded_output_us=_TENSIX_HOST_SHARDED_OUTPUT_US,
     ),
 }
 

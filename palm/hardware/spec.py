@@ -21,7 +21,9 @@ the rate at which a core's unpackers bring operand tiles from SRAM to the matrix
 operand tile per tile product; 0: no limit), which bounds the engine when its own rate is
 higher (low fidelity); and the launch costs of
 one program (``launch_us`` on the device, ``host_dispatch_us`` on the host when ``dispatch =
-"host"``), which the ``gemm`` workload (:mod:`palm.workload.gemm`) charges.
+"host"``, plus ``host_sharded_output_us`` when the output is L1-sharded), which the ``gemm``
+workload (:mod:`palm.workload.gemm`) charges, as it does ``matmul_config``, the program
+config a product runs with (``"block2d"`` hand-tuned, ``"auto"`` ttnn's out-of-box choice).
 
 Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
 (``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on GPUs also
@@ -101,7 +103,13 @@ class Mesh2DHardware:
     operand_feed_gbps: float = 0.0
     launch_us: float = 0.0
     host_dispatch_us: float = 0.0
+    #: extra host cost per untraced launch whose output is an L1-sharded tensor (ttnn builds
+    #: the sharded output's buffer layout on every dispatch)
+    host_sharded_output_us: float = 0.0
     dispatch: Literal["trace", "host"] = "trace"
+    #: program config of a ``gemm``: "block2d" (hand-tuned 2-D multicast) or "auto" (ttnn's
+    #: out-of-box selection, :mod:`palm.workload.gemm`)
+    matmul_config: Literal["block2d", "auto"] = "block2d"
     topology: Literal["mesh2d"] = "mesh2d"
 
     @property

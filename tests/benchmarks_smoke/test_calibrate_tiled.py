@@ -43,3 +43,19 @@ def test_fit_on_a_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "leave-one-out" in text and f"| all products ({len(gemm[::4])}) |" in text
     assert bench.main(["--file", str(path)]) == 0
     assert "Fitted constants" in capsys.readouterr().out
+
+
+def test_fidelity_conflicts_need_a_hifi2_row_far_above_its_hifi4_twin() -> None:
+    """No model whose time never falls as the fidelity rises meets both rows within 25% when
+    the HiFi2 row is over 1.25 / 0.75 = 1.67 times its HiFi4 twin."""
+    import dataclasses
+
+    from palm.validation_tiled import load_tiled_cases
+
+    bench = _bench()
+    cases = load_tiled_cases().gemm
+    twins = [c for c in cases if c.case_id.endswith("_m512_k512_n512_notrace") and c.tuned]
+    hifi2, hifi4 = sorted(twins, key=lambda c: c.config.hardware.math_fidelity)
+    for ratio, conflicts in ((1.6, 0), (1.7, 1)):
+        pair = [dataclasses.replace(hifi2, measured_time_s=ratio * hifi4.measured_time_s), hifi4]
+        assert len(bench.fidelity_conflicts(pair)) == conflicts

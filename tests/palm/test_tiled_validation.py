@@ -38,6 +38,21 @@ def test_packaged_file_is_the_shared_one() -> None:
     assert sum(c.tuned for c in cases.gemm) == 64 and sum(c.traced for c in cases.gemm) == 45
 
 
+def test_out_of_box_rows_run_ttnns_own_program_config() -> None:
+    """Rows without a hand-tuned config run ``matmul_config = "auto"``: at m = 512 and k = 1024
+    ttnn finds one row of 16-tile blocks and takes the 1-D multicast of A (module docstring of
+    palm.workload.gemm); the hand-tuned rows keep the 2-D split."""
+    from palm.engines.gemm import gemm_times
+
+    for case in load_tiled_cases().gemm:
+        hw, model = case.config.hardware, case.config.model
+        assert isinstance(hw, Mesh2DHardware)
+        assert hw.matmul_config == ("block2d" if case.tuned else "auto")
+        kind = gemm_times(case.config).split.kind
+        one_row = not case.tuned and model.m == 512 and model.n > 512
+        assert kind == ("1d-a" if one_row else "2d"), case.case_id
+
+
 def test_routes_are_dimension_ordered_on_the_torus() -> None:
     assert route((1, 1), (4, 3), noc=0) == [
         (0, "x", 1, 1), (0, "x", 2, 1), (0, "x", 3, 1), (0, "y", 4, 1), (0, "y", 4, 2)
