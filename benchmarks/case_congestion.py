@@ -26,7 +26,6 @@ The error is ``(event - analytical) / event``, as in Fig. 7. Writes the figure
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,9 +43,8 @@ from palm.network.loads import LinkLoad, dram_channel_cores, mesh_profile, ring_
 from palm.workload.ops import Collective
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _figures import ROOT, case_main, pyplot, save_figure  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
 NAME = "case_congestion"
 MB = 1e6
@@ -259,10 +257,7 @@ def error_table(points: Sequence[Point], scenario: str) -> str:
 
 
 def plot(points: Sequence[Point], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     scenarios = [s for s in SCENARIOS if any(p.scenario == s for p in points)]
     sizes = sorted({p.size_mb for p in points})
@@ -310,11 +305,7 @@ def plot(points: Sequence[Point], out: Path) -> Path:
         "Congestion error of the closed forms on wafer-palm (cf. paper Fig. 7)", fontsize=11
     )
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "congestion.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "congestion.png")
 
 
 def report(points: Sequence[Point], sizes_mb: Sequence[float], max_tasks: int) -> str:
@@ -328,24 +319,17 @@ def report(points: Sequence[Point], sizes_mb: Sequence[float], max_tasks: int) -
     return "\n\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="two sizes, up to four tasks")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
-    ap.add_argument("--write-docs", action="store_true", help="update docs/case-studies.md")
-    ap.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    sizes = QUICK_SIZES_MB if args.quick else SIZES_MB
-    max_tasks = QUICK_MAX_TASKS if args.quick else MAX_TASKS
+def run(quick: bool, out: Path) -> tuple[str, list[Path]]:
+    """The study's tables and its figure in ``out``."""
+    sizes = QUICK_SIZES_MB if quick else SIZES_MB
+    max_tasks = QUICK_MAX_TASKS if quick else MAX_TASKS
     points = study(sizes, max_tasks)
-    text = report(points, sizes, max_tasks)
-    print(text)
-    path = plot(points, args.out)
-    print(f"\nwrote {path}")
-    if args.write_docs:
-        write_section(args.doc, NAME, text)
-        print(f"updated {args.doc}")
-    return 0
+    return report(points, sizes, max_tasks), [plot(points, out)]
+
+
+main = case_main(
+    description=__doc__ or "", quick_help="two sizes, up to four tasks", doc=DOC, name=NAME, run=run
+)
 
 
 if __name__ == "__main__":

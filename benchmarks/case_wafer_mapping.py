@@ -24,13 +24,12 @@ markers.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,9 +43,14 @@ from palm.plan import Plan, build_plan
 from palm.validation import default_validation_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _figures import (  # noqa: E402 - a sibling module of this script
+    ROOT,
+    case_main,
+    markdown_table,
+    pyplot,
+    save_figure,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
 BASE = ROOT / "examples" / "wafer-t18b.toml"
 NAME = "case_wafer_mapping"
@@ -401,58 +405,41 @@ def crosscheck_table(anatomies: Sequence[Anatomy]) -> str:
     return "\n".join(rows)
 
 
-def anatomy_table(anatomies: Sequence[Anatomy]) -> str:
-    rows = [
-        "| baseline (TP=8, DP=2, line, compact) | "
-        + " | ".join(_label(a.model) for a in anatomies)
-        + " |",
-        "|---|" + "---|" * len(anatomies),
-    ]
-
-    def line(name: str, cells: Sequence[str]) -> None:
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
-
-    line("iteration (s)", [f"{a.iteration_s:.2f}" for a in anatomies])
-    line("MFU", [f"{100 * a.mfu:.1f}%" for a in anatomies])
-    line("bubble fraction", [f"{100 * a.bubble:.0f}%" for a in anatomies])
-    line("SRAM strategies (Algorithm 1), operators", [a.strategies for a in anatomies])
-    line(
-        "middle stage, one micro-batch: compute F+B+recompute (ms)",
-        [f"{a.compute_ms:.1f}" for a in anatomies],
-    )
-    line(
-        "middle stage, one micro-batch: DRAM stream F+B (ms)",
-        [f"{a.stream_ms:.1f}" for a in anatomies],
-    )
-    line(
-        "middle stage, one micro-batch: DRAM bytes per core F+B (GB)",
-        [f"{a.dram_gb:.2f}" for a in anatomies],
-    )
-    line(
+#: the rows of the anatomy table: (label, cell of one model's baseline)
+_ANATOMY_ROWS: tuple[tuple[str, Callable[[Anatomy], str]], ...] = (
+    ("iteration (s)", lambda a: f"{a.iteration_s:.2f}"),
+    ("MFU", lambda a: f"{100 * a.mfu:.1f}%"),
+    ("bubble fraction", lambda a: f"{100 * a.bubble:.0f}%"),
+    ("SRAM strategies (Algorithm 1), operators", lambda a: a.strategies),
+    ("middle stage, one micro-batch: compute F+B+recompute (ms)", lambda a: f"{a.compute_ms:.1f}"),
+    ("middle stage, one micro-batch: DRAM stream F+B (ms)", lambda a: f"{a.stream_ms:.1f}"),
+    ("middle stage, one micro-batch: DRAM bytes per core F+B (GB)", lambda a: f"{a.dram_gb:.2f}"),
+    (
         "middle stage, one micro-batch: TP collectives compact / strided (ms)",
-        [f"{a.tp_ms:.2f} / {a.tp_strided_ms:.2f}" for a in anatomies],
-    )
-    line(
-        "middle stage, one micro-batch: hand-offs F+B (ms)",
-        [f"{a.hand_off_ms:.2f}" for a in anatomies],
-    )
-    line(
+        lambda a: f"{a.tp_ms:.2f} / {a.tp_strided_ms:.2f}",
+    ),
+    ("middle stage, one micro-batch: hand-offs F+B (ms)", lambda a: f"{a.hand_off_ms:.2f}"),
+    (
         "slowest forward hand-off, line / s-shape (ms)",
-        [f"{a.slowest_hand_off_ms[0]:.3f} / {a.slowest_hand_off_ms[1]:.3f}" for a in anatomies],
-    )
-    line(
+        lambda a: f"{a.slowest_hand_off_ms[0]:.3f} / {a.slowest_hand_off_ms[1]:.3f}",
+    ),
+    (
         "DRAM channel utilisation, max / mean",
-        [f"{100 * a.channel_max:.0f}% / {100 * a.channel_mean:.0f}%" for a in anatomies],
-    )
-    line(
+        lambda a: f"{100 * a.channel_max:.0f}% / {100 * a.channel_mean:.0f}%",
+    ),
+    (
         "stage busy time min / median / max (s)",
-        [f"{a.busy_min_s:.1f} / {a.busy_median_s:.1f} / {a.busy_max_s:.1f}" for a in anatomies],
+        lambda a: f"{a.busy_min_s:.1f} / {a.busy_median_s:.1f} / {a.busy_max_s:.1f}",
+    ),
+    ("busiest stage and its DRAM", lambda a: f"stage {a.busiest}: {a.busiest_channels}"),
+)
+
+
+def anatomy_table(anatomies: Sequence[Anatomy]) -> str:
+    head = ["baseline (TP=8, DP=2, line, compact)", *(_label(a.model) for a in anatomies)]
+    return markdown_table(
+        head, ([name, *(cell(a) for a in anatomies)] for name, cell in _ANATOMY_ROWS)
     )
-    line(
-        "busiest stage and its DRAM",
-        [f"stage {a.busiest}: {a.busiest_channels}" for a in anatomies],
-    )
-    return "\n".join(rows)
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,10 +450,7 @@ _COLOURS = ("#1f77b4", "#9ecae1", "#d62728", "#fcae91")
 
 
 def plot_mapping(points: Sequence[Point], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     models = list(dict.fromkeys(p.model for p in points))
@@ -540,18 +524,11 @@ def plot_mapping(points: Sequence[Point], out: Path) -> Path:
         y=0.99,
     )
     fig.tight_layout(rect=(0, 0, 1, 0.935))
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "wafer_mapping.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "wafer_mapping.png")
 
 
 def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.8, 4.4), dpi=120)
     x = np.arange(len(anatomies))
@@ -597,11 +574,7 @@ def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
     ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "wafer_crosscheck.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "wafer_crosscheck.png")
 
 
 # --------------------------------------------------------------------------------------------
@@ -632,26 +605,24 @@ def report(points: Sequence[Point], anatomies: Sequence[Anatomy]) -> str:
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="T-18B, two (TP, DP) splits only")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
-    ap.add_argument("--write-docs", action="store_true", help="update docs/case-studies.md")
-    ap.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    models = QUICK_MODELS if args.quick else MODELS
-    splits = QUICK_SPLITS if args.quick else SPLITS
+def run(quick: bool, out: Path) -> tuple[str, list[Path]]:
+    """The study's tables and its figures in ``out``."""
+    models = QUICK_MODELS if quick else MODELS
+    splits = QUICK_SPLITS if quick else SPLITS
     points = sweep(models, splits)
     paper = paper_numbers()
     anatomies = [anatomy(m, paper[_label(m)]) for m in models]
-    text = report(points, anatomies)
-    print(text)
-    for path in (plot_mapping(points, args.out), plot_crosscheck(anatomies, args.out)):
-        print(f"\nwrote {path}")
-    if args.write_docs:
-        write_section(args.doc, NAME, text)
-        print(f"updated {args.doc}")
-    return 0
+    figures = [plot_mapping(points, out), plot_crosscheck(anatomies, out)]
+    return report(points, anatomies), figures
+
+
+main = case_main(
+    description=__doc__ or "",
+    quick_help="T-18B, two (TP, DP) splits only",
+    doc=DOC,
+    name=NAME,
+    run=run,
+)
 
 
 if __name__ == "__main__":
