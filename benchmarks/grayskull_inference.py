@@ -179,8 +179,8 @@ def simulate_mapping(case: Case, mapping: Mapping, batch: int) -> Outcome:
     the stream."""
     result, timeline = simulate_timeline(_config(case, mapping, batch))
     assert timeline is not None
-    makespan = max(phase[5] for phase in timeline.raw_phases)
     stream, m = stream_batch(batch, mapping)
+    makespan = one_batch_makespan(timeline.raw_phases, m)
     config = _config(case, mapping, stream)
     return Outcome(
         mapping,
@@ -191,6 +191,14 @@ def simulate_mapping(case: Case, mapping: Mapping, batch: int) -> Outcome:
         one_batch=result.throughput_samples_per_s,
         one_batch_filled=batch / makespan,
     )
+
+
+def one_batch_makespan(phases: Sequence[tuple[int, int, int, str, float, float]], m: int) -> float:
+    """When the last of the first ``m`` micro-batches (one published batch) leaves its last
+    pass. The inference engine simulates more micro-batches than a batch holds, to reach its
+    steady state; the later ones can only delay these (they contend for DRAM), never speed
+    them up. ``phases`` are the timeline's ``(stage, chunk, micro-batch, kind, start, end)``."""
+    return max(end for _stage, _chunk, mb, _kind, _start, end in phases if mb < m)
 
 
 def _divisors(n: int) -> list[int]:
