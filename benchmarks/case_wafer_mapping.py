@@ -652,7 +652,7 @@ def report(points: Sequence[Point], anatomies: Sequence[Anatomy]) -> str:
             throughput_table(points, "exclusive/link"),
             "Best parallel split per model:",
             best_split_table(points),
-            "Why the split matters little: a middle stage's core, line / compact:",
+            "What a middle stage's core does, per split (line / compact):",
             split_table(models, splits),
             "Does the paper's ordering hold? One comparison per (model, TP, DP) and the other "
             "mapping choice; change = throughput ratio - 1:",
