@@ -14,10 +14,14 @@ sixteenth per core. For each per-task size:
 * the *analytical* makespan is the longest of the tasks' uncontended times, each priced by
   palm's closed forms (``collective_time`` over the ``mesh_profile`` of the tile's ring, and
   ``DramAccess.time`` for Eq. 4, 5);
-* the *event* makespan runs the same tasks together through the event engine's machinery: a
-  collective is one ``Flow`` holding the links of its ring (link granularity) on a ``Fabric``;
-  a DRAM access is a fair-shared transfer on a ``DramSystem`` in a SimPy environment plus a hold
-  of the mesh links its reads cross, as ``palm.engines.event.engine`` does in link mode.
+* the *event* makespan runs the same tasks together through the event engine's machinery,
+  in each of two settings (``SETTINGS``): the paper's model (a collective is one ``Flow``
+  holding the links of its ring on a ``Fabric``, first come first served; a DRAM access from
+  each core's nearest channel is a fair-shared transfer on a ``DramSystem`` plus a hold of the
+  mesh links its reads cross: ``noc_model = "exclusive"``, link granularity), and palm's default
+  (every task one flow with a max-min fair share of each link and channel it loads, on a
+  ``FairNetwork``; DRAM data interleaved over every channel: ``noc_model = "fair"``,
+  ``dram_placement = "interleaved"``).
 
 The error is ``(event - analytical) / event``, as in Fig. 7. Writes the figure
 ``congestion.png`` into ``--out`` and, with ``--write-docs``, the tables into
