@@ -14,10 +14,14 @@ sixteenth per core. For each per-task size:
 * the *analytical* makespan is the longest of the tasks' uncontended times, each priced by
   palm's closed forms (``collective_time`` over the ``mesh_profile`` of the tile's ring, and
   ``DramAccess.time`` for Eq. 4, 5);
-* the *event* makespan runs the same tasks together through the event engine's machinery: a
-  collective is one ``Flow`` holding the links of its ring (link granularity) on a ``Fabric``;
-  a DRAM access is a fair-shared transfer on a ``DramSystem`` in a SimPy environment plus a hold
-  of the mesh links its reads cross, as ``palm.engines.event.engine`` does in link mode.
+* the *event* makespan runs the same tasks together through the event engine's machinery,
+  in each of two settings (``SETTINGS``): the paper's model (a collective is one ``Flow``
+  holding the links of its ring on a ``Fabric``, first come first served; a DRAM access from
+  each core's nearest channel is a fair-shared transfer on a ``DramSystem`` plus a hold of the
+  mesh links its reads cross: ``noc_model = "exclusive"``, link granularity), and palm's default
+  (every task one flow with a max-min fair share of each link and channel it loads, on a
+  ``FairNetwork``; DRAM data interleaved over every channel: ``noc_model = "fair"``,
+  ``dram_placement = "interleaved"``).
 
 The error is ``(event - analytical) / event``, as in Fig. 7. Writes the figure
 ``congestion.png`` into ``--out`` and, with ``--write-docs``, the tables into
@@ -26,7 +30,7 @@ The error is ``(event - analytical) / event``, as in Fig. 7. Writes the figure
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,16 +41,29 @@ import simpy
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.engines.event.fabric import Fabric, Flow
-from palm.engines.event.shared import DramSystem
+from palm.engines.event.fair import FairNetwork
+from palm.engines.event.shared import Arrival, DramSystem
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
-from palm.network.dram import DramAccess, dram_access_per_core
-from palm.network.loads import LinkLoad, dram_channel_cores, mesh_profile, ring_order
+from palm.network.dram import (
+    DramAccess,
+    _edge_first,  # noqa: PLC2701 - the write route of interleaved data, see dram_access()
+    dram_access_per_core,
+    interleaved_access_per_core,
+)
+from palm.network.loads import (
+    EAST,
+    WEST,
+    LinkLoad,
+    dram_channel_cores,
+    link_bandwidth_Bps,
+    mesh_profile,
+    ring_order,
+)
 from palm.workload.ops import Collective
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _figures import ROOT, case_main, markdown_table, pyplot, save_figure  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
 NAME = "case_congestion"
 MB = 1e6
@@ -79,13 +96,30 @@ def scenario_tasks(scenario: str, n: int) -> list[tuple[str, tuple[int, int]]]:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """How the event engine shares the network, and where a tile's DRAM data lives."""
+
+    name: str
+    noc_model: str  # "exclusive" (paper sec. IV-C) or "fair" (palm's default)
+    dram_placement: str  # "nearest" (each core its nearest channel) or "interleaved"
+
+
+#: the paper's model, and palm's default (docs/model.md sec. 6-7)
+SETTINGS: tuple[Setting, ...] = (
+    Setting("paper: exclusive links, nearest channel", "exclusive", "nearest"),
+    Setting("palm default: fair sharing, interleaved DRAM", "fair", "interleaved"),
+)
+
+
+@dataclass(frozen=True)
 class Task:
-    """One task: its uncontended (closed-form) time and what it holds when run with others."""
+    """One task: its uncontended (closed-form) time and the links (id: bytes per byte a
+    transfer moves) and DRAM channels it loads when run with others."""
 
     label: str
     alone_s: float
-    links: Flow  # mesh links held (whole collective, or the NoC part of a DRAM access)
-    hold_s: float  # how long ``links`` are held
+    links: dict[int, float]  # whole collective, or the NoC part of a DRAM access
+    hold_s: float  # how long the exclusive model holds ``links``
     sent_bytes: float  # bytes per unit load, for the fabric's accounting
     dram: DramAccess | None = None
     bytes_per_core: float = 0.0
@@ -100,20 +134,38 @@ def tile_cores(hw: Mesh2DHardware, tile: tuple[int, int]) -> np.ndarray:
     )
 
 
-def _flow(fabric: Fabric, links: LinkLoad | None, kind: str) -> Flow:
-    if links is None:
-        return Flow((), (), kind)
-    keys: dict[int, float] = {}
-    for i, x in zip(links.ids.tolist(), links.loads.tolist(), strict=True):
-        keys[int(i)] = keys.get(int(i), 0.0) + float(x)
-    items = sorted(keys.items())
-    res = tuple(fabric.resource(("link", i), "link") for i, _ in items)
-    return Flow(res, tuple(x for _, x in items), kind)
+def _loads(links: LinkLoad | None) -> dict[int, float]:
+    """Load per link id (repeated ids summed)."""
+    out: dict[int, float] = {}
+    if links is not None:
+        for i, x in zip(links.ids.tolist(), links.loads.tolist(), strict=True):
+            out[int(i)] = out.get(int(i), 0.0) + float(x)
+    return dict(sorted(out.items()))
 
 
-def make_task(
-    hw: Mesh2DHardware, fabric: Fabric, kind: str, tile: tuple[int, int], nbytes: float
-) -> Task:
+def dram_access(hw: Mesh2DHardware, cores: np.ndarray, *, write: bool) -> DramAccess:
+    """The tile's access under the hardware's ``dram_placement``, with every link's load."""
+    channels_at = dram_channel_cores(hw)
+    if hw.dram_placement == "nearest":
+        return dram_access_per_core(hw, cores, channels_at, with_links=True, write=write)
+    if not write:
+        return interleaved_access_per_core(hw, cores, channels_at, with_links=True)
+    # a write of interleaved data: 1/C of every core's bytes to each channel, routed edge
+    # first from the core (palm.network.dram has no public write path for this placement)
+    c = len(channels_at)
+    noc = _edge_first(
+        hw,
+        np.repeat(channels_at, len(cores), axis=0),
+        np.tile(cores, (c, 1)),
+        write=True,
+        with_links=True,
+        weight=1.0 / c,
+    )
+    read = interleaved_access_per_core(hw, cores, channels_at)
+    return dataclasses.replace(read, noc=noc)
+
+
+def make_task(hw: Mesh2DHardware, kind: str, tile: tuple[int, int], nbytes: float) -> Task:
     """A collective with a buffer of ``nbytes`` per member, or a DRAM access of ``nbytes`` in
     all (``nbytes / 16`` per core)."""
     cores = tile_cores(hw, tile)
@@ -124,15 +176,13 @@ def make_task(
         coll = Collective(kind, nbytes)  # type: ignore[arg-type]
         t = collective_time(coll, n=len(ring), step=step)
         sent = bytes_sent_per_member(coll, n=len(ring))
-        return Task(label, t, _flow(fabric, step.links, kind), t, sent)
-    access = dram_access_per_core(
-        hw, cores, dram_channel_cores(hw), with_links=True, write=kind == "dram-write"
-    )
+        return Task(label, t, _loads(step.links), t, sent)
+    access = dram_access(hw, cores, write=kind == "dram-write")
     per_core = nbytes / len(cores)
     return Task(
         label,
         access.time(per_core),
-        _flow(fabric, access.noc.links, "dram-noc"),
+        _loads(access.noc.links),
         per_core / access.noc.bandwidth_Bps,
         per_core,
         dram=access,
@@ -140,23 +190,31 @@ def make_task(
     )
 
 
-def run_together(hw: Mesh2DHardware, fabric: Fabric, tasks: Sequence[Task]) -> list[float]:
-    """End time of every task when all start at t = 0 (first come, first served in task
-    order on the links; DRAM channels fair-shared), as the event engine runs its flows."""
+def _channel_Bps(hw: Mesh2DHardware) -> float:
+    return hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency
+
+
+def run_exclusive(hw: Mesh2DHardware, tasks: Sequence[Task]) -> list[float]:
+    """End time of every task when all start at t = 0 under the paper's model: every link
+    held exclusively, first come first served in task order; DRAM channels fair-shared
+    (``communication.noc_model = "exclusive"``, link granularity)."""
     env = simpy.Environment()
-    channel_bw = hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency
+    fabric = Fabric()
     patterns = [
         (t.dram.channels, t.dram.cores_per_channel) if t.dram is not None else ((), ())
         for t in tasks
     ]
-    dram = DramSystem(env, [channel_bw] * hw.dram_channels, patterns)
+    dram = DramSystem(env, [_channel_Bps(hw)] * hw.dram_channels, patterns)
     ends = [0.0] * len(tasks)
     pending: list[tuple[int, simpy.Event]] = []
     for i, task in enumerate(tasks):
-        link_end = 0.0
-        if task.links.resources and task.hold_s > 0:
-            link_end = fabric.reserve(task.links, 0.0, task.hold_s, task.sent_bytes)
-        ends[i] = link_end
+        flow = Flow(
+            tuple(fabric.resource(("link", r), "link") for r in task.links),
+            tuple(task.links.values()),
+            "task",
+        )
+        if flow.resources and task.hold_s > 0:
+            ends[i] = fabric.reserve(flow, 0.0, task.hold_s, task.sent_bytes)
         if task.dram is not None:
             access = task.dram
             event = dram.read(
@@ -177,8 +235,53 @@ def run_together(hw: Mesh2DHardware, fabric: Fabric, tasks: Sequence[Task]) -> l
     return ends
 
 
+def link_Bps(hw: Mesh2DHardware, link: int) -> float:
+    """Bandwidth of mesh link ``link`` (id ``(row * cols + col) * 4 + direction``)."""
+    node, direction = divmod(link, 4)
+    r, c = divmod(node, hw.core_grid[1])
+    return float(link_bandwidth_Bps(hw, direction, c if direction in (EAST, WEST) else r))
+
+
+def run_fair(hw: Mesh2DHardware, tasks: Sequence[Task]) -> list[float]:
+    """End time of every task when all start at t = 0 as palm's default event engine runs
+    them (``noc_model = "fair"``, link granularity): every task is one flow with a max-min
+    fair share of each link and DRAM channel it loads (``FairNetwork``). A collective moves
+    its lone time times its lone rate; a DRAM access moves its bytes per core, loading each
+    channel with the cores' worth of bytes it serves, and adds its latencies at the end."""
+    env = simpy.Environment()
+    links = sorted({r for t in tasks for r in t.links})
+    index = {r: k for k, r in enumerate(links)}
+    capacity = [link_Bps(hw, r) for r in links] + [_channel_Bps(hw)] * hw.dram_channels
+    net = FairNetwork(env, capacity)
+    ends = [0.0] * len(tasks)
+    for i, task in enumerate(tasks):
+        resources = [index[r] for r in task.links]
+        loads = list(task.links.values())
+        done = Arrival(env)
+        done.callbacks.append(lambda _e, i=i: ends.__setitem__(i, float(env.now)))
+        if task.dram is None:
+            net.transfer(net.route(resources, loads), task.alone_s, done=done)
+            continue
+        access = task.dram
+        resources += [len(links) + c for c in access.channels]
+        loads += list(access.cores_per_channel)
+        net.start(
+            net.route(resources, loads),
+            task.bytes_per_core,
+            latency_s=access.response_s + access.noc.latency_s,
+            done=done,
+        )
+    env.run()
+    return ends
+
+
+def run_together(setting: Setting, hw: Mesh2DHardware, tasks: Sequence[Task]) -> list[float]:
+    return (run_fair if setting.noc_model == "fair" else run_exclusive)(hw, tasks)
+
+
 @dataclass(frozen=True)
 class Point:
+    setting: str
     scenario: str
     tasks: int
     size_mb: float
@@ -195,157 +298,174 @@ def size_label(size_mb: float) -> str:
     return f"{size_mb * 1000:g} KB" if size_mb < 1 else f"{size_mb:g} MB"
 
 
-def wafer() -> Mesh2DHardware:
+def wafer(setting: Setting = SETTINGS[-1]) -> Mesh2DHardware:
     hw = HARDWARE_PRESETS["wafer-palm"]
     assert isinstance(hw, Mesh2DHardware)
-    return hw
+    return dataclasses.replace(hw, dram_placement=setting.dram_placement)
 
 
 def study(sizes_mb: Sequence[float] = SIZES_MB, max_tasks: int = MAX_TASKS) -> list[Point]:
-    """Every (scenario, number of tasks, size) point of the study."""
-    hw = wafer()
+    """Every (setting, scenario, number of tasks, size) point of the study."""
     points = []
-    for scenario in SCENARIOS:
-        for size in sizes_mb:
-            for n in range(1, max_tasks + 1):
-                fabric = Fabric()
-                tasks = [
-                    make_task(hw, fabric, k, t, size * MB) for k, t in scenario_tasks(scenario, n)
+    for setting in SETTINGS:
+        hw = wafer(setting)
+        for scenario in SCENARIOS:
+            for size in sizes_mb:
+                all_tasks = [
+                    make_task(hw, k, t, size * MB) for k, t in scenario_tasks(scenario, max_tasks)
                 ]
-                ends = run_together(hw, fabric, tasks)
-                slowest = tasks[int(np.argmax(ends))].label
-                analytical = max(t.alone_s for t in tasks)
-                points.append(Point(scenario, n, size, analytical, max(ends), slowest))
+                for n in range(1, max_tasks + 1):
+                    tasks = all_tasks[:n]
+                    ends = run_together(setting, hw, tasks)
+                    slowest = tasks[int(np.argmax(ends))].label
+                    analytical = max(t.alone_s for t in tasks)
+                    points.append(
+                        Point(setting.name, scenario, n, size, analytical, max(ends), slowest)
+                    )
     return points
 
 
 def alone_table(size_mb: float, max_tasks: int) -> str:
     """Where each task runs and its uncontended time at ``size_mb`` (what the analytical
-    model sees), per scenario."""
-    hw = wafer()
-    channels_at = dram_channel_cores(hw).tolist()
-    rows = [
-        "| scenario | task | kind | tile | DRAM channels (router: cores) | mesh links held "
-        f"| alone at {size_label(size_mb)} (us) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for scenario in SCENARIOS:
-        for k, (kind, tile) in enumerate(scenario_tasks(scenario, max_tasks), start=1):
-            task = make_task(hw, Fabric(), kind, tile, size_mb * MB)
-            channels = "-"
-            if task.dram is not None:
-                channels = ", ".join(
-                    f"{tuple(channels_at[c])}: {n}"
-                    for c, n in zip(task.dram.channels, task.dram.cores_per_channel, strict=True)
+    model sees), per setting and scenario."""
+    rows = []
+    for setting in SETTINGS:
+        hw = wafer(setting)
+        channels_at = dram_channel_cores(hw).tolist()
+        for scenario in SCENARIOS:
+            for k, (kind, tile) in enumerate(scenario_tasks(scenario, max_tasks), start=1):
+                task = make_task(hw, kind, tile, size_mb * MB)
+                channels = "-"
+                if task.dram is not None and setting.dram_placement == "interleaved":
+                    channels = f"all {len(task.dram.channels)}"
+                elif task.dram is not None:
+                    channels = ", ".join(
+                        f"{tuple(channels_at[c])}: {n:g}"
+                        for c, n in zip(
+                            task.dram.channels, task.dram.cores_per_channel, strict=True
+                        )
+                    )
+                rows.append(
+                    [
+                        setting.dram_placement,
+                        scenario,
+                        k,
+                        kind,
+                        tile,
+                        channels,
+                        len(task.links),
+                        f"{task.alone_s * 1e6:.1f}",
+                    ]
                 )
-            rows.append(
-                f"| {scenario} | {k} | {kind} | {tile} | {channels} | "
-                f"{len(task.links.resources)} | {task.alone_s * 1e6:.1f} |"
-            )
-    return "\n".join(rows)
+    head = [
+        "DRAM placement",
+        "scenario",
+        "task",
+        "kind",
+        "tile",
+        "DRAM channels (router: cores)",
+        "mesh links loaded",
+        f"alone at {size_label(size_mb)} (us)",
+    ]
+    return markdown_table(head, rows)
 
 
-def error_table(points: Sequence[Point], scenario: str) -> str:
-    mine = [p for p in points if p.scenario == scenario]
+def _percent(x: float) -> str:
+    """``x`` in percent to 0.1 (rounding noise of -0.0 shown as 0.0)."""
+    return f"{100 * x:.1f}%".replace("-0.0%", "0.0%")
+
+
+def error_table(points: Sequence[Point], setting: str, scenario: str) -> str:
+    mine = [p for p in points if p.scenario == scenario and p.setting == setting]
     sizes = sorted({p.size_mb for p in mine})
     tasks = sorted({p.tasks for p in mine})
     by = {(p.tasks, p.size_mb): p for p in mine}
     head = "| tasks | " + " | ".join(size_label(s) for s in sizes) + " | last to finish |"
     rows = [head, "|" + "---|" * (len(sizes) + 2)]
     for n in tasks:
-        cells = " | ".join(f"{100 * by[(n, s)].error:.1f}%" for s in sizes)
+        cells = " | ".join(_percent(by[(n, s)].error) for s in sizes)
         rows.append(f"| {n} | {cells} | {by[(n, sizes[-1])].slowest} |")
     return "\n".join(rows)
 
 
 def plot(points: Sequence[Point], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     scenarios = [s for s in SCENARIOS if any(p.scenario == s for p in points)]
     sizes = sorted({p.size_mb for p in points})
     fig, axes = plt.subplots(
-        1, len(scenarios), figsize=(5.2 * len(scenarios), 4.2), dpi=120, sharey=True
+        len(SETTINGS),
+        len(scenarios),
+        figsize=(5.2 * len(scenarios), 3.9 * len(SETTINGS)),
+        dpi=120,
+        sharey=True,
+        squeeze=False,
     )
     markers = "osD^v<>p"
     top = max(100 * p.error for p in points)
-    for ax, scenario, letter in zip(np.atleast_1d(axes), scenarios, "abcd", strict=False):
-        for k, size in enumerate(sizes):
-            pts = sorted(
-                (p for p in points if p.size_mb == size and p.scenario == scenario),
-                key=lambda p: p.tasks,
-            )
-            ax.plot(
-                [p.tasks for p in pts],
-                [100 * p.error for p in pts],
-                marker=markers[k % len(markers)],
-                label=size_label(size),
-                color=plt.cm.viridis(k / max(1, len(sizes) - 1)),
-                linewidth=1.3,
-                markersize=4.5,
-                alpha=0.85,
-            )
-        ax.set_title(f"({letter}) {scenario}", fontsize=10)
+    letters = iter("abcdefgh")
+    for row, setting in enumerate(SETTINGS):
+        for ax, scenario in zip(axes[row], scenarios, strict=True):
+            for k, size in enumerate(sizes):
+                pts = sorted(
+                    (
+                        p
+                        for p in points
+                        if p.size_mb == size
+                        and p.scenario == scenario
+                        and p.setting == setting.name
+                    ),
+                    key=lambda p: p.tasks,
+                )
+                ax.plot(
+                    [p.tasks for p in pts],
+                    [100 * p.error for p in pts],
+                    marker=markers[k % len(markers)],
+                    label=size_label(size),
+                    color=plt.cm.viridis(k / max(1, len(sizes) - 1)),
+                    linewidth=1.3,
+                    markersize=4.5,
+                    alpha=0.85,
+                )
+            ax.set_title(f"({next(letters)}) {scenario}; {setting.name}", fontsize=9)
+            ax.set_xticks(sorted({p.tasks for p in points}))
+            ax.set_ylim(-2, max(10.0, top * 1.12))
+            ax.grid(True, alpha=0.3)
+        axes[row, 0].set_ylabel("(event - analytical) / event  [%]")
+    for ax in axes[-1]:
         ax.set_xlabel("tasks started together")
-        ax.set_xticks(sorted({p.tasks for p in points}))
-        ax.set_ylim(-2, max(10.0, top * 1.12))
-        ax.grid(True, alpha=0.3)
-    for ax in np.atleast_1d(axes):
-        ax.text(
-            0.98,
-            0.03,
-            "sizes >= 1 MB overlap:\nlatencies (2-100 ns) are negligible there",
-            transform=ax.transAxes,
-            ha="right",
-            va="bottom",
-            fontsize=7.5,
-            color="0.35",
-        )
-    first = np.atleast_1d(axes)[0]
-    first.set_ylabel("(event - analytical) / event  [%]")
-    first.legend(title="size per task", fontsize=8, title_fontsize=8, loc="upper left")
+    axes[0, 0].legend(title="size per task", fontsize=8, title_fontsize=8, loc="upper left")
     fig.suptitle(
         "Congestion error of the closed forms on wafer-palm (cf. paper Fig. 7)", fontsize=11
     )
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "congestion.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "congestion.png")
 
 
 def report(points: Sequence[Point], sizes_mb: Sequence[float], max_tasks: int) -> str:
     parts = []
-    for letter, scenario in zip("abcd", SCENARIOS, strict=False):
-        parts.append(
-            f"({letter}) {scenario}: error of the analytical makespan, "
-            f"`(event - analytical) / event`\n\n" + error_table(points, scenario)
-        )
+    letters = iter("abcdefgh")
+    for setting in SETTINGS:
+        for scenario in SCENARIOS:
+            parts.append(
+                f"({next(letters)}) {scenario}, {setting.name}: error of the analytical "
+                f"makespan, `(event - analytical) / event`\n\n"
+                + error_table(points, setting.name, scenario)
+            )
     parts.append("The tasks, in the order they join:\n\n" + alone_table(max(sizes_mb), max_tasks))
     return "\n\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="two sizes, up to four tasks")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
-    ap.add_argument("--write-docs", action="store_true", help="update docs/case-studies.md")
-    ap.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    sizes = QUICK_SIZES_MB if args.quick else SIZES_MB
-    max_tasks = QUICK_MAX_TASKS if args.quick else MAX_TASKS
+def run(quick: bool, out: Path) -> tuple[str, list[Path]]:
+    """The study's tables and its figure in ``out``."""
+    sizes = QUICK_SIZES_MB if quick else SIZES_MB
+    max_tasks = QUICK_MAX_TASKS if quick else MAX_TASKS
     points = study(sizes, max_tasks)
-    text = report(points, sizes, max_tasks)
-    print(text)
-    path = plot(points, args.out)
-    print(f"\nwrote {path}")
-    if args.write_docs:
-        write_section(args.doc, NAME, text)
-        print(f"updated {args.doc}")
-    return 0
+    return report(points, sizes, max_tasks), [plot(points, out)]
+
+
+main = case_main(
+    description=__doc__ or "", quick_help="two sizes, up to four tasks", doc=DOC, name=NAME, run=run
+)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ tables into ``docs/case-studies.md`` between its ``case_intergroup`` markers.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 from collections.abc import Sequence
@@ -37,9 +36,8 @@ from palm.network.intergroup import HandOff, choose_adapters, hand_off
 from palm.network.loads import mesh_profile, ring_order
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _figures import ROOT, case_main, pyplot, save_figure  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
 NAME = "case_intergroup"
 
@@ -316,10 +314,7 @@ _PART_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52")
 
 
 def plot(points: Sequence[Point], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     fig, axes = plt.subplots(
@@ -428,21 +423,14 @@ def plot(points: Sequence[Point], out: Path) -> Path:
         fontsize=11,
     )
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "intergroup.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "intergroup.png")
 
 
 # --------------------------------------------------------------------------------------------
 
 
 def plot_sizes(sweeps: Sequence[SizePoint], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.6, 5.0), dpi=120)
     links = list(dict.fromkeys((sp.link_gbps, sp.hop_ns) for sp in sweeps))
@@ -498,11 +486,7 @@ def plot_sizes(sweeps: Sequence[SizePoint], out: Path) -> Path:
         )
     ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "intergroup_size.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "intergroup_size.png")
 
 
 def report(points: Sequence[Point], sweeps: Sequence[SizePoint], fast: Sequence[SizePoint]) -> str:
@@ -523,26 +507,20 @@ def report(points: Sequence[Point], sweeps: Sequence[SizePoint], fast: Sequence[
     return "\n\n".join(parts)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="four adapter counts only")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
-    ap.add_argument("--write-docs", action="store_true", help="update docs/case-studies.md")
-    ap.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    adapters = QUICK_ADAPTERS if args.quick else ADAPTERS
-    sizes = QUICK_SIZES if args.quick else SIZES
+def run(quick: bool, out: Path) -> tuple[str, list[Path]]:
+    """The study's tables and its figures in ``out``."""
+    adapters = QUICK_ADAPTERS if quick else ADAPTERS
+    sizes = QUICK_SIZES if quick else SIZES
     points = study(adapters)
     sweeps = size_sweep(sizes, adapters)
     fast = size_sweep(sizes[:: max(1, len(sizes) // 4)], adapters, FAST_LINK_GBPS, FAST_HOP_NS)
-    text = report(points, sweeps, fast)
-    print(text)
-    for path in (plot(points, args.out), plot_sizes([*sweeps, *fast], args.out)):
-        print(f"\nwrote {path}")
-    if args.write_docs:
-        write_section(args.doc, NAME, text)
-        print(f"updated {args.doc}")
-    return 0
+    figures = [plot(points, out), plot_sizes([*sweeps, *fast], out)]
+    return report(points, sweeps, fast), figures
+
+
+main = case_main(
+    description=__doc__ or "", quick_help="four adapter counts only", doc=DOC, name=NAME, run=run
+)
 
 
 if __name__ == "__main__":

@@ -8,29 +8,31 @@ Usage:
 recompute, micro-batch 1) with ``model.preset`` set to each model and (TP, DP) in (1, 16),
 (2, 8), (4, 4), (8, 2), (16, 1), 32 micro-batches per pipeline (``global_batch = 32 DP``), stage
 layout ``line`` or ``s-shape`` and TP placement ``compact`` or ``strided``. Every point is run
-by the event engine twice: with palm's default ``group`` NoC granularity and with ``link``
-granularity, where every mesh link is an exclusive resource (the paper's model, sec. IV-C, and
-the only one in which a strided TP ring can contend with other flows).
+by the event engine with palm's default physics (blocked DRAM traffic per matrix product,
+interleaved DRAM placement) under three network models (``NETWORKS``): palm's default
+``fair/group`` (max-min fair sharing of aggregated per-stage resources), ``fair/link`` (the same
+on every mesh link) and ``exclusive/link`` (every mesh link an exclusive resource: the paper's
+model, sec. IV-C).
 
 Also reported: the paper's baseline (TP=8, DP=2, line, compact) against the paper's own
-simulator outputs (``paper_simulator_outputs`` of the validation file), what dominates the
-baseline, and a *diagnostic* rerun of the baseline with the DRAM traffic of the SRAM
-allocation scaled by 0.005, the factor the paper's reference code applies to wafers (SPEC
-sec. 9). The diagnostic is not palm's answer; it only shows where the gap to the paper comes
-from. Writes ``wafer_mapping.png`` and ``wafer_crosscheck.png`` into ``--out`` and, with
-``--write-docs``, the tables into ``docs/case-studies.md`` between its ``case_wafer_mapping``
-markers.
+simulator outputs (``paper_simulator_outputs`` of the validation file), the same under the
+paper's SRAM rule (``hardware.sram_model = "algorithm1"``), what dominates the baseline (with
+the busiest mesh links of the ``fair/link`` run), and a *diagnostic* rerun of the baseline
+with the DRAM traffic of the SRAM allocation scaled by 0.005, the factor the paper's
+reference code applies to wafers (SPEC sec. 9). The diagnostic is not palm's answer; it only
+shows where the gap to the paper comes from. Writes ``wafer_mapping.png`` and
+``wafer_crosscheck.png`` into ``--out`` and, with ``--write-docs``, the tables into
+``docs/case-studies.md`` between its ``case_wafer_mapping`` markers.
 """
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,15 +40,21 @@ import numpy as np
 
 import palm
 from palm.engines.event.engine import run_event
+from palm.engines.event.fabric import mesh_link_endpoints
 from palm.hardware import Mesh2DHardware
-from palm.network.loads import dram_channel_cores
 from palm.plan import Plan, build_plan
 from palm.validation import default_validation_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _figures import (  # noqa: E402 - a sibling module of this script
+    ROOT,
+    case_main,
+    grouped_bars,
+    markdown_table,
+    pyplot,
+    save_figure,
+)
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "case-studies.md"
 BASE = ROOT / "examples" / "wafer-t18b.toml"
 NAME = "case_wafer_mapping"
@@ -59,7 +67,10 @@ MAPPINGS: tuple[tuple[str, str], ...] = (
     ("s-shape", "compact"),
     ("s-shape", "strided"),
 )
-GRANULARITIES: tuple[str, ...] = ("group", "link")
+#: how the event engine shares the network: ``noc_model/noc_granularity``. palm's default
+#: (fair sharing of aggregated per-stage resources), the same on every mesh link (the check of
+#: the aggregation), and the paper's exclusive holds of every link (sec. IV-C)
+NETWORKS: tuple[str, ...] = ("fair/group", "fair/link", "exclusive/link")
 BASELINE = (8, 2)
 REFERENCE_DRAM_FACTOR = 0.005  # the paper's reference code, for wafers (SPEC sec. 9)
 QUICK_MODELS: tuple[str, ...] = ("t-18b",)
@@ -67,8 +78,15 @@ QUICK_SPLITS: tuple[tuple[int, int], ...] = ((2, 8), (8, 2))
 
 
 def config(
-    model: str, tp: int, dp: int, layout: str, tp_group: str, granularity: str = "group"
+    model: str,
+    tp: int,
+    dp: int,
+    layout: str,
+    tp_group: str,
+    network: str = NETWORKS[0],
+    *extra: str,
 ) -> palm.SimConfig:
+    noc_model, granularity = network.split("/")
     return palm.load_config(
         BASE,
         overrides=[
@@ -79,6 +97,8 @@ def config(
             f'placement.layout="{layout}"',
             f'placement.tp_group="{tp_group}"',
             f'communication.noc_granularity="{granularity}"',
+            f'communication.noc_model="{noc_model}"',
+            *extra,
         ],
     )
 
@@ -90,7 +110,7 @@ class Point:
     dp: int
     layout: str
     tp_group: str
-    granularity: str
+    network: str
     throughput: float
     fits: bool
 
@@ -104,7 +124,7 @@ def sweep(models: Sequence[str], splits: Sequence[tuple[int, int]]) -> list[Poin
     for model in models:
         for tp, dp in splits:
             for layout, group in MAPPINGS:
-                for gran in GRANULARITIES:
+                for gran in NETWORKS:
                     r = palm.simulate(config(model, tp, dp, layout, group, gran), engine="event")
                     points.append(
                         Point(
@@ -168,6 +188,8 @@ class Anatomy:
     model: str
     throughput: float
     throughput_link: float
+    throughput_exclusive: float
+    throughput_algorithm1: float
     diagnostic: float
     diagnostic_s_shape: float
     diagnostic_strided: float
@@ -178,6 +200,7 @@ class Anatomy:
     strategies: str
     compute_ms: float
     stream_ms: float
+    multicast_ms: float
     tp_ms: float
     tp_strided_ms: float
     hand_off_ms: float
@@ -189,15 +212,37 @@ class Anatomy:
     busy_median_s: float
     busy_max_s: float
     busiest: int
-    busiest_channels: str
+    busiest_dram: str
+    busiest_links: str
+
+
+def busiest_links(hw: Mesh2DHardware, result: palm.Result, count: int = 3) -> str:
+    """The ``count`` busiest mesh links of a ``link``-granularity run: where they are (tile
+    of each end), the fraction of the iteration they carry a flow, and the bytes they carry."""
+    links = [x for x in result.links or () if x.name.startswith("link[")]
+    top = sorted(links, key=lambda x: (-x.busy_fraction, x.name))[:count]
+    cells = []
+    for x in top:
+        a, b = mesh_link_endpoints(hw, int(x.name[5:-1]))
+        ta = (a[0] // hw.cores_per_tile[0], a[1] // hw.cores_per_tile[1])
+        tb = (b[0] // hw.cores_per_tile[0], b[1] // hw.cores_per_tile[1])
+        where = f"tile {ta}" if ta == tb else f"tiles {ta}->{tb}"
+        cells.append(f"{a}->{b} ({where}): {100 * x.busy_fraction:.0f}%, {x.bytes / 1e12:.2f} TB")
+    return "; ".join(cells)
 
 
 def anatomy(model: str, paper: float) -> Anatomy:
     tp, dp = BASELINE
     cfg = config(model, tp, dp, "line", "compact")
+    hw = cfg.hardware
+    assert isinstance(hw, Mesh2DHardware)
     plan = build_plan(cfg)
     result, _ = run_event(plan)
-    link = palm.simulate(config(model, tp, dp, "line", "compact", "link"))
+    link = palm.simulate(config(model, tp, dp, "line", "compact", "fair/link"))
+    exclusive = palm.simulate(config(model, tp, dp, "line", "compact", "exclusive/link"))
+    algorithm1 = palm.simulate(
+        config(model, tp, dp, "line", "compact", NETWORKS[0], 'hardware.sram_model="algorithm1"')
+    )
     diag, _ = run_event(scaled_dram(plan, REFERENCE_DRAM_FACTOR))
     strided = build_plan(config(model, tp, dp, "line", "strided"))
     s_shape = build_plan(config(model, tp, dp, "s-shape", "compact"))
@@ -209,29 +254,22 @@ def anatomy(model: str, paper: float) -> Anatomy:
     busy = [s.busy_s for s in result.stages]
     busiest = int(np.argmax(busy))
     channels = result.dram_channel_utilisation or (0.0,)
-    access = plan.dram[busiest] if plan.dram is not None else None
     where = ""
-    if access is not None:
-        sharers = [
-            s
-            for s, a in enumerate(plan.dram or ())
-            if set(a.channels) & set(access.channels) and s != busiest
-        ]
-        hw = cfg.hardware
-        assert isinstance(hw, Mesh2DHardware)
-        routers = dram_channel_cores(hw).tolist()
+    if plan.dram is not None:
+        access = plan.dram[busiest]
         core = plan.placement.stage_array(busiest).reshape(-1, 2)[0]
         tile = (int(core[0]) // hw.cores_per_tile[0], int(core[1]) // hw.cores_per_tile[1])
         where = (
-            f"tile {tile}; channel(s) "
-            + ", ".join(f"{c} at router {tuple(routers[c])}" for c in access.channels)
-            + f" ({sum(access.cores_per_channel)} cores, NoC {access.noc.bandwidth_Bps / 1e9:.0f}"
-            f" GB/s per core), shared with stage(s) {', '.join(map(str, sharers)) or 'none'}"
+            f"tile {tile}; {len(access.channels)} of {hw.dram_channels} channels "
+            f"({hw.dram_placement}), {access.cores:g} cores, NoC "
+            f"{access.noc.bandwidth_Bps / 1e9:.0f} GB/s per core"
         )
     return Anatomy(
         model=model,
         throughput=result.throughput_samples_per_s,
         throughput_link=link.throughput_samples_per_s,
+        throughput_exclusive=exclusive.throughput_samples_per_s,
+        throughput_algorithm1=algorithm1.throughput_samples_per_s,
         diagnostic=diag.throughput_samples_per_s,
         diagnostic_s_shape=diag_s_shape.throughput_samples_per_s,
         diagnostic_strided=diag_strided.throughput_samples_per_s,
@@ -242,6 +280,7 @@ def anatomy(model: str, paper: float) -> Anatomy:
         strategies=", ".join(f"{k} x{v}" for k, v in sorted(counts.items())),
         compute_ms=1e3 * (mid.forward_compute_s + mid.backward_compute_s + mid.recompute_s),
         stream_ms=1e3 * (mid.stream_forward_s + mid.stream_backward_s),
+        multicast_ms=1e3 * (mid.multicast_forward_s + mid.multicast_backward_s),
         tp_ms=1e3 * (mid.tp_forward_s + mid.tp_backward_s),
         tp_strided_ms=1e3 * (mid_strided.tp_forward_s + mid_strided.tp_backward_s),
         hand_off_ms=1e3 * (mid.send_s + mid.grad_send_s),
@@ -256,7 +295,8 @@ def anatomy(model: str, paper: float) -> Anatomy:
         busy_median_s=statistics.median(busy),
         busy_max_s=max(busy),
         busiest=busiest,
-        busiest_channels=where,
+        busiest_dram=where,
+        busiest_links=busiest_links(hw, link),
     )
 
 
@@ -269,8 +309,8 @@ def _label(model: str) -> str:
     return model.upper()
 
 
-def throughput_table(points: Sequence[Point], granularity: str) -> str:
-    mine = [p for p in points if p.granularity == granularity]
+def throughput_table(points: Sequence[Point], network: str) -> str:
+    mine = [p for p in points if p.network == network]
     by = {(p.model, p.tp, p.dp, p.mapping): p for p in mine}
     head = " | ".join(f"{lay} / {grp}" for lay, grp in MAPPINGS)
     rows = [
@@ -296,13 +336,13 @@ def throughput_table(points: Sequence[Point], granularity: str) -> str:
 
 def best_split_table(points: Sequence[Point]) -> str:
     rows = [
-        "| model | granularity | best (TP, DP), any | best (TP, DP) that fits | paper's best |",
+        "| model | network | best (TP, DP), any | best (TP, DP) that fits | paper's best |",
         "|---|---|---|---|---|",
     ]
     paper_best = {"t-18b": "(2, 8)", "t-76b": "(2, 8)", "t-145b": "(4, 4)"}
     for model in dict.fromkeys(p.model for p in points):
-        for gran in GRANULARITIES:
-            mine = [p for p in points if p.model == model and p.granularity == gran]
+        for gran in NETWORKS:
+            mine = [p for p in points if p.model == model and p.network == gran]
             top = max(mine, key=lambda p: p.throughput)
             fitting = [p for p in mine if p.fits]
             fit = max(fitting, key=lambda p: p.throughput) if fitting else None
@@ -321,13 +361,13 @@ def best_split_table(points: Sequence[Point]) -> str:
 
 def ordering_table(points: Sequence[Point]) -> str:
     """How often s-shape beats line and compact beats strided (same everything else)."""
-    by = {(p.model, p.tp, p.dp, p.mapping, p.granularity): p.throughput for p in points}
+    by = {(p.model, p.tp, p.dp, p.mapping, p.network): p.throughput for p in points}
     rows = [
-        "| granularity | comparison | wins | ties (< 0.01%) | losses | median change | range |",
+        "| network | comparison | wins | ties (< 0.01%) | losses | median change | range |",
         "|---|---|---|---|---|---|---|",
     ]
     keys = sorted({(p.model, p.tp, p.dp) for p in points})
-    for gran in GRANULARITIES:
+    for gran in NETWORKS:
         for name, pairs in (
             (
                 "s-shape vs line",
@@ -384,75 +424,80 @@ def split_table(models: Sequence[str], splits: Sequence[tuple[int, int]]) -> str
 
 def crosscheck_table(anatomies: Sequence[Anatomy]) -> str:
     f = REFERENCE_DRAM_FACTOR
-    rows = [
-        "| model | palm, group (samples/s) | palm, link | paper | palm / paper "
-        f"| diagnostic: DRAM traffic x {f} | diagnostic / paper "
-        "| diagnostic: s-shape vs line | diagnostic: strided vs compact |",
-        "|---|---|---|---|---|---|---|---|---|",
+    head = [
+        "model",
+        "palm, fair/group (samples/s)",
+        "palm, fair/link",
+        "palm, exclusive/link",
+        'palm, `sram_model = "algorithm1"`',
+        "paper",
+        "palm / paper",
+        "algorithm1 / paper",
+        f"diagnostic: DRAM traffic x {f}",
+        "diagnostic / paper",
+        "diagnostic: s-shape vs line",
+        "diagnostic: strided vs compact",
     ]
-    for a in anatomies:
-        rows.append(
-            f"| {_label(a.model)} | {a.throughput:.4f} | {a.throughput_link:.4f} | "
-            f"{a.paper:.4f} | {a.throughput / a.paper:.3f} | {a.diagnostic:.4f} | "
-            f"{a.diagnostic / a.paper:.3f} | "
-            f"{100 * (a.diagnostic_s_shape / a.diagnostic - 1):+.3f}% | "
-            f"{100 * (a.diagnostic_strided / a.diagnostic - 1):+.3f}% |"
-        )
-    return "\n".join(rows)
+    rows = (
+        [
+            _label(a.model),
+            f"{a.throughput:.4f}",
+            f"{a.throughput_link:.4f}",
+            f"{a.throughput_exclusive:.4f}",
+            f"{a.throughput_algorithm1:.4f}",
+            f"{a.paper:.4f}",
+            f"{a.throughput / a.paper:.3f}",
+            f"{a.throughput_algorithm1 / a.paper:.3f}",
+            f"{a.diagnostic:.4f}",
+            f"{a.diagnostic / a.paper:.3f}",
+            f"{100 * (a.diagnostic_s_shape / a.diagnostic - 1):+.3f}%",
+            f"{100 * (a.diagnostic_strided / a.diagnostic - 1):+.3f}%",
+        ]
+        for a in anatomies
+    )
+    return markdown_table(head, rows)
+
+
+#: the rows of the anatomy table: (label, cell of one model's baseline)
+_ANATOMY_ROWS: tuple[tuple[str, Callable[[Anatomy], str]], ...] = (
+    ("iteration (s)", lambda a: f"{a.iteration_s:.2f}"),
+    ("MFU", lambda a: f"{100 * a.mfu:.1f}%"),
+    ("bubble fraction", lambda a: f"{100 * a.bubble:.0f}%"),
+    ("SRAM strategies of the operators", lambda a: a.strategies),
+    ("middle stage, one micro-batch: compute F+B+recompute (ms)", lambda a: f"{a.compute_ms:.1f}"),
+    ("middle stage, one micro-batch: DRAM stream F+B (ms)", lambda a: f"{a.stream_ms:.1f}"),
+    ("middle stage, one micro-batch: DRAM bytes per core F+B (GB)", lambda a: f"{a.dram_gb:.2f}"),
+    (
+        "middle stage, one micro-batch: operand multicast F+B (ms)",
+        lambda a: f"{a.multicast_ms:.1f}",
+    ),
+    (
+        "middle stage, one micro-batch: TP collectives compact / strided (ms)",
+        lambda a: f"{a.tp_ms:.2f} / {a.tp_strided_ms:.2f}",
+    ),
+    ("middle stage, one micro-batch: hand-offs F+B (ms)", lambda a: f"{a.hand_off_ms:.2f}"),
+    (
+        "slowest forward hand-off, line / s-shape (ms)",
+        lambda a: f"{a.slowest_hand_off_ms[0]:.3f} / {a.slowest_hand_off_ms[1]:.3f}",
+    ),
+    (
+        "DRAM channel utilisation, max / mean",
+        lambda a: f"{100 * a.channel_max:.0f}% / {100 * a.channel_mean:.0f}%",
+    ),
+    (
+        "stage busy time min / median / max (s)",
+        lambda a: f"{a.busy_min_s:.1f} / {a.busy_median_s:.1f} / {a.busy_max_s:.1f}",
+    ),
+    ("busiest stage and its DRAM", lambda a: f"stage {a.busiest}: {a.busiest_dram}"),
+    ("busiest mesh links (`fair/link`): busy, bytes", lambda a: a.busiest_links),
+)
 
 
 def anatomy_table(anatomies: Sequence[Anatomy]) -> str:
-    rows = [
-        "| baseline (TP=8, DP=2, line, compact) | "
-        + " | ".join(_label(a.model) for a in anatomies)
-        + " |",
-        "|---|" + "---|" * len(anatomies),
-    ]
-
-    def line(name: str, cells: Sequence[str]) -> None:
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
-
-    line("iteration (s)", [f"{a.iteration_s:.2f}" for a in anatomies])
-    line("MFU", [f"{100 * a.mfu:.1f}%" for a in anatomies])
-    line("bubble fraction", [f"{100 * a.bubble:.0f}%" for a in anatomies])
-    line("SRAM strategies (Algorithm 1), operators", [a.strategies for a in anatomies])
-    line(
-        "middle stage, one micro-batch: compute F+B+recompute (ms)",
-        [f"{a.compute_ms:.1f}" for a in anatomies],
+    head = ["baseline (TP=8, DP=2, line, compact)", *(_label(a.model) for a in anatomies)]
+    return markdown_table(
+        head, ([name, *(cell(a) for a in anatomies)] for name, cell in _ANATOMY_ROWS)
     )
-    line(
-        "middle stage, one micro-batch: DRAM stream F+B (ms)",
-        [f"{a.stream_ms:.1f}" for a in anatomies],
-    )
-    line(
-        "middle stage, one micro-batch: DRAM bytes per core F+B (GB)",
-        [f"{a.dram_gb:.2f}" for a in anatomies],
-    )
-    line(
-        "middle stage, one micro-batch: TP collectives compact / strided (ms)",
-        [f"{a.tp_ms:.2f} / {a.tp_strided_ms:.2f}" for a in anatomies],
-    )
-    line(
-        "middle stage, one micro-batch: hand-offs F+B (ms)",
-        [f"{a.hand_off_ms:.2f}" for a in anatomies],
-    )
-    line(
-        "slowest forward hand-off, line / s-shape (ms)",
-        [f"{a.slowest_hand_off_ms[0]:.3f} / {a.slowest_hand_off_ms[1]:.3f}" for a in anatomies],
-    )
-    line(
-        "DRAM channel utilisation, max / mean",
-        [f"{100 * a.channel_max:.0f}% / {100 * a.channel_mean:.0f}%" for a in anatomies],
-    )
-    line(
-        "stage busy time min / median / max (s)",
-        [f"{a.busy_min_s:.1f} / {a.busy_median_s:.1f} / {a.busy_max_s:.1f}" for a in anatomies],
-    )
-    line(
-        "busiest stage and its DRAM",
-        [f"stage {a.busiest}: {a.busiest_channels}" for a in anatomies],
-    )
-    return "\n".join(rows)
 
 
 # --------------------------------------------------------------------------------------------
@@ -463,63 +508,57 @@ _COLOURS = ("#1f77b4", "#9ecae1", "#d62728", "#fcae91")
 
 
 def plot_mapping(points: Sequence[Point], out: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.patches import Patch
 
     models = list(dict.fromkeys(p.model for p in points))
     splits = list(dict.fromkeys((p.tp, p.dp) for p in points))
-    by = {(p.model, p.tp, p.dp, p.mapping, p.granularity): p for p in points}
+    by = {(p.model, p.tp, p.dp, p.mapping, p.network): p for p in points}
+    rows = 1 + len(NETWORKS)
     fig, axes = plt.subplots(
-        3, len(models), figsize=(max(4.9 * len(models), 10.0), 10.0), dpi=110, squeeze=False
+        rows,
+        len(models),
+        figsize=(max(4.9 * len(models), 10.0), 3.3 * rows),
+        dpi=110,
+        squeeze=False,
     )
     x = np.arange(len(splits))
-    width = 0.2
+    ticks = [f"TP={tp}\nDP={dp}" for tp, dp in splits]
     for col, model in enumerate(models):
         ax = axes[0, col]
-        for k, mapping in enumerate(MAPPINGS):
-            pts = [by[(model, tp, dp, mapping, "group")] for tp, dp in splits]
-            bars = ax.bar(
-                x + (k - 1.5) * width,
-                [p.throughput for p in pts],
-                width,
-                color=_COLOURS[k],
-                edgecolor="black",
-                linewidth=0.4,
-            )
-            for bar, p in zip(bars, pts, strict=True):
-                if not p.fits:
-                    bar.set_hatch("xxx")
-        ax.set_title(f"{_label(model)}: throughput (event, group)", fontsize=10)
+        pts = [[by[(model, tp, dp, m, NETWORKS[0])] for tp, dp in splits] for m in MAPPINGS]
+        grouped_bars(
+            ax,
+            x,
+            [([p.throughput for p in row], c) for row, c in zip(pts, _COLOURS, strict=True)],
+            width=0.2,
+            offset=-1.5,
+            hatch=lambda k, i, pts=pts: None if pts[k][i].fits else "xxx",
+        )
+        ax.set_title(f"{_label(model)}: throughput ({NETWORKS[0]}, default)", fontsize=10)
         ax.set_ylabel("samples/s")
-        ax.set_xticks(x, [f"TP={tp}\nDP={dp}" for tp, dp in splits], fontsize=8)
-        ax.grid(True, axis="y", alpha=0.3)
-        for row, gran in ((1, "group"), (2, "link")):
+        for row, network in enumerate(NETWORKS, start=1):
             ax = axes[row, col]
-            for k, mapping in enumerate(MAPPINGS[1:], start=1):
-                change = [
+            change = [
+                [
                     100
                     * (
-                        by[(model, tp, dp, mapping, gran)].throughput
-                        / by[(model, tp, dp, MAPPINGS[0], gran)].throughput
+                        by[(model, tp, dp, m, network)].throughput
+                        / by[(model, tp, dp, MAPPINGS[0], network)].throughput
                         - 1
                     )
                     for tp, dp in splits
                 ]
-                ax.bar(
-                    x + (k - 2) * width,
-                    change,
-                    width,
-                    color=_COLOURS[k],
-                    edgecolor="black",
-                    linewidth=0.4,
-                )
+                for m in MAPPINGS[1:]
+            ]
+            grouped_bars(
+                ax, x, list(zip(change, _COLOURS[1:], strict=True)), width=0.2, offset=-1.0
+            )
             ax.axhline(0.0, color="black", linewidth=0.8)
-            ax.set_title(f"{_label(model)}: change vs line / compact ({gran})", fontsize=10)
+            ax.set_title(f"{_label(model)}: change vs line / compact ({network})", fontsize=10)
             ax.set_ylabel("throughput change [%]")
-            ax.set_xticks(x, [f"TP={tp}\nDP={dp}" for tp, dp in splits], fontsize=8)
+        for ax in axes[:, col]:
+            ax.set_xticks(x, ticks, fontsize=8)
             ax.grid(True, axis="y", alpha=0.3)
     handles = [
         Patch(facecolor=_COLOURS[k], edgecolor="black", label=f"{lay} / {grp}")
@@ -529,7 +568,7 @@ def plot_mapping(points: Sequence[Point], out: Path) -> Path:
     fig.legend(
         handles=handles,
         loc="upper center",
-        bbox_to_anchor=(0.5, 0.965),
+        bbox_to_anchor=(0.5, 1 - 0.14 / rows),
         ncol=len(handles),
         fontsize=9,
         frameon=False,
@@ -539,25 +578,20 @@ def plot_mapping(points: Sequence[Point], out: Path) -> Path:
         fontsize=11,
         y=0.99,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.935))
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "wafer_mapping.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.26 / rows))
+    return save_figure(fig, out, "wafer_mapping.png")
 
 
 def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
-    import matplotlib
+    plt = pyplot()
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.8, 4.4), dpi=120)
+    fig, ax = plt.subplots(figsize=(7.6, 4.6), dpi=120)
     x = np.arange(len(anatomies))
     series = (
-        ("palm (event, group)", [a.throughput for a in anatomies], "#1f77b4"),
-        ("palm (event, link)", [a.throughput_link for a in anatomies], "#9ecae1"),
+        ("palm default (fair/group)", [a.throughput for a in anatomies], "#1f77b4"),
+        ("palm, fair/link", [a.throughput_link for a in anatomies], "#9ecae1"),
+        ("palm, exclusive/link", [a.throughput_exclusive for a in anatomies], "#c6dbef"),
+        ('palm, sram_model="algorithm1"', [a.throughput_algorithm1 for a in anatomies], "#d62728"),
         (
             f"diagnostic: DRAM traffic x {REFERENCE_DRAM_FACTOR}",
             [a.diagnostic for a in anatomies],
@@ -565,24 +599,23 @@ def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
         ),
         ("paper (its simulator)", [a.paper for a in anatomies], "#ff7f0e"),
     )
-    width = 0.2
-    for k, (label, values, colour) in enumerate(series):
-        bars = ax.bar(
-            x + (k - 1.5) * width,
-            values,
-            width,
-            label=label,
-            color=colour,
-            edgecolor="black",
-            linewidth=0.4,
-        )
+    width = 0.8 / len(series)
+    containers = grouped_bars(
+        ax,
+        x,
+        [(values, colour) for _, values, colour in series],
+        width=width,
+        offset=-(len(series) - 1) / 2,
+    )
+    for bars, (label, values, _) in zip(containers, series, strict=True):
+        bars.set_label(label)
         for bar, v in zip(bars, values, strict=True):
             ax.annotate(
                 f"{v:.2f}",
                 (bar.get_x() + bar.get_width() / 2, v),
                 ha="center",
                 va="bottom",
-                fontsize=7,
+                fontsize=6,
                 xytext=(0, 1),
                 textcoords="offset points",
             )
@@ -594,14 +627,10 @@ def plot_crosscheck(anatomies: Sequence[Anatomy], out: Path) -> Path:
     ax.set_xticks(x, [_label(a.model) for a in anatomies])
     ax.set_ylabel("samples/s (log)")
     ax.set_title("Baseline TP=8, DP=2, PP=20, line, compact vs the paper (Table VII)", fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
     ax.grid(True, axis="y", alpha=0.3)
     fig.tight_layout()
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "wafer_crosscheck.png"
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return save_figure(fig, out, "wafer_crosscheck.png")
 
 
 # --------------------------------------------------------------------------------------------
@@ -612,46 +641,48 @@ def report(points: Sequence[Point], anatomies: Sequence[Anatomy]) -> str:
     splits = list(dict.fromkeys((p.tp, p.dp) for p in points))
     return "\n\n".join(
         (
-            "Throughput (samples/s), event engine, `group` granularity (palm's default). "
+            "Throughput (samples/s), event engine, `fair/group` (palm's default: max-min fair "
+            "sharing of each stage's aggregated NoC resources and of the DRAM channels). "
             "**no**: some stage needs more memory than its cores have (simulated all the same).",
-            throughput_table(points, "group"),
-            "The same with `link` granularity (every mesh link an exclusive resource):",
-            throughput_table(points, "link"),
+            throughput_table(points, "fair/group"),
+            "The same with `fair/link` (every mesh link a resource of its own, fair-shared):",
+            throughput_table(points, "fair/link"),
+            "The same with `exclusive/link` (the paper's model: every mesh link held exclusively "
+            "by one flow at a time, first come first served):",
+            throughput_table(points, "exclusive/link"),
             "Best parallel split per model:",
             best_split_table(points),
-            "Why the split matters little: a middle stage's core, line / compact:",
+            "What a middle stage's core does, per split (line / compact):",
             split_table(models, splits),
             "Does the paper's ordering hold? One comparison per (model, TP, DP) and the other "
             "mapping choice; change = throughput ratio - 1:",
             ordering_table(points),
             "Cross-check of the baseline against the paper's own simulator (Table VII):",
             crosscheck_table(anatomies),
-            "What the baseline spends its time on (event engine, `group`):",
+            "What the baseline spends its time on (event engine, `fair/group` unless noted):",
             anatomy_table(anatomies),
         )
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="T-18B, two (TP, DP) splits only")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "figures", help="figure folder")
-    ap.add_argument("--write-docs", action="store_true", help="update docs/case-studies.md")
-    ap.add_argument("--doc", type=Path, default=DOC, help=argparse.SUPPRESS)
-    args = ap.parse_args(argv)
-    models = QUICK_MODELS if args.quick else MODELS
-    splits = QUICK_SPLITS if args.quick else SPLITS
+def run(quick: bool, out: Path) -> tuple[str, list[Path]]:
+    """The study's tables and its figures in ``out``."""
+    models = QUICK_MODELS if quick else MODELS
+    splits = QUICK_SPLITS if quick else SPLITS
     points = sweep(models, splits)
     paper = paper_numbers()
     anatomies = [anatomy(m, paper[_label(m)]) for m in models]
-    text = report(points, anatomies)
-    print(text)
-    for path in (plot_mapping(points, args.out), plot_crosscheck(anatomies, args.out)):
-        print(f"\nwrote {path}")
-    if args.write_docs:
-        write_section(args.doc, NAME, text)
-        print(f"updated {args.doc}")
-    return 0
+    figures = [plot_mapping(points, out), plot_crosscheck(anatomies, out)]
+    return report(points, anatomies), figures
+
+
+main = case_main(
+    description=__doc__ or "",
+    quick_help="T-18B, two (TP, DP) splits only",
+    doc=DOC,
+    name=NAME,
+    run=run,
+)
 
 
 if __name__ == "__main__":

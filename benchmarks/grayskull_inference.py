@@ -26,7 +26,6 @@ including pipeline fill and drain.
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import time
@@ -40,9 +39,8 @@ from palm.api import simulate_timeline
 from palm.plan import build_plan
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from _figures import ROOT, parse_case_args, publish  # noqa: E402 - a sibling module
 
-ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "tiled-inference.md"
 EXAMPLES = ROOT / "examples"
 MARKER = "grayskull"
@@ -181,8 +179,8 @@ def simulate_mapping(case: Case, mapping: Mapping, batch: int) -> Outcome:
     the stream."""
     result, timeline = simulate_timeline(_config(case, mapping, batch))
     assert timeline is not None
-    makespan = max(phase[5] for phase in timeline.raw_phases)
     stream, m = stream_batch(batch, mapping)
+    makespan = one_batch_makespan(timeline.raw_phases, m)
     config = _config(case, mapping, stream)
     return Outcome(
         mapping,
@@ -193,6 +191,14 @@ def simulate_mapping(case: Case, mapping: Mapping, batch: int) -> Outcome:
         one_batch=result.throughput_samples_per_s,
         one_batch_filled=batch / makespan,
     )
+
+
+def one_batch_makespan(phases: Sequence[tuple[int, int, int, str, float, float]], m: int) -> float:
+    """When the last of the first ``m`` micro-batches (one published batch) leaves its last
+    pass. The inference engine simulates more micro-batches than a batch holds, to reach its
+    steady state; the later ones can only delay these (they contend for DRAM), never speed
+    them up. ``phases`` are the timeline's ``(stage, chunk, micro-batch, kind, start, end)``."""
+    return max(end for _stage, _chunk, mb, _kind, _start, end in phases if mb < m)
 
 
 def _divisors(n: int) -> list[int]:
@@ -339,17 +345,17 @@ def run(*, quick: bool) -> tuple[str, list[Row]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a handful of plans per case")
-    ap.add_argument("--write-docs", action="store_true", help=f"update {DOC.relative_to(ROOT)}")
-    args = ap.parse_args(argv)
+    args = parse_case_args(
+        argv,
+        description=__doc__ or "",
+        quick_help="a handful of plans per case",
+        doc=DOC,
+        figures=False,
+    )
     start = time.perf_counter()
     text, _ = run(quick=args.quick)
-    print(text)
-    print(f"\n({time.perf_counter() - start:.1f} s)", file=sys.stderr)
-    if args.write_docs:
-        write_section(DOC, MARKER, text)
-    return 0
+    print(f"({time.perf_counter() - start:.1f} s)", file=sys.stderr)
+    return publish(args, MARKER, text)
 
 
 if __name__ == "__main__":

@@ -59,14 +59,31 @@ def test_congestion_quick(
 
 def test_congestion_error_is_never_negative_and_zero_alone(congestion: ModuleType) -> None:
     points = congestion.study(congestion.QUICK_SIZES_MB, congestion.QUICK_MAX_TASKS)
-    assert len(points) == len(congestion.SCENARIOS) * 2 * congestion.QUICK_MAX_TASKS
+    settings, scenarios = len(congestion.SETTINGS), len(congestion.SCENARIOS)
+    assert len(points) == settings * scenarios * 2 * congestion.QUICK_MAX_TASKS
     for p in points:
         assert p.event_s >= p.analytical_s * (1 - 1e-12), p  # contention never speeds up
         if p.tasks == 1:  # one task alone costs exactly its closed form
             assert p.error == pytest.approx(0.0, abs=1e-12), p
-    # two tasks on one tile's ring serialise: the all-to-all waits for the all-reduce
+    # two tasks on one tile's ring: exclusive, the all-to-all waits for the all-reduce; fair,
+    # they share the ring's links; the links carry the same work, so the makespan is
+    # T_AR + T_A2A either way
     two = [p for p in points if p.scenario == "one tile" and p.tasks == 2]
     assert all(p.error == pytest.approx(1 / 3, rel=1e-9) for p in two)
+
+
+def test_congestion_fair_sharing_of_one_ring(congestion: ModuleType) -> None:
+    """Fair sharing: the all-to-all (half the all-reduce's time alone) moves at half its rate
+    while both run, so it ends at twice its lone time; the all-reduce then runs alone."""
+    fair = congestion.SETTINGS[-1]
+    assert fair.noc_model == "fair"
+    hw = congestion.wafer(fair)
+    ar, a2a = (congestion.make_task(hw, kind, (0, 0), 8e6) for kind in ("all-reduce", "all-to-all"))
+    assert a2a.links == ar.links  # palm prices the all-to-all on the same ring
+    ends = congestion.run_fair(hw, [ar, a2a])
+    assert ends[1] == pytest.approx(2 * a2a.alone_s, rel=1e-9)
+    assert ends[0] == pytest.approx(ar.alone_s + a2a.alone_s, rel=1e-9)
+    assert congestion.run_fair(hw, [ar]) == [pytest.approx(ar.alone_s, rel=1e-12)]
 
 
 def test_congestion_writes_its_doc_section(congestion: ModuleType, tmp_path: Path) -> None:
@@ -96,12 +113,17 @@ def test_wafer_mapping_quick(
 
 def test_wafer_mapping_quick_points(wafer: ModuleType) -> None:
     points = wafer.sweep(wafer.QUICK_MODELS, wafer.QUICK_SPLITS)
-    assert len(points) == 2 * len(wafer.MAPPINGS) * len(wafer.GRANULARITIES)
+    assert len(points) == 2 * len(wafer.MAPPINGS) * len(wafer.NETWORKS)
     assert all(p.throughput > 0 and p.fits for p in points)  # T-18B fits at TP=2 and TP=8
-    # the baseline is DRAM-bound (every stage's interleaved reads share the links along the
-    # mesh edges): cutting the DRAM traffic can only make it faster
+    # the baseline's DRAM reads share the channels and the links along the mesh edges:
+    # cutting the DRAM traffic can only make it faster, and so does pricing it per matrix
+    # product instead of Algorithm 1's per-layer penalty
     a = wafer.anatomy("t-18b", paper=7.3457)
-    assert a.diagnostic > a.throughput
+    assert a.diagnostic > a.throughput > a.throughput_algorithm1
+    # the same flows on every link, fair-shared, are no faster than on the aggregates (which
+    # see the edge links' shared load as one resource), and exclusive holds are slower still
+    assert a.throughput >= a.throughput_link > a.throughput_exclusive
+    assert "link[" not in a.busiest_links and "->" in a.busiest_links
 
 
 def test_intergroup_quick(

@@ -82,3 +82,18 @@ def test_stream_carries_enough_micro_batches(bench: ModuleType) -> None:
     assert per_batch == 2
     assert stream % 256 == 0
     assert stream // (mapping.dp * mapping.micro_batch) >= bench.STREAM_MICRO_BATCHES
+
+
+def test_one_batch_makespan_ignores_later_micro_batches(bench: ModuleType) -> None:
+    # (stage, chunk, micro-batch, kind, start, end): two stages, micro-batches 0..2; one batch
+    # of two micro-batches ends when micro-batch 1 leaves the last stage, at 4.0
+    phases = [
+        (0, 0, 0, "F", 0.0, 1.0),
+        (0, 0, 1, "F", 1.0, 2.0),
+        (1, 1, 0, "F", 1.0, 3.0),
+        (0, 0, 2, "F", 2.0, 3.0),
+        (1, 1, 1, "F", 3.0, 4.0),
+        (1, 1, 2, "F", 4.0, 5.0),
+    ]
+    assert bench.one_batch_makespan(phases, 2) == 4.0
+    assert bench.one_batch_makespan(phases, 3) == 5.0
