@@ -40,6 +40,7 @@ import simpy
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
 from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
+from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
 from palm.engines.event.shared import Arrival
@@ -96,16 +97,12 @@ _BUFFER = 2
 _STEADY_EXTRA = 96
 
 
-def _discard(_item: object) -> None:
-    """Stands in for a list's append when the timeline is not recorded."""
-
-
-def _events_scheduled(env: simpy.Environment) -> int:
-    """Events the environment scheduled: SimPy numbers every scheduled event from one counter
-    (``Environment._eid``, an ``itertools.count``; SimPy 4, simpy/core.py); reading the next
-    number costs one more, hence the minus one."""
+def _events_scheduled(env: FlowEnvironment) -> int:
+    """Events of the simulation: those SimPy scheduled, which it numbers from one counter
+    (``Environment._eid``, an ``itertools.count``; SimPy 4, simpy/core.py), and the ends of
+    the fair network's flows, which the environment's clock takes from the network."""
     counter = env._eid  # noqa: SLF001 - reading SimPy's own event counter
-    return int(next(counter))
+    return int(next(counter)) + env.flow_events
 
 
 @dataclass(frozen=True)
@@ -148,10 +145,10 @@ class _Run:
         self.training = plan.training
         if not self.training:  # simulate long enough to reach the steady state
             self.m = max(self.m, 2 * self.n_chunks + _STEADY_EXTRA)
-        self.env = simpy.Environment()
+        self.env = FlowEnvironment()
         self.timeline = Timeline()
         self.keep = record
-        log = self.timeline.raw_flows.append if record else _discard
+        log = self.timeline.raw_flows.append if record else None
         self.fabric, self.flows = build_fabric(plan, granularity, noc_model)
         net_class = FairNet if noc_model == "fair" else ExclusiveNet
         self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)

@@ -30,7 +30,8 @@ from palm.plan import Plan
 
 __all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
 
-FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None]
+#: where flows are recorded (the timeline's list's append), None when nothing is recorded
+FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None] | None
 
 
 def _dram_patterns(plan: Plan) -> tuple[list[float], list[tuple[tuple[int, ...], Any]]]:
@@ -62,7 +63,8 @@ class ExclusiveNet:
         if not flow.resources:
             return now + duration
         end = self.fabric.reserve(flow, now, duration, nbytes)
-        self.log((flow.kind, flow.resources, end - duration, end, stage))
+        if self.log is not None:
+            self.log((flow.kind, flow.resources, end - duration, end, stage))
         return end
 
     def blocking(
@@ -159,12 +161,12 @@ class FairNet:
         return route
 
     def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        route = self._route(flow)
-        start = float(self.env.now)
+        route = self._routes.get(id(flow)) or self._route(flow)
         self.fabric.book(flow, nbytes)
         self.net.transfer(route, duration, done=to)
-        if flow.resources:
-            kind, resources, log = flow.kind, flow.resources, self.log
+        log = self.log
+        if log is not None and flow.resources:
+            kind, resources, start = flow.kind, flow.resources, float(self.env.now)
             to.callbacks.append(lambda _e: log((kind, resources, start, self.env.now, stage)))
 
     def blocking(
