@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ _NUMPY_ABOVE = 400
 _INF = float("inf")
 #: with at most this many flows in flight, a change recomputes them all
 _ALL_BELOW = 32
+#: answers of progressive filling kept for reuse (the memo is cleared when full)
+_MEMO_SIZE = 65536
 
 
 class Route:
@@ -133,31 +136,30 @@ def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
 
 class _Flow:
     """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
-    done at ``end``; ``stamp`` tells its current entry in the network's heap from stale ones."""
+    done at ``end``."""
 
-    __slots__ = ("route", "remaining", "t0", "rate", "end", "stamp", "seq", "latency", "done")
+    __slots__ = ("route", "remaining", "t0", "rate", "end", "latency", "done")
 
-    def __init__(
-        self, route: Route, nbytes: float, now: float, seq: int, latency: float, done: Arrival
-    ) -> None:
+    def __init__(self, route: Route, nbytes: float, now: float, latency: float, done: Arrival):
         self.route = route
         self.remaining = nbytes
         self.t0 = now
         self.rate = 0.0
-        self.end = float("inf")
-        self.stamp = 0
-        self.seq = seq
+        self.end = _INF
         self.latency = latency
         self.done = done
+
+
+_END = attrgetter("end")
 
 
 class FlowEnvironment(simpy.Environment):
     """A SimPy environment whose clock also runs a :class:`FairNetwork`: the network's next
     flow end is an event of the simulation like SimPy's own, taken before SimPy's events of
     the same instant (bytes through at ``t`` leave the links before flows started at ``t``
-    take their share). The network keeps its ends in a heap of its own, so a change of rates
-    costs no SimPy event, and every flow costs exactly one end event however flows overlap
-    (``flow_events`` counts them). Only ``run()`` without ``until`` is supported."""
+    take their share). A change of rates therefore costs no SimPy event, and every flow costs
+    exactly one end event however flows overlap (``flow_events`` counts them). Only ``run()``
+    without ``until`` is supported."""
 
     def __init__(self, initial_time: float = 0.0) -> None:
         super().__init__(initial_time)
@@ -188,10 +190,12 @@ class FairNetwork:
     """The resources of a simulation (capacities in bytes/s) and the flows in flight, on a
     :class:`FlowEnvironment`.
 
-    Each flow moves at its max-min fair rate; a rate is recomputed only when a flow on a
-    resource it shares (directly or through other flows) starts or ends, and a flow's bytes
-    left are brought up to date only when its rate changes (``remaining - rate x elapsed``),
-    so a flow whose rate never changes ends at exactly ``start + bytes / rate``.
+    Each flow moves at its max-min fair rate; rates are recomputed only when a flow starts on a
+    resource that has no room for it at its lone rate, or ends on a full resource it shares,
+    and a flow's bytes left are brought up to date only when its rate changes (``remaining -
+    rate x elapsed``), so a flow whose rate never changes ends at exactly ``start + bytes /
+    rate``. The first flow to end is the one with the earliest end (ties: the earliest
+    started).
 
     ``busy_s`` (seconds with at least one flow on the resource) and ``nbytes`` (bytes the
     resource carried: load times bytes of every flow started on it) record utilisation."""
@@ -211,11 +215,13 @@ class FairNetwork:
         self._used = [0.0] * n  # sum of load x rate of the flows in flight
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
         self._active: dict[_Flow, None] = {}  # in start order
-        self._ends: list[tuple[float, int, int, _Flow]] = []  # (end, seq, stamp, flow)
-        self._seq = 0
-        #: when the next flow ends (inf: none in flight); read by the environment's clock
+        #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
+        self._first: _Flow | None = None
         self.recomputes = 0
+        # progressive filling's answers by the routes in flight, in order: a pipeline's steady
+        # state brings the same sets of flows back again and again
+        self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
 
     def route(
         self, resources: Sequence[int], loads: Sequence[float], *, passive: Sequence[int] = ()
@@ -229,8 +235,7 @@ class FairNetwork:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
-        self._seq += 1
-        flow = _Flow(route, nbytes, now, self._seq, latency_s, done)
+        flow = _Flow(route, nbytes, now, latency_s, done)
         self._active[flow] = None
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
@@ -251,43 +256,19 @@ class FairNetwork:
                 used[r] += a * alone
             flow.rate = alone
             flow.end = end = now + nbytes / alone
-            heapq.heappush(self._ends, (end, flow.seq, 0, flow))
-            if end < self.next_end:
-                self.next_end = end
+            if end < self.next_end:  # on a tie the flow started earlier ends first
+                self.next_end, self._first = end, flow
         else:
             self._reschedule(route.resources, now)
             self._next()
 
-    def _set_rate(self, f: _Flow, rate: float, now: float) -> None:
-        """Give ``f`` a new rate from ``now`` (nothing if unchanged), keeping ``used``."""
-        old = f.rate
-        if rate == old:
-            return
-        used, change = self._used, rate - old
-        for r, a in f.route.pairs:
-            used[r] += a * change
-        self._move(f, rate, now)
-
-    def _move(self, f: _Flow, rate: float, now: float) -> None:
-        """Bring ``f``'s bytes left up to ``now`` and queue its end at its new ``rate``."""
-        if f.rate:
-            f.remaining -= f.rate * (now - f.t0)
-            f.t0 = now
-        f.rate = rate
-        f.stamp += 1
-        f.end = now + f.remaining / rate
-        heapq.heappush(self._ends, (f.end, f.seq, f.stamp, f))
-
     def _next(self) -> None:
-        """Drop stale ends from the top of the heap; ``next_end`` is the first live one."""
-        ends = self._ends
-        while ends:
-            _end, _seq, stamp, f = ends[0]
-            if stamp == f.stamp and f.rate:
-                self.next_end = _end
-                return
-            heapq.heappop(ends)
-        self.next_end = _INF
+        """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
+        if self._active:
+            first = self._first = min(self._active, key=_END)
+            self.next_end = first.end
+        else:
+            self.next_end, self._first = _INF, None
 
     def transfer(self, route: Route, duration_s: float, *, done: Arrival) -> None:
         """A flow that takes ``duration_s`` alone (the plan's time of a collective or hand-off,
@@ -326,28 +307,47 @@ class FairNetwork:
             group = list(active)
         else:
             group = self._connected(changed)
-        if len(group) == 1:
-            self._set_rate(group[0], group[0].route.alone_Bps, now)
-            return
-        routes = [f.route for f in group]
-        if sum(len(r.resources) for r in routes) > _NUMPY_ABOVE:
-            rates = _fill_arrays(routes, self._capacity_array)
-            for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
-                self._set_rate(f, rate, now)
-            return
-        rates, room = _progressive_fill(routes, self.capacity)
-        move = self._move
+        routes = tuple([f.route for f in group])
+        filled = self._filled.get(routes)
+        if filled is None:
+            filled = self._fill(routes)
+        rates, room = filled
         for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
-            if rate != f.rate:
-                move(f, rate, now)
+            old = f.rate
+            if rate != old:
+                if old:  # 0 for the flow being started
+                    f.remaining -= old * (now - f.t0)
+                    f.t0 = now
+                f.rate = rate
+                f.end = now + f.remaining / rate
         # the group holds every flow on its resources: what they use is what is not left
         used, capacity = self._used, self.capacity
         for r, left in room.items():
             used[r] = capacity[r] - left
 
+    def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
+        """Rates of flows on ``routes`` and the capacity left on each resource, memoised."""
+        if len(routes) == 1:
+            route = routes[0]
+            rates = [route.alone_Bps]
+            room = {r: self.capacity[r] - a * route.alone_Bps for r, a in route.pairs}
+        elif sum(len(r.resources) for r in routes) > _NUMPY_ABOVE:
+            rates = _fill_arrays(routes, self._capacity_array)
+            room = {}
+            for route, rate in zip(routes, rates):  # noqa: B905 (equal by construction)
+                for r, a in route.pairs:
+                    room[r] = room.get(r, self.capacity[r]) - a * rate
+        else:
+            rates, room = _progressive_fill(routes, self.capacity)
+        if len(self._filled) >= _MEMO_SIZE:
+            self._filled.clear()
+        self._filled[routes] = (rates, room)
+        return rates, room
+
     def _fire(self) -> None:
-        """The flow at the top of the heap is through (the clock is at its end)."""
-        f = heapq.heappop(self._ends)[3]
+        """The first flow to end is through (the clock is at its end)."""
+        f = self._first
+        assert f is not None
         del self._active[f]
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
