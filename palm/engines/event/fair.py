@@ -20,6 +20,7 @@ charges; ``k`` equal flows on one resource each take ``k`` times as long.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -45,11 +46,14 @@ _ALL_BELOW = 32
 _MEMO_SIZE = 65536
 
 
+_ROUTES_MADE = itertools.count()
+
+
 class Route:
     """The resources a kind of flow loads and how much (bytes per byte moved), with the rate
     it gets alone. Built once per flow kind."""
 
-    __slots__ = ("resources", "loads", "pairs", "alone_Bps", "tracked", "arrays")
+    __slots__ = ("resources", "loads", "pairs", "alone_Bps", "tracked", "arrays", "order")
 
     def __init__(
         self,
@@ -67,6 +71,9 @@ class Route:
         #: loads but which can never bind its rate
         self.tracked = self.resources + tuple(int(r) for r in passive)
         self.arrays = (np.asarray(self.resources, dtype=np.int64), np.asarray(self.loads))
+        #: creation rank: flows are filled in the order of their routes, so that rates depend
+        #: on which flows are in flight, not on the order they started in
+        self.order = next(_ROUTES_MADE)
 
     @property
     def empty(self) -> bool:
@@ -138,10 +145,11 @@ class _Flow:
     """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
     done at ``end``."""
 
-    __slots__ = ("route", "remaining", "t0", "rate", "end", "latency", "done")
+    __slots__ = ("route", "order", "remaining", "t0", "rate", "end", "latency", "done")
 
     def __init__(self, route: Route, nbytes: float, now: float, latency: float, done: Arrival):
         self.route = route
+        self.order = route.order
         self.remaining = nbytes
         self.t0 = now
         self.rate = 0.0
@@ -151,6 +159,7 @@ class _Flow:
 
 
 _END = attrgetter("end")
+_ORDER = attrgetter("order")
 
 
 class FlowEnvironment(simpy.Environment):
@@ -307,6 +316,7 @@ class FairNetwork:
             group = list(active)
         else:
             group = self._connected(changed)
+        group.sort(key=_ORDER)
         routes = tuple([f.route for f in group])
         filled = self._filled.get(routes)
         if filled is None:
