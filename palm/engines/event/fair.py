@@ -207,9 +207,12 @@ class FairNetwork:
     started).
 
     ``busy_s`` (seconds with at least one flow on the resource) and ``nbytes`` (bytes the
-    resource carried: load times bytes of every flow started on it) record utilisation."""
+    resource carried: load times bytes of every flow started on it; zero unless
+    ``count_bytes``) record utilisation."""
 
-    def __init__(self, env: simpy.Environment, capacity_Bps: Sequence[float]) -> None:
+    def __init__(
+        self, env: simpy.Environment, capacity_Bps: Sequence[float], *, count_bytes: bool = True
+    ) -> None:
         if not isinstance(env, FlowEnvironment):
             raise TypeError("FairNetwork runs on a FlowEnvironment (its clock drives flow ends)")
         self.env = env
@@ -219,6 +222,7 @@ class FairNetwork:
         n = len(self.capacity)
         self.busy_s = [0.0] * n
         self.nbytes = [0.0] * n
+        self._count_bytes = count_bytes
         self._since = [0.0] * n
         self._users = [0] * n
         self._used = [0.0] * n  # sum of load x rate of the flows in flight
@@ -252,10 +256,12 @@ class FairNetwork:
         # (every other flow keeps its full bottleneck), so no filling is needed
         fits = True
         for r, a in route.pairs:
-            carried[r] += a * nbytes
             on[r][flow] = None
             if fits and used[r] + a * alone > capacity[r] * (1.0 + _TIGHT):
                 fits = False
+        if self._count_bytes:
+            for r, a in route.pairs:
+                carried[r] += a * nbytes
         for r in route.tracked:
             if not users[r]:
                 since[r] = now

@@ -124,7 +124,7 @@ class FairNet:
         if plan.dram is not None:
             self._channels = ChannelClasses(*_dram_patterns(plan))
             capacity += [1.0] * self._channels.count  # one resource per channel class
-        self.net = FairNetwork(env, capacity)
+        self.net = FairNetwork(env, capacity, count_bytes=False)  # the fabric counts them
         self._n_links = n_links
         self._same = binding_links(fabric, flows)
         self._routes: dict[int, Route] = {}
@@ -163,7 +163,10 @@ class FairNet:
     def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
         route = self._routes.get(id(flow)) or self._route(flow)
         self.fabric.book(flow, nbytes)
-        self.net.transfer(route, duration, done=to)
+        if route.empty:  # never: some resource of a flow always binds (binding_links)
+            to.succeed_in(duration)
+        else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
+            self.net.start(route, duration * route.alone_Bps, latency_s=0.0, done=to)
         log = self.log
         if log is not None and flow.resources:
             kind, resources, start = flow.kind, flow.resources, float(self.env.now)
