@@ -85,49 +85,70 @@ def fair_rates(routes: Sequence[Route], capacity: Sequence[float]) -> list[float
     sits at the same level; the resource that fills first (``level = room / weight``) freezes
     the flows that load it; repeat. Resources wait in a heap by the level at which they fill
     (entries made stale by a freeze are skipped), so a call costs ``O(loads log resources)``."""
-    return _progressive_fill(routes, capacity)[0]
+    return _Filler(capacity).fill(routes)[0]
 
 
-def _progressive_fill(
-    routes: Sequence[Route], capacity: Sequence[float]
-) -> tuple[list[float], dict[int, float]]:
-    """:func:`fair_rates`, and the capacity each loaded resource has left at those rates."""
-    inf = _INF
-    rates = [inf] * len(routes)  # flows without resources keep inf; inf also means unfrozen
-    weight: dict[int, float] = {}  # load of one unit of level from the unfrozen flows
-    on: dict[int, list[int]] = {}
-    for i, route in enumerate(routes):
-        for r, a in route.pairs:
-            if r in weight:
-                weight[r] += a
-                on[r].append(i)
-            else:
-                weight[r] = a
-                on[r] = [i]
-    room = {r: capacity[r] for r in weight}  # capacity not taken by frozen flows
-    unfrozen = {r: len(flows) for r, flows in on.items()}
-    # a freeze only raises the level at which another resource fills ((room - a L) /
-    # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when popped
-    heap = [(room[r] / w, r) for r, w in weight.items()]
-    heapq.heapify(heap)
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        level, r = pop(heap)
-        if not unfrozen[r]:
-            continue
-        current = room[r] / weight[r]
-        if current > level * (1.0 + _TIGHT):  # stale: a freeze took load off r
-            push(heap, (current, r))
-            continue
-        for i in on[r]:
-            if rates[i] != inf:
+class _Filler:
+    """Progressive filling on the resources of one network, with per-resource scratch lists
+    kept between calls (each call sets the entries of the resources it loads, and leaves every
+    count at zero), so that a call costs nothing per resource it does not load."""
+
+    def __init__(self, capacity: Sequence[float]) -> None:
+        n = len(capacity)
+        self.capacity = capacity
+        self.room = [0.0] * n  # capacity not taken by frozen flows
+        self.weight = [0.0] * n  # load of one unit of level from the unfrozen flows
+        self.unfrozen = [0] * n  # unfrozen flows on the resource
+        self.on: list[list[int]] = [[] for _ in range(n)]
+
+    def fill(self, routes: Sequence[Route]) -> tuple[list[float], dict[int, float]]:
+        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates."""
+        inf = _INF
+        rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
+        room, weight, unfrozen, on, capacity = (
+            self.room,
+            self.weight,
+            self.unfrozen,
+            self.on,
+            self.capacity,
+        )
+        loaded: list[int] = []
+        left = 0  # flows not frozen yet
+        for i, route in enumerate(routes):
+            if route.pairs:
+                left += 1
+            for r, a in route.pairs:
+                if unfrozen[r]:
+                    weight[r] += a
+                    unfrozen[r] += 1
+                    on[r].append(i)
+                else:
+                    room[r], weight[r], unfrozen[r], on[r] = capacity[r], a, 1, [i]
+                    loaded.append(r)
+        # a freeze only raises the level at which another resource fills ((room - a L) /
+        # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when
+        # popped; once every flow is frozen, the resources left in the heap change nothing
+        heap = [(room[r] / weight[r], r) for r in loaded]
+        heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        while left:
+            level, r = pop(heap)
+            if not unfrozen[r]:
                 continue
-            rates[i] = level
-            for q, a in routes[i].pairs:
-                room[q] -= a * level
-                weight[q] -= a
-                unfrozen[q] -= 1
-    return rates, room
+            current = room[r] / weight[r]
+            if current > level * (1.0 + _TIGHT):  # stale: a freeze took load off r
+                push(heap, (current, r))
+                continue
+            for i in on[r]:
+                if rates[i] != inf:
+                    continue
+                rates[i] = level
+                left -= 1
+                for q, a in routes[i].pairs:
+                    room[q] -= a * level
+                    weight[q] -= a
+                    unfrozen[q] -= 1
+        return rates, {r: room[r] for r in loaded}
 
 
 def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
@@ -235,6 +256,7 @@ class FairNetwork:
         # progressive filling's answers by the routes in flight, in order: a pipeline's steady
         # state brings the same sets of flows back again and again
         self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
+        self._filler = _Filler(self.capacity)
 
     def route(
         self, resources: Sequence[int], loads: Sequence[float], *, passive: Sequence[int] = ()
@@ -354,7 +376,7 @@ class FairNetwork:
                 for r, a in route.pairs:
                     room[r] = room.get(r, self.capacity[r]) - a * rate
         else:
-            rates, room = _progressive_fill(routes, self.capacity)
+            rates, room = self._filler.fill(routes)
         if len(self._filled) >= _MEMO_SIZE:
             self._filled.clear()
         self._filled[routes] = (rates, room)
