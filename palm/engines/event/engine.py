@@ -245,7 +245,11 @@ class _Run:
             if index == last_backward and self.plan.stages[s].dp_buckets:
                 backward_s = self.plan.chunks[g].backward_s
                 dp_proc = self.env.process(self._buckets(s, float(self.env.now), backward_s))
-            yield from self._pass(s, params)
+            delay = self._plain_pass(s, params)
+            if delay is None:
+                yield from self._pass(s, params)
+            elif delay > 0:
+                yield self.env.timeout(delay)
             now = float(self.env.now)
             stage_busy += now - t0
             if self.keep:
@@ -264,6 +268,18 @@ class _Run:
             yield dp_proc
         yield from self._optimizer(s)
         self.stage_end[s] = float(self.env.now)
+
+    def _plain_pass(self, s: int, x: _PassParams) -> float | None:
+        """A pass that only computes (and runs collectives folded into it): its duration,
+        without a generator of its own (most passes on GPUs); None for any other pass."""
+        if x.stream > 0 or x.zero3 > 0 or (x.comm > 0 and not self.flows.tp_exclusive[s]):
+            return None
+        now = float(self.env.now)
+        end = now + x.compute
+        if x.comm > 0:  # folded, as in _pass
+            self._fold(s, end, x)
+            end += x.comm
+        return end - now
 
     def _pass(self, s: int, x: _PassParams) -> Generator[simpy.Event, Any, None]:
         """One pass: compute while the weights stream from DRAM, then the tensor-parallel

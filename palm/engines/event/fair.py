@@ -266,7 +266,7 @@ class FairNetwork:
     def start(self, route: Route, nbytes: float, *, latency_s: float, done: Arrival) -> None:
         """Start moving ``nbytes`` over ``route``; ``done`` fires ``latency_s`` after the last
         byte (for an empty route: at once, after the latency)."""
-        if nbytes <= 0 or route.empty:
+        if nbytes <= 0 or not route.pairs:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
@@ -399,11 +399,16 @@ class FairNetwork:
         alone = True
         rate = f.rate
         route = f.route
-        for r, a in route.pairs:
-            if alone and len(on[r]) > 1 and used[r] >= capacity[r] * (1.0 - _SLACK):
-                alone = False
-            used[r] -= a * rate
-            del on[r][f]
+        if self._active:
+            for r, a in route.pairs:
+                if alone and len(on[r]) > 1 and used[r] >= capacity[r] * (1.0 - _SLACK):
+                    alone = False
+                used[r] -= a * rate
+                del on[r][f]
+        else:  # the last flow in flight: nobody's rate to change
+            for r, a in route.pairs:
+                used[r] -= a * rate
+                del on[r][f]
         f.rate = 0.0
         for r in route.tracked:
             users[r] -= 1
