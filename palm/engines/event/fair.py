@@ -53,7 +53,7 @@ class Route:
     """The resources a kind of flow loads and how much (bytes per byte moved), with the rate
     it gets alone. Built once per flow kind."""
 
-    __slots__ = ("resources", "loads", "pairs", "alone_Bps", "tracked", "arrays", "order")
+    __slots__ = ("resources", "loads", "pairs", "alone_Bps", "tracked", "order")
 
     def __init__(
         self,
@@ -70,7 +70,6 @@ class Route:
         #: resources whose busy time the flow counts: its own and ``passive`` ones, which it
         #: loads but which can never bind its rate
         self.tracked = self.resources + tuple(int(r) for r in passive)
-        self.arrays = (np.asarray(self.resources, dtype=np.int64), np.asarray(self.loads))
         #: creation rank: flows are filled in the order of their routes, so that rates depend
         #: on which flows are in flight, not on the order they started in
         self.order = next(_ROUTES_MADE)
@@ -154,11 +153,11 @@ class _Filler:
 def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
     """:func:`fair_rates` through numpy (:func:`palm.network.flows.fill`), for groups of flows
     spanning many resources (``link`` mode), where it is the faster of the two."""
-    ids = np.concatenate([r.arrays[0] for r in routes])
+    ids = np.concatenate([np.asarray(r.resources, dtype=np.int64) for r in routes])
     used, column = np.unique(ids, return_inverse=True)
     rows = np.repeat(np.arange(len(routes)), [len(r.resources) for r in routes])
     matrix = np.zeros((len(routes), len(used)))
-    np.add.at(matrix, (rows, column), np.concatenate([r.arrays[1] for r in routes]))
+    np.add.at(matrix, (rows, column), np.concatenate([np.asarray(r.loads) for r in routes]))
     return [float(x) for x in fill(matrix, capacity[used])]
 
 
