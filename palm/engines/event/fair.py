@@ -180,6 +180,7 @@ class _Flow:
 
 _END = attrgetter("end")
 _ORDER = attrgetter("order")
+_RESOURCES = attrgetter("resources")
 
 
 class FlowEnvironment(simpy.Environment):
@@ -368,7 +369,7 @@ class FairNetwork:
             route = routes[0]
             rates = [route.alone_Bps]
             room = {r: self.capacity[r] - a * route.alone_Bps for r, a in route.pairs}
-        elif sum(len(r.resources) for r in routes) > _NUMPY_ABOVE:
+        elif sum(map(len, map(_RESOURCES, routes))) > _NUMPY_ABOVE:
             rates = _fill_arrays(routes, self._capacity_array)
             room = {}
             for route, rate in zip(routes, rates):  # noqa: B905 (equal by construction)
