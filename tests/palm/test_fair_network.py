@@ -9,11 +9,19 @@ from collections.abc import Generator
 import pytest
 import simpy
 
-from palm.engines.event.fair import FairNetwork, FlowEnvironment
+from palm.engines.event.fair import FairNetwork, FlowEnvironment, Route
 from palm.engines.event.shared import Arrival
 
 
-def _start(env: FlowEnvironment, net: FairNetwork, route, nbytes: float, ends: dict, name: str):  # type: ignore[no-untyped-def]
+def _start(
+    env: FlowEnvironment,
+    net: FairNetwork,
+    route: Route,
+    nbytes: float,
+    ends: dict[str, float],
+    name: str,
+) -> None:
+    """Start a flow of ``nbytes`` on ``route`` that records its end time in ``ends``."""
     done = Arrival(env)
     done.callbacks.append(lambda _e: ends.__setitem__(name, env.now))
     net.start(route, nbytes, latency_s=0.0, done=done)
