@@ -317,7 +317,6 @@ def test_fair_and_exclusive_agree_when_nothing_overlaps() -> None:
 
 
 def test_fair_network_two_equal_flows_take_twice_as_long_as_one() -> None:
-    import simpy
 
     from palm.engines.event.fair import FairNetwork, FlowEnvironment
     from palm.engines.event.shared import Arrival
@@ -347,7 +346,6 @@ def test_fair_network_shares_a_bottleneck_max_min() -> None:
     # B (4 B/s) carries flows 0 and 2, A (10 B/s) flows 0 and 1; 8 bytes each, from t = 0.
     # Rates 2, 8, 2 until flow 1 ends at 1 s; then flow 0 and 2 keep 2 each (B binds): both
     # end at 4 s.
-    import simpy
 
     from palm.engines.event.fair import FairNetwork, FlowEnvironment
     from palm.engines.event.shared import Arrival
