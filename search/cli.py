@@ -31,7 +31,6 @@ import errno  # noqa: E402
 import palm  # noqa: E402
 from palm.cli import add_commands as add_simulator_commands  # noqa: E402
 from palm.errors import ConfigError  # noqa: E402
-from search.commands import add_commands as add_tuner_commands  # noqa: E402
 from search.lifecycle import Terminated, install_sigterm, quiet_optuna_logs  # noqa: E402
 
 __all__ = ["main", "build_parser"]
@@ -44,7 +43,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"palm-tune: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _simulator_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[Any]]:
+    """The parser with the simulator's commands only, and its sub-command action."""
     parser = _Parser(
         prog="palm-tune",
         description="Simulate deep-learning training on tiled accelerators and GPU clusters, "
@@ -53,8 +53,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"palm-tune {palm.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_simulator_commands(sub)
-    add_tuner_commands(sub)
+    return parser, sub
+
+
+def build_parser(*, tuner: bool = True) -> argparse.ArgumentParser:
+    """The ``palm-tune`` parser; ``tuner=False`` leaves out the tuner's commands, so that
+    Optuna (which :mod:`search.commands` imports) is not loaded."""
+    parser, sub = _simulator_parser()
+    if tuner:
+        from search.commands import add_commands as add_tuner_commands
+
+        add_tuner_commands(sub)
     return parser
+
+
+def _tuner_needed(argv: Sequence[str] | None) -> bool:
+    """False when ``argv`` runs one of the simulator's commands (``simulate``, ``validate``...),
+    which need neither the tuner nor Optuna; True otherwise (tuner commands, ``--help``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return not args or args[0] not in _simulator_parser()[1].choices
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
@@ -105,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         install_sigterm()
     quiet_optuna_logs()
     warnings.showwarning = _one_line_warning
-    parser = build_parser()
+    parser = build_parser(tuner=_tuner_needed(argv))
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):

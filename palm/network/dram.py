@@ -527,13 +527,16 @@ def _first_of_each_kind(hw: Mesh2DHardware, direction: int, n: int, forward: boo
     kind (intra- and inter-tile): forward links from position 0 up, backward ones from ``n - 1``
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
     are where each kind's load is largest."""
-    walk = range(0, n - 1) if forward else range(n - 1, 0, -1)
-    seen: dict[bool, int] = {}
-    for i in walk:
-        seen.setdefault(bool(link_is_inter_tile(hw, direction, i)), i)
-        if len(seen) == 2:
-            break
-    return list(seen.values())
+    walk = np.arange(0, n - 1) if forward else np.arange(n - 1, 0, -1)
+    if not len(walk):
+        return []
+    inter = link_is_inter_tile(hw, direction, walk)  # one call for the whole line
+    first = bool(inter[0])
+    out = [int(walk[0])]
+    other = np.flatnonzero(inter != first)
+    if len(other):
+        out.append(int(walk[other[0]]))
+    return out
 
 
 def _straight_in_worst(

@@ -317,13 +317,12 @@ def test_fair_and_exclusive_agree_when_nothing_overlaps() -> None:
 
 
 def test_fair_network_two_equal_flows_take_twice_as_long_as_one() -> None:
-    import simpy
 
-    from palm.engines.event.fair import FairNetwork
+    from palm.engines.event.fair import FairNetwork, FlowEnvironment
     from palm.engines.event.shared import Arrival
 
     def run(n: int) -> tuple[list[float], FairNetwork]:
-        env = simpy.Environment()
+        env = FlowEnvironment()
         net = FairNetwork(env, [100.0, 400.0])  # a slow and a fast link, bytes/s
         route = net.route([0, 1], [1.0, 1.0])  # a route over both: the slow one binds
         ends: list[float] = []
@@ -347,12 +346,11 @@ def test_fair_network_shares_a_bottleneck_max_min() -> None:
     # B (4 B/s) carries flows 0 and 2, A (10 B/s) flows 0 and 1; 8 bytes each, from t = 0.
     # Rates 2, 8, 2 until flow 1 ends at 1 s; then flow 0 and 2 keep 2 each (B binds): both
     # end at 4 s.
-    import simpy
 
-    from palm.engines.event.fair import FairNetwork
+    from palm.engines.event.fair import FairNetwork, FlowEnvironment
     from palm.engines.event.shared import Arrival
 
-    env = simpy.Environment()
+    env = FlowEnvironment()
     net = FairNetwork(env, [10.0, 4.0])
     ends: dict[int, float] = {}
     for i, (res, loads) in enumerate([([0, 1], [1.0, 1.0]), ([0], [1.0]), ([1], [1.0])]):

@@ -40,6 +40,7 @@ import simpy
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
 from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
+from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
 from palm.engines.event.shared import Arrival
@@ -96,16 +97,12 @@ _BUFFER = 2
 _STEADY_EXTRA = 96
 
 
-def _discard(_item: object) -> None:
-    """Stands in for a list's append when the timeline is not recorded."""
-
-
-def _events_scheduled(env: simpy.Environment) -> int:
-    """Events the environment scheduled: SimPy numbers every scheduled event from one counter
-    (``Environment._eid``, an ``itertools.count``; SimPy 4, simpy/core.py); reading the next
-    number costs one more, hence the minus one."""
+def _events_scheduled(env: FlowEnvironment) -> int:
+    """Events of the simulation: those SimPy scheduled, which it numbers from one counter
+    (``Environment._eid``, an ``itertools.count``; SimPy 4, simpy/core.py), and the ends of
+    the fair network's flows, which the environment's clock takes from the network."""
     counter = env._eid  # noqa: SLF001 - reading SimPy's own event counter
-    return int(next(counter))
+    return int(next(counter)) + env.flow_events
 
 
 @dataclass(frozen=True)
@@ -148,10 +145,10 @@ class _Run:
         self.training = plan.training
         if not self.training:  # simulate long enough to reach the steady state
             self.m = max(self.m, 2 * self.n_chunks + _STEADY_EXTRA)
-        self.env = simpy.Environment()
+        self.env = FlowEnvironment()
         self.timeline = Timeline()
         self.keep = record
-        log = self.timeline.raw_flows.append if record else _discard
+        log = self.timeline.raw_flows.append if record else None
         self.fabric, self.flows = build_fabric(plan, granularity, noc_model)
         net_class = FairNet if noc_model == "fair" else ExclusiveNet
         self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)
@@ -248,7 +245,11 @@ class _Run:
             if index == last_backward and self.plan.stages[s].dp_buckets:
                 backward_s = self.plan.chunks[g].backward_s
                 dp_proc = self.env.process(self._buckets(s, float(self.env.now), backward_s))
-            yield from self._pass(s, params)
+            delay = self._plain_pass(s, params)
+            if delay is None:
+                yield from self._pass(s, params)
+            elif delay > 0:
+                yield self.env.timeout(delay)
             now = float(self.env.now)
             stage_busy += now - t0
             if self.keep:
@@ -267,6 +268,18 @@ class _Run:
             yield dp_proc
         yield from self._optimizer(s)
         self.stage_end[s] = float(self.env.now)
+
+    def _plain_pass(self, s: int, x: _PassParams) -> float | None:
+        """A pass that only computes (and runs collectives folded into it): its duration,
+        without a generator of its own (most passes on GPUs); None for any other pass."""
+        if x.stream > 0 or x.zero3 > 0 or (x.comm > 0 and not self.flows.tp_exclusive[s]):
+            return None
+        now = float(self.env.now)
+        end = now + x.compute
+        if x.comm > 0:  # folded, as in _pass
+            self._fold(s, end, x)
+            end += x.comm
+        return end - now
 
     def _pass(self, s: int, x: _PassParams) -> Generator[simpy.Event, Any, None]:
         """One pass: compute while the weights stream from DRAM, then the tensor-parallel

@@ -129,12 +129,18 @@ class Fabric:
 
 
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
-    out: dict[Hashable, float] = {}
-    for link, load in zip(links.ids.tolist(), links.loads.tolist(), strict=True):
-        kind, gpu = divmod(int(link), devices)
-        key = (_CLUSTER_KINDS[kind], gpu // group)
-        out[key] = out.get(key, 0.0) + load
-    return out
+    """Loads of a cluster flow per (port kind, stage group): its ports' loads summed, in the
+    order of ``links`` (``bincount`` adds them one by one, as a loop would)."""
+    kind, gpu = np.divmod(np.asarray(links.ids, dtype=np.int64), devices)
+    stride = devices // group + 1  # more than the number of groups
+    codes, inverse = np.unique(kind * stride + gpu // group, return_inverse=True)
+    sums = np.bincount(
+        inverse.ravel(), weights=np.asarray(links.loads, dtype=np.float64), minlength=len(codes)
+    )
+    return {
+        (_CLUSTER_KINDS[code // stride], code % stride): load
+        for code, load in zip(codes.tolist(), sums.tolist(), strict=True)
+    }
 
 
 def _link_keys(plan: Plan, links: LinkLoad) -> dict[Hashable, float]:

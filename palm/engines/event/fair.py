@@ -6,10 +6,12 @@ resource ``r`` per byte it moves. While the set of flows stays the same, each mo
 max-min fair rate under ``sum_i a_ir x_i <= c_r``, found by progressive filling (Bertsekas &
 Gallager, *Data Networks*, sec. 6.5; :func:`palm.network.flows.max_min_rates` is the reference,
 :func:`fair_rates` the same algorithm on the engine's few flows in plain Python, which is
-faster than numpy at these sizes). Rates are recomputed only when a flow starts or ends, and one
-timer is set for the next flow to finish (earlier timers become stale): every flow costs exactly
-two timers and its end event, however many links and cores it spans. A flow's fixed latency
-(route latency, DRAM response) is added when its bytes are through.
+faster than numpy at these sizes). Rates are recomputed only when a flow starts or ends on a
+resource whose flows it can change, and a flow's bytes left only when its rate changes. The
+flows' ends wait in a heap of the network's own, which the simulation clock
+(:class:`FlowEnvironment`) reads beside SimPy's queue: every flow costs exactly one end event,
+however many links and cores it spans and however flows overlap. A flow's fixed latency (route
+latency, DRAM response) is added when its bytes are through.
 
 A flow alone moves at ``min_r c_r / a_ir``, so it takes exactly what the analytical engine
 charges; ``k`` equal flows on one resource each take ``k`` times as long.
@@ -18,7 +20,10 @@ charges; ``k`` equal flows on one resource each take ``k`` times as long.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Sequence
+from operator import attrgetter
+from typing import Any
 
 import numpy as np
 import simpy
@@ -26,7 +31,7 @@ import simpy
 from palm.engines.event.shared import Arrival
 from palm.network.flows import fill
 
-__all__ = ["FairNetwork", "Route", "fair_rates"]
+__all__ = ["FairNetwork", "FlowEnvironment", "Route", "fair_rates"]
 
 #: relative slack when deciding that a resource is full (rounding of the filling levels)
 _TIGHT = 1e-12
@@ -34,13 +39,21 @@ _TIGHT = 1e-12
 _SLACK = 1e-9
 #: groups of flows with more (flow, resource) loads than this are filled with numpy
 _NUMPY_ABOVE = 400
+_INF = float("inf")
+#: with at most this many flows in flight, a change recomputes them all
+_ALL_BELOW = 32
+#: answers of progressive filling kept for reuse (the memo is cleared when full)
+_MEMO_SIZE = 65536
+
+
+_ROUTES_MADE = itertools.count()
 
 
 class Route:
     """The resources a kind of flow loads and how much (bytes per byte moved), with the rate
     it gets alone. Built once per flow kind."""
 
-    __slots__ = ("resources", "loads", "alone_Bps", "tracked", "arrays")
+    __slots__ = ("resources", "loads", "pairs", "alone_Bps", "tracked", "order")
 
     def __init__(
         self,
@@ -52,11 +65,14 @@ class Route:
         pairs = [(int(r), float(a)) for r, a in zip(resources, loads, strict=True) if a > 0]
         self.resources = tuple(r for r, _ in pairs)
         self.loads = tuple(a for _, a in pairs)
+        self.pairs = tuple(pairs)  # (resource, load), what the hot loops iterate over
         self.alone_Bps = min((capacity[r] / a for r, a in pairs), default=float("inf"))
         #: resources whose busy time the flow counts: its own and ``passive`` ones, which it
         #: loads but which can never bind its rate
         self.tracked = self.resources + tuple(int(r) for r in passive)
-        self.arrays = (np.asarray(self.resources, dtype=np.int64), np.asarray(self.loads))
+        #: creation rank: flows are filled in the order of their routes, so that rates depend
+        #: on which flows are in flight, not on the order they started in
+        self.order = next(_ROUTES_MADE)
 
     @property
     def empty(self) -> bool:
@@ -68,89 +84,179 @@ def fair_rates(routes: Sequence[Route], capacity: Sequence[float]) -> list[float
     sits at the same level; the resource that fills first (``level = room / weight``) freezes
     the flows that load it; repeat. Resources wait in a heap by the level at which they fill
     (entries made stale by a freeze are skipped), so a call costs ``O(loads log resources)``."""
-    n = len(routes)
-    rates = [float("inf")] * n  # flows without resources keep inf
-    room: dict[int, float] = {}  # capacity not taken by frozen flows
-    weight: dict[int, float] = {}  # load of one unit of level from the unfrozen flows
-    unfrozen: dict[int, int] = {}
-    on: dict[int, list[int]] = {}
-    for i, route in enumerate(routes):
-        for r, a in zip(route.resources, route.loads):  # noqa: B905 (equal by construction)
-            if r in weight:
-                weight[r] += a
-                unfrozen[r] += 1
-                on[r].append(i)
-            else:
-                room[r], weight[r], unfrozen[r], on[r] = capacity[r], a, 1, [i]
-    # a freeze only raises the level at which another resource fills ((room - a L) /
-    # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when popped
-    heap = [(room[r] / w, r) for r, w in weight.items()]
-    heapq.heapify(heap)
-    frozen = [False] * n
-    while heap:
-        level, r = heapq.heappop(heap)
-        if not unfrozen[r]:
-            continue
-        current = room[r] / weight[r]
-        if current > level * (1.0 + _TIGHT):  # stale: a freeze took load off r
-            heapq.heappush(heap, (current, r))
-            continue
-        for i in on[r]:
-            if frozen[i]:
+    return _Filler(capacity).fill(routes)[0]
+
+
+class _Filler:
+    """Progressive filling on the resources of one network, with per-resource scratch lists
+    kept between calls (each call sets the entries of the resources it loads, and leaves every
+    count at zero), so that a call costs nothing per resource it does not load."""
+
+    def __init__(self, capacity: Sequence[float]) -> None:
+        n = len(capacity)
+        self.capacity = capacity
+        self.room = [0.0] * n  # capacity not taken by frozen flows
+        self.weight = [0.0] * n  # load of one unit of level from the unfrozen flows
+        self.unfrozen = [0] * n  # unfrozen flows on the resource
+        self.on: list[list[int]] = [[] for _ in range(n)]
+
+    def fill(self, routes: Sequence[Route]) -> tuple[list[float], dict[int, float]]:
+        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates."""
+        inf = _INF
+        rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
+        room, weight, unfrozen, on, capacity = (
+            self.room,
+            self.weight,
+            self.unfrozen,
+            self.on,
+            self.capacity,
+        )
+        loaded: list[int] = []
+        left = 0  # flows not frozen yet
+        for i, route in enumerate(routes):
+            if route.pairs:
+                left += 1
+            for r, a in route.pairs:
+                if unfrozen[r]:
+                    weight[r] += a
+                    unfrozen[r] += 1
+                    on[r].append(i)
+                else:
+                    room[r], weight[r], unfrozen[r], on[r] = capacity[r], a, 1, [i]
+                    loaded.append(r)
+        # a freeze only raises the level at which another resource fills ((room - a L) /
+        # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when
+        # popped; once every flow is frozen, the resources left in the heap change nothing
+        heap = [(room[r] / weight[r], r) for r in loaded]
+        heapq.heapify(heap)
+        pop, push = heapq.heappop, heapq.heappush
+        while left:
+            level, r = pop(heap)
+            if not unfrozen[r]:
                 continue
-            frozen[i] = True
-            rates[i] = level
-            route = routes[i]
-            for q, a in zip(route.resources, route.loads):  # noqa: B905
-                room[q] -= a * level
-                weight[q] -= a
-                unfrozen[q] -= 1
-    return rates
+            current = room[r] / weight[r]
+            if current > level * (1.0 + _TIGHT):  # stale: a freeze took load off r
+                push(heap, (current, r))
+                continue
+            for i in on[r]:
+                if rates[i] != inf:
+                    continue
+                rates[i] = level
+                left -= 1
+                for q, a in routes[i].pairs:
+                    room[q] -= a * level
+                    weight[q] -= a
+                    unfrozen[q] -= 1
+        return rates, {r: room[r] for r in loaded}
 
 
 def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
     """:func:`fair_rates` through numpy (:func:`palm.network.flows.fill`), for groups of flows
     spanning many resources (``link`` mode), where it is the faster of the two."""
-    ids = np.concatenate([r.arrays[0] for r in routes])
+    ids = np.concatenate([np.asarray(r.resources, dtype=np.int64) for r in routes])
     used, column = np.unique(ids, return_inverse=True)
     rows = np.repeat(np.arange(len(routes)), [len(r.resources) for r in routes])
     matrix = np.zeros((len(routes), len(used)))
-    np.add.at(matrix, (rows, column), np.concatenate([r.arrays[1] for r in routes]))
+    np.add.at(matrix, (rows, column), np.concatenate([np.asarray(r.loads) for r in routes]))
     return [float(x) for x in fill(matrix, capacity[used])]
 
 
 class _Flow:
-    __slots__ = ("route", "remaining", "latency", "done", "rate")
+    """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
+    done at ``end``."""
 
-    def __init__(self, route: Route, nbytes: float, latency: float, done: Arrival) -> None:
+    __slots__ = ("route", "order", "remaining", "t0", "rate", "end", "latency", "done")
+
+    def __init__(self, route: Route, nbytes: float, now: float, latency: float, done: Arrival):
         self.route = route
+        self.order = route.order
         self.remaining = nbytes
+        self.t0 = now
+        self.rate = 0.0
+        self.end = _INF
         self.latency = latency
         self.done = done
-        self.rate = 0.0
+
+
+_END = attrgetter("end")
+_ORDER = attrgetter("order")
+_RESOURCES = attrgetter("resources")
+
+
+class FlowEnvironment(simpy.Environment):
+    """A SimPy environment whose clock also runs a :class:`FairNetwork`: the network's next
+    flow end is an event of the simulation like SimPy's own, taken before SimPy's events of
+    the same instant (bytes through at ``t`` leave the links before flows started at ``t``
+    take their share). A change of rates therefore costs no SimPy event, and every flow costs
+    exactly one end event however flows overlap (``flow_events`` counts them). Only ``run()``
+    without ``until`` is supported."""
+
+    def __init__(self, initial_time: float = 0.0) -> None:
+        super().__init__(initial_time)
+        self.network: FairNetwork | None = None
+        self.flow_events = 0
+
+    def run(self, until: Any = None) -> None:
+        if until is not None:
+            raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
+        net = self.network
+        if net is None:
+            super().run()
+            return
+        queue, step, fire = self._queue, self.step, net._fire  # noqa: SLF001 - our network
+        while True:
+            end = net.next_end
+            if queue and queue[0][0] < end:
+                step()
+            elif end < _INF:
+                self._now = end
+                self.flow_events += 1
+                fire()
+            else:
+                return
 
 
 class FairNetwork:
-    """The resources of a simulation (capacities in bytes/s) and the flows in flight.
+    """The resources of a simulation (capacities in bytes/s) and the flows in flight, on a
+    :class:`FlowEnvironment`.
+
+    Each flow moves at its max-min fair rate; rates are recomputed only when a flow starts on a
+    resource that has no room for it at its lone rate, or ends on a full resource it shares,
+    and a flow's bytes left are brought up to date only when its rate changes (``remaining -
+    rate x elapsed``), so a flow whose rate never changes ends at exactly ``start + bytes /
+    rate``. The first flow to end is the one with the earliest end (ties: the earliest
+    started).
 
     ``busy_s`` (seconds with at least one flow on the resource) and ``nbytes`` (bytes the
-    resource carried: load times bytes of every flow started on it) record utilisation."""
+    resource carried: load times bytes of every flow started on it; zero unless
+    ``count_bytes``) record utilisation."""
 
-    def __init__(self, env: simpy.Environment, capacity_Bps: Sequence[float]) -> None:
+    def __init__(
+        self, env: simpy.Environment, capacity_Bps: Sequence[float], *, count_bytes: bool = True
+    ) -> None:
+        if not isinstance(env, FlowEnvironment):
+            raise TypeError("FairNetwork runs on a FlowEnvironment (its clock drives flow ends)")
         self.env = env
+        env.network = self
         self.capacity = [float(c) for c in capacity_Bps]
         self._capacity_array = np.asarray(self.capacity)
         n = len(self.capacity)
         self.busy_s = [0.0] * n
         self.nbytes = [0.0] * n
+        self._count_bytes = count_bytes
         self._since = [0.0] * n
         self._users = [0] * n
         self._used = [0.0] * n  # sum of load x rate of the flows in flight
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
-        self._active: list[_Flow] = []
-        self._last = 0.0
-        self._version = 0
+        self._active: dict[_Flow, None] = {}  # in start order
+        #: when the next flow ends (inf: none in flight), and which; read by the clock
+        self.next_end = _INF
+        self._first: _Flow | None = None
         self.recomputes = 0
+        # progressive filling's answers by the routes in flight, in order: a pipeline's steady
+        # state brings the same sets of flows back again and again
+        self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
+        self._filler = _Filler(self.capacity)
 
     def route(
         self, resources: Sequence[int], loads: Sequence[float], *, passive: Sequence[int] = ()
@@ -160,41 +266,46 @@ class FairNetwork:
     def start(self, route: Route, nbytes: float, *, latency_s: float, done: Arrival) -> None:
         """Start moving ``nbytes`` over ``route``; ``done`` fires ``latency_s`` after the last
         byte (for an empty route: at once, after the latency)."""
-        if nbytes <= 0 or route.empty:
+        if nbytes <= 0 or not route.pairs:
             done.succeed_in(latency_s)
             return
-        self._advance()
-        flow = _Flow(route, nbytes, latency_s, done)
-        self._active.append(flow)
-        now = self._last
+        now = self.env._now  # noqa: SLF001 - the clock, without the property's call
+        flow = _Flow(route, nbytes, now, latency_s, done)
+        self._active[flow] = None
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
-        for r, a in zip(route.resources, route.loads):  # noqa: B905 (equal by construction)
-            carried[r] += a * nbytes
+        used, capacity, alone = self._used, self.capacity, route.alone_Bps
+        # it can run at its lone rate without touching a full resource: nobody's rate changes
+        # (every other flow keeps its full bottleneck), so no filling is needed
+        fits = True
+        for r, a in route.pairs:
             on[r][flow] = None
+            if fits and used[r] + a * alone > capacity[r] * (1.0 + _TIGHT):
+                fits = False
+        if self._count_bytes:
+            for r, a in route.pairs:
+                carried[r] += a * nbytes
         for r in route.tracked:
             if not users[r]:
                 since[r] = now
             users[r] += 1
-        if self._fits(route):
-            # it can run at its lone rate without touching a full resource: nobody's rate
-            # changes (every other flow keeps its full bottleneck), so no filling is needed
-            self._set_rate(flow, route.alone_Bps)
-            self._retime()
+        if fits:
+            for r, a in route.pairs:
+                used[r] += a * alone
+            flow.rate = alone
+            flow.end = end = now + nbytes / alone
+            if end < self.next_end:  # on a tie the flow started earlier ends first
+                self.next_end, self._first = end, flow
         else:
-            self._reschedule(route.resources)
+            self._reschedule(route.resources, now)
+            self._next()
 
-    def _fits(self, route: Route) -> bool:
-        used, capacity, alone = self._used, self.capacity, route.alone_Bps
-        return all(
-            used[r] + a * alone <= capacity[r] * (1.0 + _TIGHT)
-            for r, a in zip(route.resources, route.loads)  # noqa: B905
-        )
-
-    def _set_rate(self, f: _Flow, rate: float) -> None:
-        used, change = self._used, rate - f.rate
-        for r, a in zip(f.route.resources, f.route.loads):  # noqa: B905
-            used[r] += a * change
-        f.rate = rate
+    def _next(self) -> None:
+        """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
+        if self._active:
+            first = self._first = min(self._active, key=_END)
+            self.next_end = first.end
+        else:
+            self.next_end, self._first = _INF, None
 
     def transfer(self, route: Route, duration_s: float, *, done: Arrival) -> None:
         """A flow that takes ``duration_s`` alone (the plan's time of a collective or hand-off,
@@ -203,14 +314,6 @@ class FairNetwork:
             done.succeed_in(max(duration_s, 0.0))
             return
         self.start(route, duration_s * route.alone_Bps, latency_s=0.0, done=done)
-
-    def _advance(self) -> None:
-        now = float(self.env.now)
-        dt = now - self._last
-        if dt > 0:
-            for f in self._active:
-                f.remaining -= f.rate * dt
-        self._last = now
 
     def _connected(self, seeds: Sequence[int]) -> list[_Flow]:
         """The flows in flight that share resources, directly or through other flows, with
@@ -230,45 +333,62 @@ class FairNetwork:
                     stack.extend(f.route.resources)
         return list(found)
 
-    def _reschedule(self, changed: Sequence[int]) -> None:
-        """New rates for the flows connected to the resources that ``changed``, and one timer
-        for the first flow in flight to finish."""
+    def _reschedule(self, changed: Sequence[int], now: float) -> None:
+        """New rates for the flows connected to the resources that ``changed``."""
         self.recomputes += 1
-        # finding the connected flows pays when routes are short (group mode); with routes of
-        # hundreds of links (link mode) recomputing every flow in flight is cheaper
-        group = self._connected(changed) if len(changed) <= 16 else list(self._active)
-        if len(group) == 1:
-            self._set_rate(group[0], group[0].route.alone_Bps)
-        elif group:
-            routes = [f.route for f in group]
-            if sum(len(r.resources) for r in routes) > _NUMPY_ABOVE:
-                rates = _fill_arrays(routes, self._capacity_array)
-            else:
-                rates = fair_rates(routes, self.capacity)
-            for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
-                self._set_rate(f, rate)
-        self._retime()
+        active = self._active
+        # with few flows in flight (group mode) or routes of hundreds of links (link mode),
+        # recomputing every flow in flight is cheaper than finding the connected ones; the
+        # others' rates come out the same (max-min fairness splits over connected groups)
+        if len(active) <= _ALL_BELOW or len(changed) > 16:
+            group = list(active)
+        else:
+            group = self._connected(changed)
+        group.sort(key=_ORDER)
+        routes = tuple([f.route for f in group])
+        filled = self._filled.get(routes)
+        if filled is None:
+            filled = self._fill(routes)
+        rates, room = filled
+        for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
+            old = f.rate
+            if rate != old:
+                if old:  # 0 for the flow being started
+                    f.remaining -= old * (now - f.t0)
+                    f.t0 = now
+                f.rate = rate
+                f.end = now + f.remaining / rate
+        # the group holds every flow on its resources: what they use is what is not left
+        used, capacity = self._used, self.capacity
+        for r, left in room.items():
+            used[r] = capacity[r] - left
 
-    def _retime(self) -> None:
-        """One timer for the first flow in flight to finish (earlier timers become stale)."""
-        flows = self._active
-        self._version += 1
-        version = self._version
-        dt = min(f.remaining / f.rate for f in flows)
-        timer = self.env.timeout(dt if dt > 0 else 0.0)
-        timer.callbacks.append(lambda _e: self._finish(version))
+    def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
+        """Rates of flows on ``routes`` and the capacity left on each resource, memoised."""
+        if len(routes) == 1:
+            route = routes[0]
+            rates = [route.alone_Bps]
+            room = {r: self.capacity[r] - a * route.alone_Bps for r, a in route.pairs}
+        elif sum(map(len, map(_RESOURCES, routes))) > _NUMPY_ABOVE:
+            rates = _fill_arrays(routes, self._capacity_array)
+            room = {}
+            for route, rate in zip(routes, rates):  # noqa: B905 (equal by construction)
+                for r, a in route.pairs:
+                    room[r] = room.get(r, self.capacity[r]) - a * rate
+        else:
+            rates, room = self._filler.fill(routes)
+        if len(self._filled) >= _MEMO_SIZE:
+            self._filled.clear()
+        self._filled[routes] = (rates, room)
+        return rates, room
 
-    def _finish(self, version: int) -> None:
-        if version != self._version:
-            return  # superseded by a later start or finish
-        self._advance()
-        # the flow this timer was set for (ties: the earliest started); one flow per timer, so
-        # that every flow costs exactly two timers however flows overlap (rounding may leave it
-        # a sliver of bytes, which is why it is not found by remaining <= 0)
-        f = min(self._active, key=lambda x: x.remaining / x.rate)
-        self._active.remove(f)
+    def _fire(self) -> None:
+        """The first flow to end is through (the clock is at its end)."""
+        f = self._first
+        assert f is not None
+        del self._active[f]
         now, users, on, used, capacity = (
-            self._last,
+            self.env._now,  # noqa: SLF001
             self._users,
             self._on,
             self._used,
@@ -276,20 +396,25 @@ class FairNetwork:
         )
         # if every resource it leaves was its alone or had room, no other flow was held back
         # by it, so no rate changes
-        alone = all(
-            len(on[r]) == 1 or used[r] < capacity[r] * (1.0 - _SLACK) for r in f.route.resources
-        )
-        self._set_rate(f, 0.0)
-        for r in f.route.resources:
-            del on[r][f]
-        for r in f.route.tracked:
+        alone = True
+        rate = f.rate
+        route = f.route
+        if self._active:
+            for r, a in route.pairs:
+                if alone and len(on[r]) > 1 and used[r] >= capacity[r] * (1.0 - _SLACK):
+                    alone = False
+                used[r] -= a * rate
+                del on[r][f]
+        else:  # the last flow in flight: nobody's rate to change
+            for r, a in route.pairs:
+                used[r] -= a * rate
+                del on[r][f]
+        f.rate = 0.0
+        for r in route.tracked:
             users[r] -= 1
             if not users[r]:
                 self.busy_s[r] += now - self._since[r]
+        if self._active and not alone:
+            self._reschedule(route.resources, now)
+        self._next()
         f.done.succeed_in(f.latency)
-        if self._active and alone:
-            self._retime()
-        elif self._active:
-            self._reschedule(f.route.resources)
-        else:  # keep two timers per flow, so the event count never depends on overlaps
-            self.env.timeout(0.0)

@@ -30,7 +30,8 @@ from palm.plan import Plan
 
 __all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
 
-FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None]
+#: where flows are recorded (the timeline's list's append), None when nothing is recorded
+FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None] | None
 
 
 def _dram_patterns(plan: Plan) -> tuple[list[float], list[tuple[tuple[int, ...], Any]]]:
@@ -62,7 +63,8 @@ class ExclusiveNet:
         if not flow.resources:
             return now + duration
         end = self.fabric.reserve(flow, now, duration, nbytes)
-        self.log((flow.kind, flow.resources, end - duration, end, stage))
+        if self.log is not None:
+            self.log((flow.kind, flow.resources, end - duration, end, stage))
         return end
 
     def blocking(
@@ -122,7 +124,7 @@ class FairNet:
         if plan.dram is not None:
             self._channels = ChannelClasses(*_dram_patterns(plan))
             capacity += [1.0] * self._channels.count  # one resource per channel class
-        self.net = FairNetwork(env, capacity)
+        self.net = FairNetwork(env, capacity, count_bytes=False)  # the fabric counts them
         self._n_links = n_links
         self._same = binding_links(fabric, flows)
         self._routes: dict[int, Route] = {}
@@ -159,12 +161,15 @@ class FairNet:
         return route
 
     def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        route = self._route(flow)
-        start = float(self.env.now)
+        route = self._routes.get(id(flow)) or self._route(flow)
         self.fabric.book(flow, nbytes)
-        self.net.transfer(route, duration, done=to)
-        if flow.resources:
-            kind, resources, log = flow.kind, flow.resources, self.log
+        if route.empty:  # never: some resource of a flow always binds (binding_links)
+            to.succeed_in(duration)
+        else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
+            self.net.start(route, duration * route.alone_Bps, latency_s=0.0, done=to)
+        log = self.log
+        if log is not None and flow.resources:
+            kind, resources, start = flow.kind, flow.resources, float(self.env.now)
             to.callbacks.append(lambda _e: log((kind, resources, start, self.env.now, stage)))
 
     def blocking(

@@ -16,6 +16,8 @@ schedules.py``) and Narayanan et al. SC21 sec. 2:
 
 from __future__ import annotations
 
+import functools
+
 __all__ = ["Operation", "stage_program"]
 
 Operation = tuple[str, int, int]
@@ -30,27 +32,34 @@ def _interleaved_ids(k: int, p: int, v: int, forward: bool) -> tuple[int, int]:
     return chunk, micro_batch
 
 
+@functools.lru_cache(maxsize=16)
+def _passes(p: int, v: int, m: int) -> tuple[tuple[Operation, ...], tuple[Operation, ...]]:
+    """Every rank's forwards and backwards in their own order (the same on every rank; the
+    ranks differ in how they interleave them), built once per pipeline shape."""
+    if v > 1:
+        total = m * v
+        fwd = tuple(("F", *_interleaved_ids(k, p, v, True)) for k in range(total))
+        bwd = tuple(("B", *_interleaved_ids(k, p, v, False)) for k in range(total))
+        return fwd, bwd
+    return tuple(("F", 0, i) for i in range(m)), tuple(("B", 0, i) for i in range(m))
+
+
 def stage_program(
     *, schedule: str, pp: int, chunks: int, micro_batches: int, stage: int, training: bool
 ) -> list[Operation]:
     """Operations of pipeline rank ``stage`` for one iteration, in execution order."""
     p, v, m, s = pp, chunks, micro_batches, stage
+    fwd, bwd = (list(ops) for ops in _passes(p, v, m))
+    if not training:
+        return fwd
     if v > 1:
         total = m * v
-        fwd = [("F", *_interleaved_ids(k, p, v, True)) for k in range(total)]
-        if not training:
-            return fwd
-        bwd = [("B", *_interleaved_ids(k, p, v, False)) for k in range(total)]
         warmup = total if m == p else min(2 * (p - s - 1) + (v - 1) * p, total)
+    elif p == 1:  # no pipeline: forward and backward alternate (gradient accumulation)
+        warmup = 0
+    elif schedule == "gpipe":
+        return fwd + bwd
     else:
-        fwd = [("F", 0, i) for i in range(m)]
-        if not training:
-            return fwd
-        bwd = [("B", 0, i) for i in range(m)]
-        if p == 1:  # no pipeline: forward and backward alternate (gradient accumulation)
-            return _one_f_one_b(fwd, bwd, 0)
-        if schedule == "gpipe":
-            return fwd + bwd
         warmup = min(p - s - 1, m)
     return _one_f_one_b(fwd, bwd, warmup)
 

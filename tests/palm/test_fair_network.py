@@ -1,0 +1,135 @@
+"""The fair network's clock (palm/engines/event/fair.py): flow ends are events of the
+simulation taken beside SimPy's queue, bytes left are updated only when a rate changes, and
+progressive filling is memoised. Hand-worked cases on one or two links."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+import pytest
+import simpy
+
+from palm.engines.event.fair import FairNetwork, FlowEnvironment, Route
+from palm.engines.event.shared import Arrival
+
+
+def _start(
+    env: FlowEnvironment,
+    net: FairNetwork,
+    route: Route,
+    nbytes: float,
+    ends: dict[str, float],
+    name: str,
+) -> None:
+    """Start a flow of ``nbytes`` on ``route`` that records its end time in ``ends``."""
+    done = Arrival(env)
+    done.callbacks.append(lambda _e: ends.__setitem__(name, env.now))
+    net.start(route, nbytes, latency_s=0.0, done=done)
+
+
+def test_a_flow_alone_ends_at_exactly_start_plus_bytes_over_rate() -> None:
+    env = FlowEnvironment()
+    net = FairNetwork(env, [3.0e9, 7.0e9])
+    route = net.route([0, 1], [1.0, 1.0])
+    ends: dict[str, float] = {}
+
+    def later() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(0.123)
+        _start(env, net, route, 1.7e9, ends, "a")
+
+    env.process(later())
+    env.run()
+    assert ends["a"] == 0.123 + 1.7e9 / 3.0e9  # bit for bit, as the analytical engine
+    assert net.recomputes == 0
+
+
+def test_a_flow_joining_halfway_shares_and_the_first_speeds_up_again() -> None:
+    # one link of 10 B/s. A moves 10 B from t = 0; B 2 B from t = 0.5. A alone moves 5 B by
+    # 0.5; both at 5 B/s until B is through at 0.9 (A has moved 7 B); A alone moves its last
+    # 3 B by 1.2.
+    env = FlowEnvironment()
+    net = FairNetwork(env, [10.0])
+    route = net.route([0], [1.0])
+    ends: dict[str, float] = {}
+    _start(env, net, route, 10.0, ends, "a")
+
+    def joiner() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(0.5)
+        _start(env, net, route, 2.0, ends, "b")
+
+    env.process(joiner())
+    env.run()
+    assert ends == {"b": pytest.approx(0.9), "a": pytest.approx(1.2)}
+    assert net.busy_s == [pytest.approx(1.2)]
+
+
+def test_every_flow_costs_one_end_event_however_flows_overlap() -> None:
+    def run(gap: float) -> tuple[int, int]:
+        env = FlowEnvironment()
+        net = FairNetwork(env, [10.0, 10.0])
+        routes = [net.route([0], [1.0]), net.route([0, 1], [1.0, 1.0]), net.route([1], [1.0])]
+        ends: dict[str, float] = {}
+
+        def starter() -> Generator[simpy.Event, None, None]:
+            for i in range(6):
+                _start(env, net, routes[i % 3], 4.0 + i, ends, str(i))
+                yield env.timeout(gap)
+
+        env.process(starter())
+        env.run()
+        assert len(ends) == 6
+        return env.flow_events, net.recomputes
+
+    apart, _ = run(10.0)  # one flow at a time
+    together, recomputes = run(0.01)  # all overlapping, rates change at every start and end
+    assert apart == together == 6
+    assert recomputes > 0
+
+
+def test_a_flow_ending_when_another_starts_leaves_first() -> None:
+    # A ends at exactly t = 1 on a 4 B/s link; at t = 1 a process starts B there: the clock
+    # takes A's end first, so B starts alone at the full rate and no rates are recomputed
+    env = FlowEnvironment()
+    net = FairNetwork(env, [4.0])
+    route = net.route([0], [1.0])
+    ends: dict[str, float] = {}
+    _start(env, net, route, 4.0, ends, "a")
+
+    def next_one() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(1.0)
+        _start(env, net, route, 2.0, ends, "b")
+
+    env.process(next_one())
+    env.run()
+    assert ends == {"a": 1.0, "b": 1.5}
+    assert net.recomputes == 0
+
+
+def test_repeated_sets_of_flows_reuse_their_rates() -> None:
+    # the same two overlapping flows, three times over: each round recomputes rates twice (B
+    # joins A; B leaves A alone), the first round fills both sets of flows, the other two find
+    # the answers memoised, and all three rounds end at the same offsets
+    env = FlowEnvironment()
+    net = FairNetwork(env, [10.0, 4.0])
+    a, b = net.route([0, 1], [1.0, 1.0]), net.route([0], [1.0])
+    ends: dict[str, float] = {}
+
+    def rounds() -> Generator[simpy.Event, None, None]:
+        for k in range(3):
+            _start(env, net, a, 8.0, ends, f"a{k}")
+            _start(env, net, b, 8.0, ends, f"b{k}")
+            yield env.timeout(10.0)
+
+    env.process(rounds())
+    env.run()
+    # A gets 4 (link 1 binds), B the other 6 of link 0: B ends at 8/6, then A alone at 4 B/s
+    for k in range(3):
+        assert ends[f"b{k}"] - 10.0 * k == pytest.approx(8.0 / 6.0)
+        assert ends[f"a{k}"] - 10.0 * k == pytest.approx(2.0)
+    assert net.recomputes == 6
+    assert len(net._filled) == 2  # noqa: SLF001 - the two sets of flows, filled once each
+
+
+def test_the_fair_network_needs_its_clock() -> None:
+    with pytest.raises(TypeError, match="FlowEnvironment"):
+        FairNetwork(simpy.Environment(), [1.0])
