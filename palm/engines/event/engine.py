@@ -126,13 +126,23 @@ class _PassParams:
 
 
 def run_event(
-    plan: Plan, *, granularity: str = "group", record: bool = True, noc_model: str | None = None
+    plan: Plan,
+    *,
+    granularity: str | None = None,
+    record: bool = True,
+    noc_model: str | None = None,
 ) -> tuple[Result, Timeline]:
     """Simulate one iteration of ``plan``; returns the result and its timeline (empty unless
-    ``record``). ``noc_model`` ("fair" or "exclusive") defaults to the configuration's."""
+    ``record``). ``granularity`` ("group" or "link") and ``noc_model`` ("fair" or
+    "exclusive") default to the plan's configuration (``communication.noc_granularity``,
+    ``communication.noc_model``); a ``link`` plan needs its link loads
+    (:func:`palm.api.plan_for` with ``engine="event"``)."""
     wall = time.perf_counter()
-    model = noc_model or plan.config.communication.noc_model
-    run = _Run(plan, granularity=granularity, noc_model=model, record=record)
+    comm = plan.config.communication
+    model = noc_model or comm.noc_model
+    run = _Run(
+        plan, granularity=granularity or comm.noc_granularity, noc_model=model, record=record
+    )
     for s in range(run.p):
         run.env.process(run.stage(s))
     run.env.run()
