@@ -16,6 +16,8 @@ how long each stage waits for its DRAM reads, with 32 and with 128 micro-batches
 from __future__ import annotations
 
 import argparse
+from collections.abc import Generator
+from typing import Any
 
 import palm
 from palm.api import plan_for
@@ -56,17 +58,17 @@ def dram_waits(name: str, config: palm.SimConfig) -> None:
     stage_of: dict[int, int] = {}
     read, wait = net.read, net.wait
 
-    def timed_read(s: int, nbytes: float) -> object:
+    def timed_read(s: int, nbytes: float) -> Any:
         token = read(s, nbytes)
         stage_of[id(token)] = s
         return token
 
-    def timed_wait(token: object):  # type: ignore[no-untyped-def]
+    def timed_wait(token: Any) -> Generator[Any, Any, None]:
         start = float(env.now)
         yield from wait(token)
         waits[stage_of[id(token)]] += float(env.now) - start
 
-    net.read, net.wait = timed_read, timed_wait  # type: ignore[method-assign]
+    net.read, net.wait = timed_read, timed_wait  # type: ignore[method-assign,assignment]
     for s in range(run.p):
         run.env.process(run.stage(s))
     run.env.run()
@@ -91,7 +93,9 @@ def bottlenecks(config: palm.SimConfig, at_s: float) -> None:
     for r, label in enumerate(labels):
         if fair._used[r] >= fair.capacity[r] * (1 - 1e-9):  # noqa: SLF001
             users = sorted(stage_of[id(f.route)] for f in fair._on[r] if id(f.route) in stage_of)  # noqa: SLF001
-            node, direction = divmod(int(run.fabric.keys[r][1]), 4)
+            key = run.fabric.keys[r]
+            assert isinstance(key, tuple)
+            node, direction = divmod(int(key[1]), 4)
             row, col = divmod(node, config.hardware.core_grid[1])  # type: ignore[union-attr]
             way = "EWSN"[direction]
             print(
