@@ -76,31 +76,40 @@ def dram_waits(name: str, config: palm.SimConfig) -> None:
 
 
 def bottlenecks(config: palm.SimConfig, at_s: float) -> None:
-    """The links that are full at ``at_s`` and the stages whose DRAM reads load them."""
+    """The links that are full at ``at_s`` and the stages whose DRAM reads load them (read
+    from the fair network's flows in flight by a callback at ``at_s``)."""
     plan = plan_for(config, engine="event")
     comm = config.communication
     run = _Run(plan, granularity=comm.noc_granularity, noc_model=comm.noc_model, record=False)
-    for s in range(run.p):
-        run.env.process(run.stage(s))
-    run.env.run(until=at_s)
     assert isinstance(run.net, FairNet)
     fair = run.net.net
     stage_of = {id(route): s for s, route in enumerate(run.net._reads)}  # noqa: SLF001
-    labels = [resource_label(k) for k in run.fabric.keys]
-    print(f"at t = {at_s} s, DRAM reads in flight (stage: GB/s per core):")
-    reads = sorted((stage_of[id(f.route)], f.rate) for f in fair._active if id(f.route) in stage_of)  # noqa: SLF001
-    print("  " + ", ".join(f"{s}: {rate / 1e9:.1f}" for s, rate in reads))
-    for r, label in enumerate(labels):
-        if fair._used[r] >= fair.capacity[r] * (1 - 1e-9):  # noqa: SLF001
-            users = sorted(stage_of[id(f.route)] for f in fair._on[r] if id(f.route) in stage_of)  # noqa: SLF001
-            key = run.fabric.keys[r]
+    lines: list[str] = []
+
+    def snapshot(_event: object) -> None:
+        reads = sorted(
+            (stage_of[id(f.route)], f.rate)
+            for f in fair._active  # noqa: SLF001
+            if id(f.route) in stage_of
+        )
+        lines.append("  " + ", ".join(f"{s}: {rate / 1e9:.1f}" for s, rate in reads))
+        for r, key in enumerate(run.fabric.keys):
+            if fair._used[r] < fair.capacity[r] * (1 - 1e-9):  # noqa: SLF001
+                continue
+            on = fair._on[r]  # noqa: SLF001
+            users = sorted(stage_of[id(f.route)] for f in on if id(f.route) in stage_of)
             assert isinstance(key, tuple)
             node, direction = divmod(int(key[1]), 4)
             row, col = divmod(node, config.hardware.core_grid[1])  # type: ignore[union-attr]
-            way = "EWSN"[direction]
-            print(
-                f"  full: {label} (from core ({row}, {col}) going {way}), reads of stages {users}"
-            )
+            where = f"from core ({row}, {col}) going {'EWSN'[direction]}"
+            lines.append(f"  full: {resource_label(key)} ({where}), reads of stages {users}")
+
+    run.env.timeout(at_s).callbacks.append(snapshot)
+    for s in range(run.p):
+        run.env.process(run.stage(s))
+    run.env.run()
+    print(f"at t = {at_s} s, DRAM reads in flight (stage: GB/s per core):")
+    print("\n".join(lines))
 
 
 def main() -> None:
