@@ -24,6 +24,14 @@ STEADY = 1e-4
 MESH_CASES = {
     # the case that beat its channels: ResNet-50 fp16 inference on Grayskull, the documented plan
     "grayskull-resnet50-fp16": ("grayskull-resnet50.toml", ['training.precision="fp16"']),
+    "grayskull-resnet50-fp16-exclusive-link": (
+        "grayskull-resnet50.toml",
+        [
+            'training.precision="fp16"',
+            'communication.noc_model="exclusive"',
+            'communication.noc_granularity="link"',
+        ],
+    ),
     "grayskull-bert-base-train": (
         "grayskull-bert-base.toml",
         ['training.mode="train"', "training.global_batch=80"],
