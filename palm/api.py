@@ -80,9 +80,7 @@ def simulate_plan(
     start = time.perf_counter() if started is None else started
     timeline: Timeline | None = None
     if engine == "event":
-        result, timeline = run_event(
-            plan, granularity=plan.config.communication.noc_granularity, record=record
-        )
+        result, timeline = run_event(plan, record=record)
     else:
         result = run_analytical(plan)
     if not (math.isfinite(result.iteration_time_s) and result.iteration_time_s > 0):

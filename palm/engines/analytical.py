@@ -15,6 +15,11 @@ iteration ends when the last stage has finished its exposed gradient all-reduce
 
 Inference (paper sec. V-A3) is the steady state of a full pipeline without fill and drain:
 one micro-batch leaves every ``max_s F_s`` seconds.
+
+On a mesh every stage prices its DRAM reads as if it had the channels to itself; the stages
+share them, so neither time may fall below the DRAM floor, the bytes all stages move over
+the channels' total bandwidth (:func:`dram_floor_s`): per micro-batch for inference, per
+iteration for training. The event engine reaches it by simulating the sharing.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from __future__ import annotations
 import time
 
 from palm.engines._common import assemble_result, dp_exposed_time, hand_off_bytes
+from palm.hardware.spec import Mesh2DHardware
 from palm.plan import Plan
 from palm.result import Result
 
-__all__ = ["run_analytical"]
+__all__ = ["dram_floor_s", "run_analytical"]
 
 
 def run_analytical(plan: Plan) -> Result:
@@ -37,6 +43,7 @@ def run_analytical(plan: Plan) -> Result:
     hand_offs = [c.send_s + c.grad_send_s for c in plan.chunks]
     if not plan.training:
         period = max(s.forward_s + (s.chunks[-1].send_s if p > 1 else 0.0) for s in stages)
+        period = max(period, dram_floor_s(plan, micro_batches=1))
         t = m * period
         busy = [m * s.forward_s for s in stages]
         ends = [t] * p
@@ -62,6 +69,7 @@ def run_analytical(plan: Plan) -> Result:
             for st in stages
         ]
         t = max(e + x + st.optimizer_s for e, x, st in zip(ends, exposed, stages, strict=True))
+        t = max(t, dram_floor_s(plan, micro_batches=m))
         busy = [m * w for w in work]
         bubble = [max(0.0, e - b) for e, b in zip(ends, busy, strict=True)]
     wall = time.perf_counter() - start
@@ -78,3 +86,30 @@ def run_analytical(plan: Plan) -> Result:
         events=0,
         wall_s=wall,
     )
+
+
+def dram_floor_s(plan: Plan, *, micro_batches: int) -> float:
+    """Seconds the mesh's DRAM channels need, at their full bandwidth together, for the bytes
+    every core of every stage moves in ``micro_batches`` micro-batches (weight and activation
+    streams, the input fetch) plus, for a whole training iteration, the optimizer step's
+    reads; 0 on a GPU cluster. Per-stage DRAM times assume a stage has the channels to
+    itself (interleaved placement), so this is a floor any schedule obeys."""
+    if plan.dram is None:
+        return 0.0
+    per_micro_batch = optimizer = 0.0
+    for ch in plan.chunks:
+        cores = plan.dram[ch.stage].cores
+        moved = ch.stream_bytes_forward + ch.fetch_bytes
+        if plan.training:
+            moved += ch.stream_bytes_backward
+        per_micro_batch += moved * cores
+    if plan.training and micro_batches == plan.micro_batches:
+        optimizer = sum(
+            st.optimizer_bytes * plan.dram[st.stage].cores
+            for st in plan.stages
+            if st.optimizer_in_dram
+        )
+    hw = plan.config.hardware
+    assert isinstance(hw, Mesh2DHardware)
+    total_Bps = plan.dram[0].channel_bandwidth_Bps * hw.dram_channels
+    return (micro_batches * per_micro_batch + optimizer) / total_Bps

@@ -495,14 +495,22 @@ def interleaved_access(
 
 
 def interleaved_access_per_core(
-    hw: Mesh2DHardware, cores: np.ndarray, channels_at: np.ndarray, *, with_links: bool = False
+    hw: Mesh2DHardware,
+    cores: np.ndarray,
+    channels_at: np.ndarray,
+    *,
+    with_links: bool = False,
+    write: bool = False,
 ) -> DramAccess:
-    """Reference path of :func:`interleaved_access`: one route per (channel, core) pair."""
+    """Reference path of :func:`interleaved_access`: one route per (channel, core) pair, each
+    carrying ``1 / C`` of a core's bytes. ``write``: the cores write interleaved data (the
+    same pairs, each routed from the core to the channel, as :func:`dram_access_per_core`
+    routes writes); the channels' side is the same as a read's."""
     cores = np.asarray(cores, dtype=np.int64).reshape(-1, 2)
     c = len(channels_at)
     ends = np.repeat(channels_at, len(cores), axis=0)
     dst = np.tile(cores, (c, 1))
-    noc = _edge_first(hw, ends, dst, write=False, with_links=with_links, weight=1.0 / c)
+    noc = _edge_first(hw, ends, dst, write=write, with_links=with_links, weight=1.0 / c)
     return _interleaved(hw, len(cores), noc)
 
 

@@ -145,3 +145,29 @@ def test_rows_and_columns_path_equals_the_per_core_path(seed: int, where: str) -
             assert fast.noc.latency_s == pytest.approx(slow.noc.latency_s, abs=1e-18)
             assert fast.noc.bandwidth_Bps == pytest.approx(slow.noc.bandwidth_Bps, rel=1e-12)
         checked += 1
+
+
+def test_interleaved_writes_route_from_the_cores() -> None:
+    # the public write path of interleaved data (case_congestion's DRAM writes): the same
+    # (channel, core) pairs as a read, each routed from the core (minimal routes, so the
+    # link-bytes are the read's), and the channels see the same bytes; over one channel it is
+    # the nearest placement's write
+    hw = wafer_palm(
+        (5, 4), dram_channels=3, inter_tile_link_gbps=50.0, inter_tile_link_latency_ns=20.0
+    )
+    at = dram_channel_cores(hw)
+    cores = Placement(pp=1, dp=8, tp=1, compact=True, hardware=hw).stage_region(0).cores()
+    read = interleaved_access_per_core(hw, cores, at, with_links=True)
+    write = interleaved_access_per_core(hw, cores, at, with_links=True, write=True)
+    assert read.noc.links is not None and write.noc.links is not None
+    assert write.noc.links.loads.sum() == pytest.approx(read.noc.links.loads.sum())
+    assert sorted(write.noc.links.ids.tolist()) != sorted(read.noc.links.ids.tolist())
+    assert write.cores_per_channel == read.cores_per_channel
+    one = wafer_palm((5, 4), dram_channels=1, inter_tile_link_gbps=50.0)
+    at1 = dram_channel_cores(one)
+    mine = interleaved_access_per_core(one, cores, at1, with_links=True, write=True)
+    nearest = dram_access_per_core(one, cores, at1, with_links=True, write=True)
+    assert mine.noc.links is not None and nearest.noc.links is not None
+    assert mine.noc.links.ids.tolist() == nearest.noc.links.ids.tolist()
+    assert mine.noc.links.loads.tolist() == pytest.approx(nearest.noc.links.loads.tolist())
+    assert mine.noc.bandwidth_Bps == pytest.approx(nearest.noc.bandwidth_Bps)

@@ -24,7 +24,7 @@ compute event (it can never wait).
 Inference (sec. V-A3): forwards only, with double buffering between stages (a stage runs at
 most two micro-batches ahead of the next); at least ``2 x chunks + 96`` micro-batches are
 simulated and the throughput is the steady-state spacing of those leaving the last chunk over
-the second half of the run, without fill and drain.
+the second half of the run before the pipeline starts draining, without fill and drain.
 """
 
 from __future__ import annotations
@@ -95,6 +95,8 @@ class Timeline:
 _BUFFER = 2
 #: inference: micro-batches simulated beyond two per chunk, so that the steady state is reached
 _STEADY_EXTRA = 96
+#: inference: fewest exits before the drain for the steady-state window to use them only
+_STEADY_MIN = 8
 
 
 def _events_scheduled(env: FlowEnvironment) -> int:
@@ -121,13 +123,23 @@ class _PassParams:
 
 
 def run_event(
-    plan: Plan, *, granularity: str = "group", record: bool = True, noc_model: str | None = None
+    plan: Plan,
+    *,
+    granularity: str | None = None,
+    record: bool = True,
+    noc_model: str | None = None,
 ) -> tuple[Result, Timeline]:
     """Simulate one iteration of ``plan``; returns the result and its timeline (empty unless
-    ``record``). ``noc_model`` ("fair" or "exclusive") defaults to the configuration's."""
+    ``record``). ``granularity`` ("group" or "link") and ``noc_model`` ("fair" or
+    "exclusive") default to the plan's configuration (``communication.noc_granularity``,
+    ``communication.noc_model``); a ``link`` plan needs its link loads
+    (:func:`palm.api.plan_for` with ``engine="event"``)."""
     wall = time.perf_counter()
-    model = noc_model or plan.config.communication.noc_model
-    run = _Run(plan, granularity=granularity, noc_model=model, record=record)
+    comm = plan.config.communication
+    model = noc_model or comm.noc_model
+    run = _Run(
+        plan, granularity=granularity or comm.noc_granularity, noc_model=model, record=record
+    )
     for s in range(run.p):
         run.env.process(run.stage(s))
     run.env.run()
@@ -348,11 +360,7 @@ class _Run:
             ]
             bubble = [max(0.0, self.pipe_end[s] - self.busy[s]) for s in range(p)]
             return t, exposed, bubble
-        done = sorted(self.done_last)
-        # steady-state spacing of the micro-batches leaving the pipeline, over the second half
-        # of the run (the first half fills it), for the configured number of micro-batches
-        half = done[len(done) // 2 :]
-        period = (half[-1] - half[0]) / (len(half) - 1)
+        period = _steady_period(self.done_last, drain_s=min(self.pipe_end))
         return plan.micro_batches * period, [0.0] * p, [0.0] * p
 
     def result(self, wall: float) -> Result:
@@ -374,6 +382,21 @@ class _Run:
             links=links,
             dram=dram,
         )
+
+
+def _steady_period(done_last: list[float], *, drain_s: float) -> float:
+    """Inference: the steady-state spacing of the micro-batches leaving the last chunk, over
+    the second half (the first half fills the pipeline) of the exits before ``drain_s``, when
+    the first rank has run all its passes. From then on fewer ranks contend for DRAM and
+    links, and the exits of the draining pipeline come faster than the steady state allows
+    (counting them let a DRAM-bound pipeline beat its channels' bandwidth). With fewer than
+    ``_STEADY_MIN`` exits in that window, the second half of all exits."""
+    done = sorted(done_last)
+    full = [t for t in done if t <= drain_s]
+    window = full[len(full) // 2 :]
+    if len(window) < _STEADY_MIN:
+        window = done[len(done) // 2 :]
+    return (window[-1] - window[0]) / (len(window) - 1)
 
 
 def _network_results(
