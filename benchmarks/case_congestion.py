@@ -41,12 +41,11 @@ import simpy
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.engines.event.fabric import Fabric, Flow
-from palm.engines.event.fair import FairNetwork
+from palm.engines.event.fair import FairNetwork, FlowEnvironment
 from palm.engines.event.shared import Arrival, DramSystem
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.dram import (
     DramAccess,
-    _edge_first,  # noqa: PLC2701 - the write route of interleaved data, see dram_access()
     dram_access_per_core,
     interleaved_access_per_core,
 )
@@ -148,21 +147,7 @@ def dram_access(hw: Mesh2DHardware, cores: np.ndarray, *, write: bool) -> DramAc
     channels_at = dram_channel_cores(hw)
     if hw.dram_placement == "nearest":
         return dram_access_per_core(hw, cores, channels_at, with_links=True, write=write)
-    if not write:
-        return interleaved_access_per_core(hw, cores, channels_at, with_links=True)
-    # a write of interleaved data: 1/C of every core's bytes to each channel, routed edge
-    # first from the core (palm.network.dram has no public write path for this placement)
-    c = len(channels_at)
-    noc = _edge_first(
-        hw,
-        np.repeat(channels_at, len(cores), axis=0),
-        np.tile(cores, (c, 1)),
-        write=True,
-        with_links=True,
-        weight=1.0 / c,
-    )
-    read = interleaved_access_per_core(hw, cores, channels_at)
-    return dataclasses.replace(read, noc=noc)
+    return interleaved_access_per_core(hw, cores, channels_at, with_links=True, write=write)
 
 
 def make_task(hw: Mesh2DHardware, kind: str, tile: tuple[int, int], nbytes: float) -> Task:
@@ -248,7 +233,7 @@ def run_fair(hw: Mesh2DHardware, tasks: Sequence[Task]) -> list[float]:
     fair share of each link and DRAM channel it loads (``FairNetwork``). A collective moves
     its lone time times its lone rate; a DRAM access moves its bytes per core, loading each
     channel with the cores' worth of bytes it serves, and adds its latencies at the end."""
-    env = simpy.Environment()
+    env = FlowEnvironment()
     links = sorted({r for t in tasks for r in t.links})
     index = {r: k for k, r in enumerate(links)}
     capacity = [link_Bps(hw, r) for r in links] + [_channel_Bps(hw)] * hw.dram_channels
