@@ -1,0 +1,98 @@
+"""What a study reports, in which unit, and how a configuration that overflows memory is told
+to the sampler (SPEC sec. 6).
+
+* The objectives carry names with units (``study.set_metric_names``), which optuna-dashboard,
+  Optuna's plots and ``palm-tune best --json`` show: throughput in samples/s, peak memory in
+  GiB (2**30 bytes), hardware cost in the relative units of :func:`search.objective.hardware_cost`.
+* A configuration that does not fit memory is never simulated. The objective records its
+  overflow as Optuna's constraint ``memory_overflow_bytes`` (feasible when <= 0) and raises
+  ``TrialPruned``; :func:`report_overflow` ends that trial COMPLETE with the constraint
+  violated instead, the mechanism every constraint-aware Optuna sampler reads (TPE: any state;
+  NSGA-II's constrained domination, GP's constrained log-EI and CMA-ES: COMPLETE trials only).
+  Its values are physical, not a tuning knob: throughput 0 (it cannot run), its peak memory,
+  its hardware cost. ``study.best_trial``/``best_trials`` and Optuna's plots leave infeasible
+  trials out (Optuna 5, ``optuna/study/study.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+__all__ = [
+    "METRIC_NAMES",
+    "GIB",
+    "metric_names",
+    "report_overflow",
+    "is_overflow",
+    "OVERFLOW_ATTR",
+]
+
+GIB = 2**30
+#: display name of each objective, with its unit
+METRIC_NAMES = {
+    "throughput": "throughput [samples/s]",
+    "memory": "peak memory [GiB]",
+    "cost": "hardware cost [relative]",
+}
+#: user attribute of an overflowing trial: why it is infeasible, in words
+OVERFLOW_ATTR = "infeasible"
+_CONSTRAINT = "memory_overflow_bytes"
+
+
+def metric_names(objectives: Sequence[str]) -> list[str]:
+    """The study's metric names (``study.set_metric_names``), in the objectives' order."""
+    return [METRIC_NAMES[o] for o in objectives]
+
+
+def is_overflow(trial: FrozenTrial) -> bool:
+    """A trial that did not fit memory: pruned (studies made before overflow was reported as
+    a constraint violation) or completed with its memory constraint violated."""
+    if trial.state == TrialState.PRUNED:
+        return True
+    return trial.state == TrialState.COMPLETE and trial.constraints.get(_CONSTRAINT, 0.0) > 0
+
+
+def _in_units(objectives: Sequence[str], values: Sequence[float]) -> list[float]:
+    return [v / GIB if o == "memory" else float(v) for o, v in zip(objectives, values, strict=True)]
+
+
+def _overflow_values(objectives: Sequence[str], trial: optuna.Trial) -> list[float]:
+    from palm.config import parse_config
+    from search.objective import hardware_cost
+
+    attrs = trial.user_attrs
+    out = []
+    for name in objectives:
+        if name == "throughput":
+            out.append(0.0)  # a plan that does not fit trains nothing
+        elif name == "memory":
+            out.append(float(attrs["peak_memory_bytes"]) / GIB)
+        else:
+            out.append(hardware_cost(parse_config(attrs["config"])))
+    return out
+
+
+def report_overflow(
+    objective: Callable[[optuna.Trial], float | Sequence[float]], objectives: Sequence[str]
+) -> Callable[[optuna.Trial], float | list[float]]:
+    """``objective`` with its values in the display units of :data:`METRIC_NAMES`, and a
+    memory overflow (``TrialPruned`` with ``memory_overflow_bytes`` > 0) reported as a
+    COMPLETE, infeasible trial (see the module docstring)."""
+
+    def run(trial: optuna.Trial) -> float | list[float]:
+        try:
+            raw: Any = objective(trial)
+        except optuna.TrialPruned as exc:
+            if trial.user_attrs.get(_CONSTRAINT, 0.0) <= 0:
+                raise
+            trial.set_user_attr(OVERFLOW_ATTR, str(exc) or "memory overflow")
+            values = _overflow_values(objectives, trial)
+        else:
+            values = _in_units(objectives, [raw] if isinstance(raw, (int, float)) else raw)
+        return values[0] if len(values) == 1 else values
+
+    return run

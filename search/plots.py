@@ -1,0 +1,121 @@
+"""A study's plots for ``palm-tune report``: optimisation history per objective, Pareto front,
+and parameter importance, every axis named with its unit (``study.metric_names``).
+
+The importance plot ranks parameters by fANOVA (Hutter et al. 2014, Optuna's default
+evaluator) over the trials that fit memory (those over memory are not simulated; they say which
+parameters cause an overflow, not what makes a plan fast), shows the :data:`TOP` largest with
+their share, and sums the rest into one bar, so that a space of many parameters stays readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import optuna
+
+from search.metrics import GIB, METRIC_NAMES, is_overflow
+
+__all__ = ["write_study_plots", "TOP"]
+
+#: parameters shown by name in the importance plot
+TOP = 12
+
+
+def _targets(study: optuna.Study) -> list[tuple[str, str, Callable[[Any], float]]]:
+    """(file suffix, axis name, value of a trial) per objective; memory of studies made before
+    palm-tune reported GiB is converted from bytes."""
+    objectives = list(study.user_attrs.get("objectives") or ["throughput"])
+    if len(objectives) != len(study.directions):  # not a palm-tune study
+        objectives = [f"value{i}" for i in range(len(study.directions))]
+    named = study.metric_names is not None
+    names = list(study.metric_names) if named else [METRIC_NAMES.get(o, o) for o in objectives]
+    out = []
+    for i, (key, name) in enumerate(zip(objectives, names, strict=True)):
+        scale = 1 / GIB if key == "memory" and not named else 1.0
+
+        def value(t: Any, i: int = i, scale: float = scale) -> float:
+            return float(t.values[i]) * scale
+
+        out.append((key, name, value))
+    return out
+
+
+def _importance_figure(study: optuna.Study, name: str, value: Callable[[Any], float]) -> Any:
+    import matplotlib.pyplot as plt
+
+    fits = [
+        t
+        for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+        if not is_overflow(t)
+    ]
+    if len(fits) < 2:
+        raise ValueError(f"{len(fits)} trial(s) fit memory; importance needs 2")
+    view = optuna.create_study(directions=study.directions)
+    view.add_trials(fits)
+    ranked = list(optuna.importance.get_param_importances(view, target=value).items())
+    shown, rest = ranked[:TOP], ranked[TOP:]
+    labels = [k for k, _ in shown] + ([f"the other {len(rest)} parameters"] if rest else [])
+    shares = [v for _, v in shown] + ([sum(v for _, v in rest)] if rest else [])
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(labels) + 1.6))
+    bars = ax.barh(range(len(labels))[::-1], shares, color="#4c72b0")
+    ax.set_yticks(range(len(labels))[::-1], labels)
+    ax.bar_label(bars, labels=[f"{s:.0%}" for s in shares], padding=3)
+    ax.set_xlim(0, max(shares) * 1.15 if shares else 1)
+    ax.set_xlabel("share of the variance of " + name + " (fANOVA)")
+    ax.set_title(f"Parameter importance for {name}: {len(fits)} trials that fit memory")
+    return fig
+
+
+def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> list[Path]:
+    """Write history-*.png (or history.png), pareto.png and importance*.png of ``study`` into
+    ``out_dir``; a plot Optuna cannot draw yet (too few trials) is skipped with a line in
+    ``log``. Returns the paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as ovm
+
+    written: list[Path] = []
+    targets = _targets(study)
+    single = len(targets) == 1
+
+    def save(stem: str, make: Callable[[], Any]) -> None:
+        try:
+            made = make()
+        except (ValueError, RuntimeError, ZeroDivisionError) as exc:
+            log.write(f"skipped {stem}: {exc}\n")
+            plt.close("all")
+            return
+        fig = made if isinstance(made, plt.Figure) else plt.gcf()
+        if not isinstance(made, plt.Figure):
+            fig.set_size_inches(9, 5.5)
+        fig.tight_layout()
+        path = out_dir / f"{stem}.png"
+        fig.savefig(path, dpi=110)
+        plt.close("all")
+        written.append(path)
+
+    for key, name, value in targets:
+        suffix = "" if single else f"-{key}"
+        save(
+            f"history{suffix}",
+            lambda v=value, n=name: ovm.plot_optimization_history(study, target=v, target_name=n),
+        )
+        save(f"importance{suffix}", lambda v=value, n=name: _importance_figure(study, n, v))
+    if not single:
+        names: Sequence[str] = [n for _, n, _ in targets]
+        save("pareto", lambda: _pareto(study, targets, names))
+    return written
+
+
+def _pareto(study: optuna.Study, targets: list[Any], names: Sequence[str]) -> Any:
+    from optuna.visualization import matplotlib as ovm
+
+    if all(t[0] != "memory" for t in targets) or study.metric_names is not None:
+        return ovm.plot_pareto_front(study, target_names=list(names))
+    return ovm.plot_pareto_front(  # a study made before: memory from bytes to GiB
+        study, targets=lambda t: tuple(v(t) for _, _, v in targets), target_names=list(names)
+    )
