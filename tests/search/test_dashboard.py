@@ -132,11 +132,18 @@ recompute = ["full", "selective"]
         detail = _get_json(f"{base}/api/studies/{study_id}")
         assert detail["name"] == "dash"
         assert len(detail["trials"]) == 3
-        # the best trial's trace and plots, uploaded by tune, are served
-        names = {a["filename"]: a["artifact_id"] for a in detail["artifacts"]}
-        assert {"gantt.png", "links.png"} <= set(names), names
-        assert any(n.endswith("-trace.json") for n in names), names
-        status, body = _get(f"{base}/artifacts/{study_id}/{names['gantt.png']}")
+        assert detail["objective_names"] == ["throughput [samples/s]"]
+        # the best trial's trace and plots, attached by tune to that trial, are served
+        best = max(
+            (t for t in detail["trials"] if t["state"] == "Complete"),
+            key=lambda t: t["values"][0],
+        )
+        n = best["number"]
+        names = {a["filename"]: a["artifact_id"] for a in best["artifacts"]}
+        assert set(names) == {f"trial{n}-trace.json", f"trial{n}-gantt.png", f"trial{n}-links.png"}
+        assert detail["artifacts"] == []  # none on the study itself
+        trial_id = best["trial_id"]
+        status, body = _get(f"{base}/artifacts/{study_id}/{trial_id}/{names[f'trial{n}-gantt.png']}")
         assert status == 200 and body[:4] == b"\x89PNG"
 
         status, page = _get(f"{base}/dashboard/studies/{study_id}")
