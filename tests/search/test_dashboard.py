@@ -142,8 +142,8 @@ recompute = ["full", "selective"]
         names = {a["filename"]: a["artifact_id"] for a in best["artifacts"]}
         assert set(names) == {f"trial{n}-trace.json", f"trial{n}-gantt.png", f"trial{n}-links.png"}
         assert detail["artifacts"] == []  # none on the study itself
-        trial_id = best["trial_id"]
-        status, body = _get(f"{base}/artifacts/{study_id}/{trial_id}/{names[f'trial{n}-gantt.png']}")
+        gantt = names[f"trial{n}-gantt.png"]
+        status, body = _get(f"{base}/artifacts/{study_id}/{best['trial_id']}/{gantt}")
         assert status == 200 and body[:4] == b"\x89PNG"
 
         status, page = _get(f"{base}/dashboard/studies/{study_id}")
