@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
 from search.artifacts import artifact_note
-from search.metrics import METRIC_NAMES, is_overflow
+from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
 from search.plots import write_study_plots
 from search.storage import (
@@ -248,15 +248,7 @@ def _palm_best(study: optuna.Study) -> optuna.trial.FrozenTrial:
 
 
 def _names(study: optuna.Study) -> list[str]:
-    """The objectives' names with units (``study.metric_names``; studies made before palm-tune
-    named them: from the objectives it recorded, or Optuna's ``value``/``values_i``)."""
-    if study.metric_names is not None:
-        return list(study.metric_names)
-    objectives = study.user_attrs.get("objectives")
-    if isinstance(objectives, list) and len(objectives) == len(study.directions):
-        return [METRIC_NAMES.get(o, o) for o in objectives]
-    n = len(study.directions)
-    return ["value"] if n == 1 else [f"values_{i}" for i in range(n)]
+    return display_names(study)[1]
 
 
 def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:

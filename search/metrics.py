@@ -26,6 +26,7 @@ __all__ = [
     "METRIC_NAMES",
     "GIB",
     "metric_names",
+    "display_names",
     "report_overflow",
     "is_overflow",
     "OVERFLOW_ATTR",
@@ -46,6 +47,19 @@ _CONSTRAINT = "memory_overflow_bytes"
 def metric_names(objectives: Sequence[str]) -> list[str]:
     """The study's metric names (``study.set_metric_names``), in the objectives' order."""
     return [METRIC_NAMES[o] for o in objectives]
+
+
+def display_names(study: optuna.Study) -> tuple[list[str], list[str]]:
+    """(objective keys, names with units) of ``study``: its ``metric_names``, or for a study
+    made before palm-tune named them, from the objectives it recorded (else ``value<i>``)."""
+    n = len(study.directions)
+    keys = [str(o) for o in study.user_attrs.get("objectives") or []]
+    if len(keys) != n:  # not a palm-tune study
+        keys = [f"value{i}" for i in range(n)] if n > 1 else ["value"]
+    stored = study.metric_names
+    if stored is not None:
+        return keys, [str(name) for name in stored]
+    return keys, [METRIC_NAMES.get(k, k) for k in keys]
 
 
 def is_overflow(trial: FrozenTrial) -> bool:

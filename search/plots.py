@@ -10,12 +10,14 @@ their share, and sums the rest into one bar, so that a space of many parameters 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
 import optuna
+from optuna.trial import FrozenTrial
 
-from search.metrics import GIB, METRIC_NAMES, is_overflow
+from search.metrics import GIB, display_names, is_overflow
 
 __all__ = ["write_study_plots", "TOP"]
 
@@ -23,26 +25,27 @@ __all__ = ["write_study_plots", "TOP"]
 TOP = 12
 
 
-def _targets(study: optuna.Study) -> list[tuple[str, str, Callable[[Any], float]]]:
+Target = tuple[str, str, Callable[[FrozenTrial], float]]
+
+
+def _value(i: int, scale: float, trial: FrozenTrial) -> float:
+    return float(trial.values[i]) * scale
+
+
+def _targets(study: optuna.Study) -> list[Target]:
     """(file suffix, axis name, value of a trial) per objective; memory of studies made before
     palm-tune reported GiB is converted from bytes."""
-    objectives = list(study.user_attrs.get("objectives") or ["throughput"])
-    if len(objectives) != len(study.directions):  # not a palm-tune study
-        objectives = [f"value{i}" for i in range(len(study.directions))]
-    named = study.metric_names is not None
-    names = list(study.metric_names) if named else [METRIC_NAMES.get(o, o) for o in objectives]
-    out = []
-    for i, (key, name) in enumerate(zip(objectives, names, strict=True)):
-        scale = 1 / GIB if key == "memory" and not named else 1.0
-
-        def value(t: Any, i: int = i, scale: float = scale) -> float:
-            return float(t.values[i]) * scale
-
-        out.append((key, name, value))
+    keys, names = display_names(study)
+    out: list[Target] = []
+    for i, (key, name) in enumerate(zip(keys, names, strict=True)):
+        scale = 1 / GIB if key == "memory" and study.metric_names is None else 1.0
+        out.append((key, name, partial(_value, i, scale)))
     return out
 
 
-def _importance_figure(study: optuna.Study, name: str, value: Callable[[Any], float]) -> Any:
+def _importance_figure(
+    study: optuna.Study, name: str, value: Callable[[FrozenTrial], float]
+) -> Any:
     import matplotlib.pyplot as plt
 
     fits = [
@@ -76,6 +79,7 @@ def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> lis
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
     from optuna.visualization import matplotlib as ovm
 
     written: list[Path] = []
@@ -89,8 +93,8 @@ def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> lis
             log.write(f"skipped {stem}: {exc}\n")
             plt.close("all")
             return
-        fig = made if isinstance(made, plt.Figure) else plt.gcf()
-        if not isinstance(made, plt.Figure):
+        fig = made if isinstance(made, Figure) else plt.gcf()
+        if not isinstance(made, Figure):
             fig.set_size_inches(9, 5.5)
         fig.tight_layout()
         path = out_dir / f"{stem}.png"
@@ -100,18 +104,16 @@ def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> lis
 
     for key, name, value in targets:
         suffix = "" if single else f"-{key}"
-        save(
-            f"history{suffix}",
-            lambda v=value, n=name: ovm.plot_optimization_history(study, target=v, target_name=n),
-        )
-        save(f"importance{suffix}", lambda v=value, n=name: _importance_figure(study, n, v))
+        history = partial(ovm.plot_optimization_history, study, target=value, target_name=name)
+        save(f"history{suffix}", history)
+        save(f"importance{suffix}", partial(_importance_figure, study, name, value))
     if not single:
         names: Sequence[str] = [n for _, n, _ in targets]
         save("pareto", lambda: _pareto(study, targets, names))
     return written
 
 
-def _pareto(study: optuna.Study, targets: list[Any], names: Sequence[str]) -> Any:
+def _pareto(study: optuna.Study, targets: list[Target], names: Sequence[str]) -> Any:
     from optuna.visualization import matplotlib as ovm
 
     if all(t[0] != "memory" for t in targets) or study.metric_names is not None:

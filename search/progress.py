@@ -16,7 +16,7 @@ from typing import TextIO
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
-from tqdm import tqdm
+from tqdm import tqdm  # type: ignore[import-untyped,unused-ignore]
 
 from search.metrics import is_overflow
 
