@@ -3,21 +3,28 @@ artifacts (``optuna.artifacts.upload_artifact(study_or_trial=trial)``), so that 
 optuna-dashboard lists them. File names carry the trial number (``trial12-gantt.png``).
 
 Optuna's storages refuse to change a finished trial (``UpdateFinishedTrialError``), so the
-files are attached while the trial runs, to every trial that is the best so far when it
-finishes (a handful per study: each new best costs one more event simulation and two plots).
-The study's best trial is the last of them; a resumed study attaches nothing twice.
+artifacts are attached while the trial runs, to every trial that is the best so far when it
+finishes; the study's best trial is the last of them, and a resumed study attaches nothing
+twice. Drawing them costs about five trials' time (an event simulation with its timeline and
+two plots) and a study has several such trials (10 in 40 quickstart trials), so a trial only
+leaves a *recipe* in the store (``ID.recipe``: its number and configuration), and
+:class:`ArtifactStore` draws the files the first time one of them is read (``palm-tune
+dashboard`` serves that store). :func:`materialize` draws them now: ``tune`` and
+:func:`search.optimize` do so for the study's best trial at the end of a run.
 
-The artifact store is a folder next to the storage file (:func:`search.storage.artifact_dir`),
-the one ``palm-tune dashboard`` serves.
+The store is a folder next to the storage file (:func:`search.storage.artifact_dir`).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, get_all_artifact_meta, upload_artifact
@@ -25,37 +32,118 @@ from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from palm.config import parse_config
-from palm.errors import ConfigError
 from search.metrics import is_overflow
 from search.storage import artifact_dir
 
-__all__ = ["attach_when_best", "upload_trial_artifacts", "artifact_note", "artifact_names"]
+__all__ = [
+    "ArtifactStore",
+    "attach_when_best",
+    "materialize",
+    "artifact_note",
+    "artifact_names",
+    "KINDS",
+]
+
+#: what is attached to a best trial, in file-name order
+KINDS = ("gantt.png", "links.png", "trace.json")
+_RECIPE = ".recipe"
 
 
-def artifact_names(number: int, *, plots: bool = True) -> list[str]:
-    """The files attached to trial ``number``: trace, and (with matplotlib) Gantt and heat map."""
-    names = [f"trial{number}-trace.json"]
-    return names + ([f"trial{number}-gantt.png", f"trial{number}-links.png"] if plots else [])
+def _kinds() -> tuple[str, ...]:
+    """What can be drawn here: the plots need matplotlib (the plot extra)."""
+    return KINDS if importlib.util.find_spec("matplotlib") is not None else ("trace.json",)
 
 
-def _write(out: Path, number: int, tables: dict[str, Any]) -> list[Path]:
-    """Simulate the trial's configuration once with the event engine and write its files."""
+def artifact_names(number: int) -> list[str]:
+    """The files attached to trial ``number``."""
+    return [f"trial{number}-{kind}" for kind in _kinds()]
+
+
+class ArtifactStore(FileSystemArtifactStore):
+    """Optuna's file-system artifact store, which draws a palm-tune artifact from its recipe
+    the first time it is read (with its two siblings: one simulation draws all three)."""
+
+    def __init__(self, base_path: str | Path) -> None:
+        super().__init__(base_path)
+        self.root = Path(base_path)
+
+    def open_reader(self, artifact_id: str) -> BinaryIO:
+        recipe = self.root / (artifact_id + _RECIPE)
+        if not (self.root / artifact_id).exists() and recipe.exists():
+            _draw(self.root, json.loads(recipe.read_text(encoding="utf-8")))
+        return super().open_reader(artifact_id)
+
+    def remove(self, artifact_id: str) -> None:
+        (self.root / (artifact_id + _RECIPE)).unlink(missing_ok=True)
+        if (self.root / artifact_id).exists():
+            super().remove(artifact_id)
+
+
+class _RecipeWriter:
+    """An artifact store, for ``upload_artifact`` only, that keeps the uploaded body (the
+    recipe) as ``ID.recipe`` and remembers the ids it was given."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.ids: list[str] = []
+
+    def write(self, artifact_id: str, content_body: BinaryIO) -> None:
+        self.ids.append(artifact_id)
+        (self.root / (artifact_id + _RECIPE)).write_bytes(content_body.read())
+
+    def open_reader(self, artifact_id: str) -> BinaryIO:
+        raise NotImplementedError
+
+    def remove(self, artifact_id: str) -> None:
+        raise NotImplementedError
+
+
+def _attach(trial: optuna.Trial, store_dir: Path) -> None:
+    """Attach the three artifacts of the running ``trial`` as recipes (no drawing)."""
+    store_dir.mkdir(parents=True, exist_ok=True)
+    writer = _RecipeWriter(store_dir)
+    recipe = json.dumps({"number": trial.number, "config": trial.user_attrs["config"]}).encode()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in artifact_names(trial.number):
+            path = Path(tmp) / name  # the name gives the artifact's file name and MIME type
+            path.write_bytes(recipe)
+            upload_artifact(artifact_store=writer, file_path=str(path), study_or_trial=trial)
+    ids = dict(zip(_kinds(), writer.ids, strict=True))
+    for artifact_id in writer.ids:  # each recipe knows its siblings, to draw all three at once
+        data = {"number": trial.number, "config": trial.user_attrs["config"], "ids": ids}
+        (store_dir / (artifact_id + _RECIPE)).write_text(json.dumps(data), encoding="utf-8")
+
+
+def _draw(root: Path, recipe: dict[str, Any]) -> None:
+    """Simulate the recipe's configuration once with the event engine and write its files
+    (each renamed into place, so a reader never sees half a file)."""
     from palm.api import simulate_timeline
     from palm.trace import write_chrome_trace
 
-    config = parse_config(tables)
+    config = parse_config(recipe["config"])
     result, timeline = simulate_timeline(config, engine="event")
     assert timeline is not None
-    trace, gantt, links = (out / n for n in artifact_names(number))
-    write_chrome_trace(trace, result=result, timeline=timeline, config=config)
-    try:
-        from palm.plots import plot_gantt, plot_link_heatmap
+    ids: dict[str, str] = recipe["ids"]
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        out = {kind: Path(tmp) / kind for kind in ids}
+        write_chrome_trace(out["trace.json"], result=result, timeline=timeline, config=config)
+        if "gantt.png" in ids:
+            from palm.plots import plot_gantt, plot_link_heatmap
 
-        plot_gantt(gantt, timeline=timeline, result=result, config=config)
-        plot_link_heatmap(links, result=result, timeline=timeline, config=config)
-    except ConfigError:
-        return [trace]  # no matplotlib: the trace alone
-    return [trace, gantt, links]
+            plot_gantt(out["gantt.png"], timeline=timeline, result=result, config=config)
+            plot_link_heatmap(out["links.png"], result=result, timeline=timeline, config=config)
+        for kind, path in out.items():
+            os.replace(path, root / ids[kind])
+
+
+def materialize(study: optuna.Study, storage_url: str, trial: FrozenTrial) -> list[str]:
+    """Draw the artifacts of ``trial`` that are still recipes; returns its artifacts' names."""
+    store = ArtifactStore(artifact_dir(storage_url))
+    metas = get_all_artifact_meta(trial, storage=study._storage)  # noqa: SLF001
+    for meta in metas[:1]:
+        if store.root.exists():
+            store.open_reader(meta.artifact_id).close()
+    return sorted(m.filename for m in metas)
 
 
 def _primary(objectives: Sequence[str]) -> int:
@@ -95,11 +183,10 @@ def attach_when_best(
     storage_url: str,
     objectives: Sequence[str],
 ) -> Callable[[optuna.Trial], float | list[float]]:
-    """``objective`` that, when a trial fits memory and beats every trial so far, attaches its
-    trace and plots to it while it runs (Optuna's storages refuse attributes, and so artifacts,
-    on a finished trial). The study's best trial therefore carries its own; a resumed study
-    attaches nothing twice."""
+    """``objective`` that attaches their artifacts (as recipes) to the trials that fit memory
+    and beat every trial before them."""
     best: list[_BestSoFar] = []
+    store_dir = artifact_dir(storage_url)
 
     def run(trial: optuna.Trial) -> float | list[float]:
         out = objective(trial)
@@ -108,28 +195,15 @@ def attach_when_best(
             best.append(_BestSoFar(trial.study, objectives))
         fits = trial.user_attrs.get("memory_overflow_bytes", 0.0) <= 0
         if fits and "config" in trial.user_attrs and best[0].beaten_by(trial.study, values):
-            upload_trial_artifacts(trial, storage_url)
+            _attach(trial, store_dir)
         return out
 
     return run
 
 
-def upload_trial_artifacts(trial: optuna.Trial, storage_url: str) -> list[str]:
-    """Attach the running ``trial``'s trace and plots to it; returns the file names."""
-    store_dir = artifact_dir(storage_url)
-    store_dir.mkdir(parents=True, exist_ok=True)
-    store = FileSystemArtifactStore(str(store_dir))
-    with tempfile.TemporaryDirectory() as tmp:
-        files = _write(Path(tmp), trial.number, trial.user_attrs["config"])
-        for f in files:
-            upload_artifact(artifact_store=store, file_path=str(f), study_or_trial=trial)
-    return [f.name for f in files]
-
-
 def artifact_note(study: optuna.Study, storage_url: str, trial: FrozenTrial) -> str:
-    """One line on the artifacts of ``trial`` for the ``tune`` summary."""
-    storage = study._storage  # noqa: SLF001 - get_all_artifact_meta needs it for a FrozenTrial
-    names = [m.filename for m in get_all_artifact_meta(trial, storage=storage)]
+    """Draw ``trial``'s artifacts now; one line on them for the ``tune`` summary."""
+    names = materialize(study, storage_url, trial)
     if not names:
         return f"trial {trial.number} has none (made before palm-tune attached them to trials)"
-    return f"trial {trial.number}: {', '.join(sorted(names))} in {artifact_dir(storage_url)}"
+    return f"trial {trial.number}: {', '.join(names)} in {artifact_dir(storage_url)}"

@@ -16,7 +16,7 @@ from optuna.trial import TrialState
 
 from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
-from search.artifacts import artifact_note
+from search.artifacts import ArtifactStore, artifact_note
 from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
 from search.plots import write_study_plots
@@ -40,7 +40,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "tune",
         help="search the fastest configuration described by a study file (Optuna)",
         description="Run a study: each trial is a configuration from the study's space, checked "
-        "for memory and simulated; running it again continues the same study.",
+        "for memory and simulated; a configuration that overflows memory is not simulated and "
+        "is told to the sampler as a violated constraint. Each new best trial gets its trace, "
+        "Gantt chart and heat map attached. Running it again continues the same study.",
     )
     t.add_argument("study", metavar="STUDY.toml", help="study file (see studies/)")
     t.add_argument("--trials", type=int, help="trials to add (default: the study file's budget)")
@@ -55,7 +57,11 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="worker processes on this machine (default 1; more than one needs a "
         f"journal or PostgreSQL storage, {_JOURNAL_FOR_WORKERS} by default)",
     )
-    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (it counts every worker's trials, with rate and time left)",
+    )
     t.set_defaults(handler=_cmd_tune)
 
     b = sub.add_parser(
@@ -77,7 +83,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "report",
         help="write a study's trials as CSV and its plots (history, importance, Pareto, "
         "best trial's Gantt chart and heat map)",
-        description="Write trials.csv (one row per trial) and PNG plots of a study to --out.",
+        description="Write trials.csv (one row per trial) and PNG plots of a study to --out: "
+        "history and importance per objective, the Pareto front of several objectives (axes "
+        "named with their units, memory in GiB), and the best trial's Gantt chart and heat map.",
     )
     _storage_args(r)
     r.add_argument(
@@ -91,8 +99,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     d = sub.add_parser(
         "dashboard",
         help="start optuna-dashboard on a storage (extra: dashboard)",
-        description="Serve optuna-dashboard for the storage, with the artifact "
-        "store that holds the best trials' traces and plots.",
+        description="Serve optuna-dashboard for the storage, with the artifact store that "
+        "holds the best trials' traces and plots (each on its trial's page). The storage URL "
+        "is the one tune used (optuna-dashboard URL takes the same).",
     )
     d.add_argument(
         "--storage",
@@ -353,8 +362,6 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "optuna-dashboard",
             "the dashboard extra: pip install 'palm-tune[dashboard]'",
         ) from None
-    from optuna.artifacts import FileSystemArtifactStore
-
     if not 1 <= args.port <= 65535:
         raise ConfigError("--port", args.port, "a TCP port in 1..65535")
     storage = open_storage(args.storage)
@@ -369,6 +376,6 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
         storage,
         host=args.host,
         port=args.port,
-        artifact_store=FileSystemArtifactStore(str(store_dir)),
+        artifact_store=ArtifactStore(store_dir),
     )
     return 0

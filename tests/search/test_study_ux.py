@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from optuna.artifacts import FileSystemArtifactStore, download_artifact, get_all_artifact_meta
+from optuna.artifacts import download_artifact, get_all_artifact_meta
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
@@ -71,14 +71,19 @@ def test_artifacts_land_on_the_best_trial_once_with_its_number(tmp_path: Path) -
         names = _artifacts(study, t)
         assert len(names) == len(set(names))
         assert all(name.startswith(f"trial{t.number}-") for name in names)
+    # nothing was drawn while trials ran: each best-so-far trial left recipes only
+    drawn = [p for p in artifact_dir(url).iterdir() if p.suffix != ".recipe"]
+    assert drawn == []
     gantt = next(
         m for m in get_all_artifact_meta(best, storage=study._storage) if "gantt" in m.filename
     )
-    store = FileSystemArtifactStore(str(artifact_dir(url)))
+    store = search.ArtifactStore(artifact_dir(url))  # draws the files on first read
     download_artifact(
         artifact_store=store, artifact_id=gantt.artifact_id, file_path=str(tmp_path / "g.png")
     )
     assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+    drawn = [p for p in artifact_dir(url).iterdir() if p.suffix != ".recipe"]
+    assert len(drawn) == 3  # the gantt chart and its two siblings, from one simulation
 
 
 def test_a_studys_objective_names_show_in_best_json(
