@@ -5,8 +5,9 @@ optuna-dashboard lists them. File names carry the trial number (``trial12-gantt.
 Optuna's storages refuse to change a finished trial (``UpdateFinishedTrialError``), so the
 artifacts are attached while the trial runs, to every trial that is the best so far when it
 finishes; the study's best trial is the last of them, and a resumed study attaches nothing
-twice. Drawing them costs about five trials' time (an event simulation with its timeline and
-two plots) and a study has several such trials (10 in 40 quickstart trials), so a trial only
+twice. Drawing them costs about three trials' time (an event simulation with its timeline and
+two plots) and a study has several such trials (10 in 40 quickstart trials;
+``benchmarks/artifact_cost.py``), so a trial only
 leaves a *recipe* in the store (``ID.recipe``: its number and configuration), and
 :class:`ArtifactStore` draws the files the first time one of them is read (``palm-tune
 dashboard`` serves that store). :func:`materialize` draws them now: ``tune`` and
