@@ -28,7 +28,7 @@ from palm.errors import ConfigError
 from palm.strategy import SimConfig
 from search.artifacts import attach_when_best
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
-from search.metrics import is_overflow, metric_names, report_overflow
+from search.metrics import is_overflow, memory_unit_bytes, metric_names, report_overflow
 from search.objective import Objective, TrialFailed
 from search.progress import Progress, watch
 from search.samplers import make_sampler
@@ -116,7 +116,8 @@ def create_study(
             )
         sweep_stale_trials(loaded)
         if loaded.metric_names is None:  # made before palm-tune named its objectives
-            loaded.set_metric_names(metric_names(spec.objectives))
+            done = loaded.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            loaded.set_metric_names(metric_names(spec.objectives, memory_in_bytes=bool(done)))
         return TuningStudy(spec, loaded, url, custom is not None)
     try:
         created = optuna.create_study(
@@ -165,7 +166,11 @@ def _optimize_here(
         bar = Progress(total=n_trials, first=len(tuning.study.trials), stream=sys.stderr)
         callbacks.append(bar)
     objective = attach_when_best(
-        report_overflow(Objective(tuning.spec), tuning.spec.objectives),
+        report_overflow(
+            Objective(tuning.spec),
+            tuning.spec.objectives,
+            memory_unit=memory_unit_bytes(tuning.study),
+        ),
         storage_url=tuning.storage_url,
         objectives=tuning.spec.objectives,
     )

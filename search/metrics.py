@@ -26,6 +26,8 @@ __all__ = [
     "METRIC_NAMES",
     "GIB",
     "metric_names",
+    "memory_unit_bytes",
+    "MEMORY_IN_BYTES",
     "display_names",
     "report_overflow",
     "is_overflow",
@@ -44,9 +46,24 @@ OVERFLOW_ATTR = "infeasible"
 _CONSTRAINT = "memory_overflow_bytes"
 
 
-def metric_names(objectives: Sequence[str]) -> list[str]:
+#: the memory objective's name in studies whose trials already report bytes (made before
+#: palm-tune reported GiB): a resumed study keeps one unit
+MEMORY_IN_BYTES = "peak memory [bytes]"
+
+
+def metric_names(objectives: Sequence[str], *, memory_in_bytes: bool = False) -> list[str]:
     """The study's metric names (``study.set_metric_names``), in the objectives' order."""
-    return [METRIC_NAMES[o] for o in objectives]
+    names = [METRIC_NAMES[o] for o in objectives]
+    return [
+        MEMORY_IN_BYTES if memory_in_bytes and o == "memory" else n
+        for o, n in zip(objectives, names, strict=True)
+    ]
+
+
+def memory_unit_bytes(study: optuna.Study) -> float:
+    """Bytes per unit of the memory objective of ``study``: 2**30, or 1 in a study whose trials
+    reported bytes before."""
+    return 1.0 if MEMORY_IN_BYTES in (study.metric_names or []) else float(GIB)
 
 
 def display_names(study: optuna.Study) -> tuple[list[str], list[str]]:
@@ -70,11 +87,13 @@ def is_overflow(trial: FrozenTrial) -> bool:
     return trial.state == TrialState.COMPLETE and trial.constraints.get(_CONSTRAINT, 0.0) > 0
 
 
-def _in_units(objectives: Sequence[str], values: Sequence[float]) -> list[float]:
-    return [v / GIB if o == "memory" else float(v) for o, v in zip(objectives, values, strict=True)]
+def _in_units(objectives: Sequence[str], values: Sequence[float], unit: float) -> list[float]:
+    return [
+        v / unit if o == "memory" else float(v) for o, v in zip(objectives, values, strict=True)
+    ]
 
 
-def _overflow_values(objectives: Sequence[str], trial: optuna.Trial) -> list[float]:
+def _overflow_values(objectives: Sequence[str], trial: optuna.Trial, unit: float) -> list[float]:
     from palm.config import parse_config
     from search.objective import hardware_cost
 
@@ -84,18 +103,22 @@ def _overflow_values(objectives: Sequence[str], trial: optuna.Trial) -> list[flo
         if name == "throughput":
             out.append(0.0)  # a plan that does not fit trains nothing
         elif name == "memory":
-            out.append(float(attrs["peak_memory_bytes"]) / GIB)
+            out.append(float(attrs["peak_memory_bytes"]) / unit)
         else:
             out.append(hardware_cost(parse_config(attrs["config"])))
     return out
 
 
 def report_overflow(
-    objective: Callable[[optuna.Trial], float | Sequence[float]], objectives: Sequence[str]
+    objective: Callable[[optuna.Trial], float | Sequence[float]],
+    objectives: Sequence[str],
+    *,
+    memory_unit: float = GIB,
 ) -> Callable[[optuna.Trial], float | list[float]]:
-    """``objective`` with its values in the display units of :data:`METRIC_NAMES`, and a
-    memory overflow (``TrialPruned`` with ``memory_overflow_bytes`` > 0) reported as a
-    COMPLETE, infeasible trial (see the module docstring)."""
+    """``objective`` with its values in the display units of :data:`METRIC_NAMES` (memory in
+    units of ``memory_unit`` bytes: :func:`memory_unit_bytes`), and a memory overflow
+    (``TrialPruned`` with ``memory_overflow_bytes`` > 0) reported as a COMPLETE, infeasible
+    trial (see the module docstring)."""
 
     def run(trial: optuna.Trial) -> float | list[float]:
         try:
@@ -104,9 +127,10 @@ def report_overflow(
             if trial.user_attrs.get(_CONSTRAINT, 0.0) <= 0:
                 raise
             trial.set_user_attr(OVERFLOW_ATTR, str(exc) or "memory overflow")
-            values = _overflow_values(objectives, trial)
+            values = _overflow_values(objectives, trial, memory_unit)
         else:
-            values = _in_units(objectives, [raw] if isinstance(raw, (int, float)) else raw)
+            raw = [raw] if isinstance(raw, (int, float)) else raw
+            values = _in_units(objectives, raw, memory_unit)
         return values[0] if len(values) == 1 else values
 
     return run
