@@ -103,5 +103,7 @@ def watch(study: optuna.Study, *, total: int | None, first: int, stream: TextIO)
         thread.join()
         try:
             progress.update(study)
+        except Exception:  # noqa: BLE001 - never hide why the run ended (an interrupt...)
+            pass
         finally:
             progress.close()
