@@ -316,8 +316,10 @@ def write_trials_csv(study: optuna.Study, path: Path) -> Path:
         frame = pandas.DataFrame(columns=["number", "state"])
     objectives = study.user_attrs.get("objectives")
     if isinstance(objectives, list) and len(objectives) == len(study.directions):
+        # Optuna names the columns values_<metric name> once set_metric_names was called
+        names = study.metric_names or [str(i) for i in range(len(objectives))]
         frame = frame.rename(
-            columns={f"values_{i}": f"value_{n}" for i, n in enumerate(objectives)}
+            columns={f"values_{m}": f"value_{o}" for m, o in zip(names, objectives, strict=True)}
         )
         frame = frame.rename(columns={"values": f"value_{objectives[0]}"})
     by_number = {t.number: t.user_attrs.get("result") for t in study.get_trials(deepcopy=False)}
@@ -339,13 +341,14 @@ def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError("report", "matplotlib", "the plot extra: pip install 'palm-tune[plot]'")
     out_dir = _out_dir(args.out)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE and not is_overflow(t)]
+    if complete:
+        _palm_best(study)  # a study made by palm-tune, before anything is written
     written: list[Path] = [write_trials_csv(study, out_dir / "trials.csv")]
     written += write_study_plots(study, out_dir, log=out)
-    complete = [t for t in study.trials if t.state == TrialState.COMPLETE and not is_overflow(t)]
     if complete:
         from palm.plots import plot_all
 
-        _palm_best(study)
         config = best_config(study)
         written += plot_all(out_dir / "best", config=config)
     for path in written:

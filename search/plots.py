@@ -1,21 +1,25 @@
 """A study's plots for ``palm-tune report``: optimisation history per objective, Pareto front,
 and parameter importance, every axis named with its unit (``study.metric_names``).
 
-The importance plot ranks parameters by fANOVA (Hutter et al. 2014, Optuna's default
-evaluator) over the trials that fit memory (those over memory are not simulated; they say which
-parameters cause an overflow, not what makes a plan fast), shows the :data:`TOP` largest with
-their share, and sums the rest into one bar, so that a space of many parameters stays readable.
+The importance plot ranks parameters by PED-ANOVA (Watanabe et al. 2023, IJCAI; Optuna 5's
+default evaluator, which also weighs conditional parameters) over the trials that fit memory
+(those over memory are not simulated; they say which parameters cause an overflow, not what
+makes a plan fast), shows the :data:`TOP` largest with their share, and sums the rest into one
+bar, so that a space of many parameters stays readable.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.study import StudyDirection
+from optuna.trial import FrozenTrial, TrialState
 
 from search.metrics import GIB, display_names, is_overflow
 
@@ -44,20 +48,29 @@ def _targets(study: optuna.Study) -> list[Target]:
 
 
 def _importance_figure(
-    study: optuna.Study, name: str, value: Callable[[FrozenTrial], float]
+    study: optuna.Study, name: str, value: Callable[[FrozenTrial], float], index: int
 ) -> Any:
     import matplotlib.pyplot as plt
 
-    fits = [
-        t
-        for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    sign = 1.0 if study.directions[index] == StudyDirection.MINIMIZE else -1.0
+
+    def lower_is_better(t: FrozenTrial) -> float:  # NaN: left out by Optuna's filter
+        return math.nan if is_overflow(t) else sign * value(t)
+
+    fits = sum(
+        1
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         if not is_overflow(t)
-    ]
-    if len(fits) < 2:
-        raise ValueError(f"{len(fits)} trial(s) fit memory; importance needs 2")
-    view = optuna.create_study(directions=study.directions)
-    view.add_trials(fits)
-    ranked = list(optuna.importance.get_param_importances(view, target=value).items())
+    )
+    if fits < 2:
+        raise ValueError(f"{fits} trial(s) fit memory; importance needs 2")
+    with warnings.catch_warnings():  # the sign is handled: lower is better
+        warnings.filterwarnings("ignore", message=".*importances of params to achieve low")
+        evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+        found = optuna.importance.get_param_importances(
+            study, evaluator=evaluator, target=lower_is_better
+        )
+    ranked = list(found.items())
     shown, rest = ranked[:TOP], ranked[TOP:]
     labels = [k for k, _ in shown] + ([f"the other {len(rest)} parameters"] if rest else [])
     shares = [v for _, v in shown] + ([sum(v for _, v in rest)] if rest else [])
@@ -65,9 +78,9 @@ def _importance_figure(
     bars = ax.barh(range(len(labels))[::-1], shares, color="#4c72b0")
     ax.set_yticks(range(len(labels))[::-1], labels)
     ax.bar_label(bars, labels=[f"{s:.0%}" for s in shares], padding=3)
-    ax.set_xlim(0, max(shares) * 1.15 if shares else 1)
-    ax.set_xlabel("share of the variance of " + name + " (fANOVA)")
-    ax.set_title(f"Parameter importance for {name}: {len(fits)} trials that fit memory")
+    ax.set_xlim(0, max(shares, default=0) * 1.15 or 1)
+    ax.set_xlabel(f"share of the importance for {name} (PED-ANOVA)")
+    ax.set_title(f"Parameter importance for {name}: {fits} trials that fit memory")
     return fig
 
 
@@ -102,11 +115,11 @@ def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> lis
         plt.close("all")
         written.append(path)
 
-    for key, name, value in targets:
+    for index, (key, name, value) in enumerate(targets):
         suffix = "" if single else f"-{key}"
         history = partial(ovm.plot_optimization_history, study, target=value, target_name=name)
         save(f"history{suffix}", history)
-        save(f"importance{suffix}", partial(_importance_figure, study, name, value))
+        save(f"importance{suffix}", partial(_importance_figure, study, name, value, index))
     if not single:
         names: Sequence[str] = [n for _, n, _ in targets]
         save("pareto", lambda: _pareto(study, targets, names))
