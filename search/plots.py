@@ -64,14 +64,16 @@ def _importance_figure(
     )
     if fits < 2:
         raise ValueError(f"{fits} trial(s) fit memory; importance needs 2")
-    with warnings.catch_warnings():  # the sign is handled: lower is better
-        warnings.filterwarnings("ignore", message=".*importances of params to achieve low")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         evaluator = optuna.importance.PedAnovaImportanceEvaluator()
         found = optuna.importance.get_param_importances(
             study, evaluator=evaluator, target=lower_is_better
         )
+    _summarise(caught)
     ranked = list(found.items())
-    shown, rest = ranked[:TOP], ranked[TOP:]
+    shown = [(k, v) for k, v in ranked[:TOP] if v >= 0.005]
+    rest = ranked[len(shown) :]
     labels = [k for k, _ in shown] + ([f"the other {len(rest)} parameters"] if rest else [])
     shares = [v for _, v in shown] + ([sum(v for _, v in rest)] if rest else [])
     fig, ax = plt.subplots(figsize=(9, 0.45 * len(labels) + 1.6))
@@ -80,8 +82,28 @@ def _importance_figure(
     ax.bar_label(bars, labels=[f"{s:.0%}" for s in shares], padding=3)
     ax.set_xlim(0, max(shares, default=0) * 1.15 or 1)
     ax.set_xlabel(f"share of the importance for {name} (PED-ANOVA)")
-    ax.set_title(f"Parameter importance for {name}: {fits} trials that fit memory")
+    ax.set_title(
+        f"Parameter importance for {name}\n(PED-ANOVA over the {fits} trials that fit memory)"
+    )
     return fig
+
+
+def _summarise(caught: list[warnings.WarningMessage]) -> None:
+    """Optuna's importance warnings again, with one line for all parameters that have values
+    seen in fewer than two trials (one line each would bury the report)."""
+    sparse = [w for w in caught if "have less than 2 trials" in str(w.message)]
+    for w in caught:
+        text = str(w.message)
+        if w in sparse or "importances of params to achieve low" in text:
+            continue  # the target's sign is handled: lower is better
+        warnings.warn(text, w.category, stacklevel=3)
+    if sparse:
+        warnings.warn(
+            f"importance: {len(sparse)} parameters have values seen in fewer than 2 trials; "
+            "their importance is rough",
+            UserWarning,
+            stacklevel=3,
+        )
 
 
 def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> list[Path]:
