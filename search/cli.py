@@ -11,9 +11,8 @@ import signal
 import sys
 import threading
 import traceback
-import warnings
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import NoReturn
 
 
 def _interrupted_early(signum: int, frame: object) -> None:
@@ -32,7 +31,12 @@ import palm  # noqa: E402
 from palm.cli import add_commands as add_simulator_commands  # noqa: E402
 from palm.errors import ConfigError  # noqa: E402
 from search.commands import add_commands as add_tuner_commands  # noqa: E402
-from search.lifecycle import Terminated, install_sigterm, quiet_optuna_logs  # noqa: E402
+from search.lifecycle import (  # noqa: E402
+    Terminated,
+    install_sigterm,
+    one_line_warnings,
+    quiet_optuna_logs,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -55,11 +59,6 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulator_commands(sub)
     add_tuner_commands(sub)
     return parser
-
-
-def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
-    """Warnings as one line on stderr, like errors (no file name, no source line)."""
-    print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 _FULL = ("disk is full", "No space left", "File too large", "disk I/O error")
@@ -104,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         install_sigterm()
     quiet_optuna_logs()
-    warnings.showwarning = _one_line_warning
+    one_line_warnings()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

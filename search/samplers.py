@@ -27,6 +27,8 @@ GP_PACKAGES = ("torch", "scipy")
 
 # experimental in Optuna 5 but stable in use here: RDB heartbeats and grouped TPE
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+# CMA-ES learns an overflow from its throughput 0 instead (search.metrics.report_overflow)
+warnings.filterwarnings("ignore", message="Constraints have been set, but CmaEsSampler")
 
 
 class NumericCmaEsSampler(optuna.samplers.CmaEsSampler):
