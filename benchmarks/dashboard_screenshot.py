@@ -14,7 +14,7 @@ What it does, as a user would:
    to check that the rendered page lists the artifacts, once with ``--screenshot``.
 
 Exit code 0 when the page lists every artifact of the best trial, 1 otherwise, 2 when chromium
-or optuna-dashboard is missing. ``tests/search/test_dashboard_browser.py`` runs steps 1-4.
+or optuna-dashboard is missing. ``tests/search/test_dashboard.py`` runs steps 1-4.
 """
 
 from __future__ import annotations
