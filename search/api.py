@@ -141,7 +141,7 @@ def _stamp(study: optuna.Study, spec: StudySpec) -> None:
 
 def counts(study: TuningStudy | optuna.Study) -> dict[str, int]:
     """Trials by state: complete (fits memory, simulated), pruned (over memory, not
-    simulated; COMPLETE and infeasible, or PRUNED in studies made before), failed, running."""
+    simulated: COMPLETE and infeasible; and any PRUNED trial), failed, running."""
     out = {"complete": 0, "pruned": 0, "failed": 0, "running": 0}
     names = {
         TrialState.COMPLETE: "complete",
@@ -149,7 +149,7 @@ def counts(study: TuningStudy | optuna.Study) -> dict[str, int]:
         TrialState.RUNNING: "running",
     }
     for t in _optuna_study(study).get_trials(deepcopy=False):
-        if is_overflow(t):
+        if is_overflow(t) or t.state == TrialState.PRUNED:
             out["pruned"] += 1
         elif t.state in names:
             out[names[t.state]] += 1

@@ -80,11 +80,11 @@ def display_names(study: optuna.Study) -> tuple[list[str], list[str]]:
 
 
 def is_overflow(trial: FrozenTrial) -> bool:
-    """A trial that did not fit memory: pruned (studies made before overflow was reported as
-    a constraint violation) or completed with its memory constraint violated."""
-    if trial.state == TrialState.PRUNED:
-        return True
-    return trial.state == TrialState.COMPLETE and trial.constraints.get(_CONSTRAINT, 0.0) > 0
+    """A finished trial that did not fit memory: its constraint ``memory_overflow_bytes`` is
+    positive (COMPLETE, or PRUNED in studies made before overflow was reported as a
+    constraint violation)."""
+    finished = trial.state in (TrialState.COMPLETE, TrialState.PRUNED)
+    return finished and trial.constraints.get(_CONSTRAINT, 0.0) > 0
 
 
 def _in_units(objectives: Sequence[str], values: Sequence[float], unit: float) -> list[float]:
