@@ -11,10 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
+    from search.artifacts import ArtifactStore
+    from search.metrics import METRIC_NAMES
     from search.objective import Objective, TrialFailed, hardware_cost
     from search.study_file import OBJECTIVES, SAMPLERS, StudySpec, load_study
 
 _MODULE_OF = {
+    "ArtifactStore": "search.artifacts",
+    "METRIC_NAMES": "search.metrics",
     "TuningStudy": "search.api",
     "best_config": "search.api",
     "best_trial": "search.api",
@@ -31,6 +35,8 @@ _MODULE_OF = {
 }
 
 __all__ = [
+    "ArtifactStore",
+    "METRIC_NAMES",
     "OBJECTIVES",
     "SAMPLERS",
     "Objective",

@@ -15,9 +15,10 @@ import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -25,8 +26,11 @@ from optuna.trial import FrozenTrial, TrialState
 from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
+from search.artifacts import attach_when_best
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
+from search.metrics import is_overflow, memory_unit_bytes, metric_names, report_overflow
 from search.objective import Objective, TrialFailed
+from search.progress import Progress, watch
 from search.samplers import make_sampler
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
 from search.study_file import StudySpec, check_sampler, load_study
@@ -38,9 +42,17 @@ _FINGERPRINT = "palm_tune_fingerprint"
 
 @dataclass
 class TuningStudy:
+    """A parsed study file and its Optuna study (``.study``, with ``.sampler``)."""
+
     spec: StudySpec
     study: optuna.Study
     storage_url: str
+    #: the sampler was an object given to :func:`create_study`, not a name
+    custom_sampler: bool = False
+
+
+def _optuna_study(study: TuningStudy | optuna.Study) -> optuna.Study:
+    return study.study if isinstance(study, TuningStudy) else study
 
 
 def create_study(
@@ -48,29 +60,40 @@ def create_study(
     *,
     storage: str | None = None,
     study_name: str | None = None,
-    sampler: str | None = None,
+    sampler: str | optuna.samplers.BaseSampler | None = None,
     seed: int | None = None,
+    load_if_exists: bool = True,
 ) -> TuningStudy:
-    """Create, or load and continue, the study described by a study file or a parsed spec."""
+    """Create, or load and continue, the study described by a study file or a parsed spec.
+
+    As ``optuna.create_study``: ``sampler`` is a name (``search.SAMPLERS``) or an Optuna
+    sampler object; ``load_if_exists=False`` refuses a study of that name in the storage
+    (palm-tune's default, True, continues it, as ``palm-tune tune`` does)."""
     spec = study if isinstance(study, StudySpec) else load_study(study)
-    if sampler is not None or seed is not None:
+    custom = sampler if isinstance(sampler, optuna.samplers.BaseSampler) else None
+    if (sampler is not None and custom is None) or seed is not None:
         from dataclasses import replace
 
-        spec = replace(
-            spec, sampler=sampler or spec.sampler, seed=seed if seed is not None else spec.seed
-        )
+        name_of = sampler if isinstance(sampler, str) else spec.sampler
+        spec = replace(spec, sampler=name_of, seed=seed if seed is not None else spec.seed)
         check_sampler(spec.space, spec.sampler)
     url = storage or DEFAULT_STORAGE
     backend = open_storage(url)
     name = study_name or spec.name
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(backend)}
-    if name in existing:
-        loaded = optuna.load_study(
-            study_name=name,
-            storage=backend,
-            sampler=make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives)),
+
+    def new_sampler() -> optuna.samplers.BaseSampler:
+        return custom or make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives))
+
+    if name in existing and not load_if_exists:
+        raise ConfigError(
+            "study_name",
+            name,
+            f"a name not yet in {url}, or load_if_exists=True to continue that study",
         )
+    if name in existing:
+        loaded = optuna.load_study(study_name=name, storage=backend, sampler=new_sampler())
         stored = [d.name.lower() for d in loaded.directions]
         if stored != spec.directions:
             raise ConfigError(
@@ -92,70 +115,45 @@ def create_study(
                 "and objectives differ); use --study-name for a new study",
             )
         sweep_stale_trials(loaded)
-        return TuningStudy(spec, loaded, url)
+        if loaded.metric_names is None:  # made before palm-tune named its objectives
+            done = loaded.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            loaded.set_metric_names(metric_names(spec.objectives, memory_in_bytes=bool(done)))
+        return TuningStudy(spec, loaded, url, custom is not None)
     try:
         created = optuna.create_study(
             study_name=name,
             storage=backend,
             directions=spec.directions,  # type: ignore[arg-type]
-            sampler=make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives)),
+            sampler=new_sampler(),
         )
     except optuna.exceptions.DuplicatedStudyError:
         # another process created it since we looked (how a multi-machine study starts)
-        return create_study(spec, storage=url, study_name=name)
+        return create_study(spec, storage=url, study_name=name, sampler=custom)
     _stamp(created, spec)
-    return TuningStudy(spec, created, url)
+    return TuningStudy(spec, created, url, custom is not None)
 
 
 def _stamp(study: optuna.Study, spec: StudySpec) -> None:
     study.set_user_attr(_FINGERPRINT, spec.fingerprint)
     study.set_user_attr("objectives", list(spec.objectives))
+    study.set_metric_names(metric_names(spec.objectives))
 
 
-def counts(study: optuna.Study) -> dict[str, int]:
-    """Trials by state: complete, pruned (memory), failed, running."""
+def counts(study: TuningStudy | optuna.Study) -> dict[str, int]:
+    """Trials by state: complete (fits memory, simulated), pruned (over memory, not
+    simulated: COMPLETE and infeasible; and any PRUNED trial), failed, running."""
     out = {"complete": 0, "pruned": 0, "failed": 0, "running": 0}
     names = {
         TrialState.COMPLETE: "complete",
-        TrialState.PRUNED: "pruned",
         TrialState.FAIL: "failed",
         TrialState.RUNNING: "running",
     }
-    for t in study.get_trials(deepcopy=False):
-        if t.state in names:
+    for t in _optuna_study(study).get_trials(deepcopy=False):
+        if is_overflow(t) or t.state == TrialState.PRUNED:
+            out["pruned"] += 1
+        elif t.state in names:
             out[names[t.state]] += 1
     return out
-
-
-class _Progress:
-    """One status line on a terminal (a line per trial otherwise)."""
-
-    def __init__(self, total: int | None, stream: TextIO) -> None:
-        self.total, self.stream, self.done = total, stream, 0
-        self.tty = stream.isatty()
-
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.done += 1
-        c = counts(study)
-        best = ""
-        try:
-            if len(study.directions) == 1 and c["complete"]:
-                best = f" | best {study.best_value:,.4g}"
-        except ValueError:
-            pass
-        total = f"/{self.total}" if self.total else ""
-        bar = ""
-        if self.total:
-            filled = int(24 * self.done / self.total)
-            bar = "[" + "#" * filled + "." * (24 - filled) + "] "
-        line = (
-            f"{bar}trial {self.done}{total} | complete {c['complete']} pruned "
-            f"{c['pruned']} failed {c['failed']}{best}"
-        )
-        self.stream.write(("\r" + line) if self.tty else (line + "\n"))
-        if self.tty and self.total and self.done >= self.total:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 def _optimize_here(
@@ -163,17 +161,32 @@ def _optimize_here(
 ) -> None:
     """Run trials in this process."""
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
+    bar = None
     if progress:
-        callbacks.append(_Progress(n_trials, sys.stderr))
-    with trial_signals():  # a stop signal fails the running trial, never orphans one
-        tuning.study.optimize(
-            guarded(Objective(tuning.spec)),
-            n_trials=n_trials,
-            timeout=timeout,
-            catch=(TrialFailed,),
-            callbacks=[*callbacks, stop_if_signalled],
-            gc_after_trial=False,
-        )
+        bar = Progress(total=n_trials, first=len(tuning.study.trials), stream=sys.stderr)
+        callbacks.append(bar)
+    objective = attach_when_best(
+        report_overflow(
+            Objective(tuning.spec),
+            tuning.spec.objectives,
+            memory_unit=memory_unit_bytes(tuning.study),
+        ),
+        storage_url=tuning.storage_url,
+        objectives=tuning.spec.objectives,
+    )
+    try:
+        with trial_signals():  # a stop signal fails the running trial, never orphans one
+            tuning.study.optimize(
+                guarded(objective),
+                n_trials=n_trials,
+                timeout=timeout,
+                catch=(TrialFailed,),
+                callbacks=[*callbacks, stop_if_signalled],
+                gc_after_trial=False,
+            )
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _run(
@@ -183,12 +196,14 @@ def _run(
     n_trials: int | None,
     timeout: float | None,
     seed: int | None,
-    progress: bool,
+    sampler: optuna.samplers.BaseSampler | None,
 ) -> None:
-    """One worker process: open the shared study and run its share of the trials."""
-    _optimize_here(
-        create_study(spec, storage=storage, study_name=name, seed=seed), n_trials, timeout, progress
-    )
+    """One worker process: open the shared study and run its share of the trials. A sampler
+    object is a pickled copy of the parent's, reseeded so that workers propose differently."""
+    if sampler is not None:
+        sampler.reseed_rng()
+    tuning = create_study(spec, storage=storage, study_name=name, seed=seed, sampler=sampler)
+    _optimize_here(tuning, n_trials, timeout, progress=False)
 
 
 def optimize(
@@ -212,7 +227,8 @@ def optimize(
         raise ConfigError(
             "--storage",
             tuning.storage_url,
-            "journal:///FILE or postgresql://... for several workers (SQLite serialises writers)",
+            "a journal file (e.g. palm-tune.journal) or postgresql://... for several workers "
+            "(SQLite serialises writers)",
         )
     shares = (
         [None] * workers
@@ -221,6 +237,7 @@ def optimize(
     )
     ctx = multiprocessing.get_context("spawn")
     base_seed = tuning.spec.seed
+    sampler = tuning.study.sampler if tuning.custom_sampler else None
     procs = [
         ctx.Process(
             target=worker_main,
@@ -234,38 +251,42 @@ def optimize(
                 share,
                 timeout,
                 None if base_seed is None else base_seed + i,
-                progress and i == 0,
+                sampler,
             ),
         )
         for i, share in enumerate(shares)
         if share != 0
     ]
-    codes = supervise(procs, on_stop=lambda: sweep_stale_trials(tuning.study))
+    first = len(tuning.study.trials)
+    with (
+        watch(tuning.study, total=n, first=first, stream=sys.stderr) if progress else nullcontext()
+    ):
+        codes = supervise(procs, on_stop=lambda: sweep_stale_trials(tuning.study))
     bad = [c for c in codes if c]
     if bad:
         raise RuntimeError(f"{len(bad)} worker(s) exited with codes {bad}")
     return [p.pid for p in procs if p.pid is not None]
 
 
-def best_trial(study: optuna.Study) -> FrozenTrial:
-    """The best completed trial (most throughput among the Pareto front when several
-    objectives are optimised)."""
-    complete = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
-    if not complete:
-        raise ConfigError("study", study.study_name, "a study with at least one completed trial")
+def best_trial(study: TuningStudy | optuna.Study) -> FrozenTrial:
+    """The best completed trial that fits memory; of several objectives, the trial of the
+    Pareto front with the most throughput (the best first objective without throughput)."""
+    study = _optuna_study(study)
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not any(not is_overflow(t) for t in complete):
+        raise ConfigError(
+            "study", study.study_name, "a study with at least one completed trial that fits memory"
+        )
     if len(study.directions) == 1:
         return study.best_trial
     objectives: Sequence[str] = study.user_attrs.get("objectives", [])
-    front = study.best_trials
-    if "throughput" in objectives:
-        i = list(objectives).index("throughput")
-        return max(front, key=lambda t: t.values[i])
-    return front[0]
+    i = list(objectives).index("throughput") if "throughput" in objectives else 0
+    sign = 1.0 if study.directions[i] == optuna.study.StudyDirection.MAXIMIZE else -1.0
+    return max(study.best_trials, key=lambda t: sign * t.values[i])
 
 
 def best_config(tuning: TuningStudy | optuna.Study) -> SimConfig:
     """The best trial's configuration, ready for ``palm.simulate`` (which reproduces it)."""
-    study = tuning.study if isinstance(tuning, TuningStudy) else tuning
-    trial = best_trial(study)
+    trial = best_trial(tuning)
     tables: Any = trial.user_attrs["config"]
     return parse_config(tables)

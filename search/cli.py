@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 import traceback
-import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -31,7 +30,12 @@ import errno  # noqa: E402
 import palm  # noqa: E402
 from palm.cli import add_commands as add_simulator_commands  # noqa: E402
 from palm.errors import ConfigError  # noqa: E402
-from search.lifecycle import Terminated, install_sigterm, quiet_optuna_logs  # noqa: E402
+from search.lifecycle import (  # noqa: E402
+    Terminated,
+    install_sigterm,
+    one_line_warnings,
+    quiet_optuna_logs,
+)
 
 __all__ = ["main", "build_parser"]
 
@@ -72,11 +76,6 @@ def _tuner_needed(argv: Sequence[str] | None) -> bool:
     which need neither the tuner nor Optuna; True otherwise (tuner commands, ``--help``)."""
     args = list(sys.argv[1:] if argv is None else argv)
     return not args or args[0] not in _simulator_parser()[1].choices
-
-
-def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
-    """Warnings as one line on stderr, like errors (no file name, no source line)."""
-    print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 _FULL = ("disk is full", "No space left", "File too large", "disk I/O error")
@@ -121,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         install_sigterm()
     quiet_optuna_logs()
-    warnings.showwarning = _one_line_warning
+    one_line_warnings()
     parser = build_parser(tuner=_tuner_needed(argv))
     try:
         args = parser.parse_args(argv)

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import socket
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
 import optuna
+from optuna.trial import TrialState
 
 from palm.errors import ConfigError
-from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
+from search.api import best_config, best_trial, counts, create_study, optimize
+from search.artifacts import ArtifactStore, artifact_note
+from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
+from search.plots import write_study_plots
 from search.storage import (
     DEFAULT_STORAGE,
     WORKER_ATTR,
@@ -25,9 +29,10 @@ from search.storage import (
 )
 from search.study_file import SAMPLERS
 
-__all__ = ["add_commands", "upload_best_artifacts"]
+__all__ = ["add_commands"]
 
-_JOURNAL_FOR_WORKERS = "journal:///palm-tune.journal"
+#: the storage of a multi-worker run: a plain journal path, as optuna-dashboard takes it
+_JOURNAL_FOR_WORKERS = "palm-tune.journal"
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -35,7 +40,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "tune",
         help="search the fastest configuration described by a study file (Optuna)",
         description="Run a study: each trial is a configuration from the study's space, checked "
-        "for memory and simulated; running it again continues the same study.",
+        "for memory and simulated; a configuration that overflows memory is not simulated and "
+        "is told to the sampler as a violated constraint. Each new best trial gets its trace, "
+        "Gantt chart and heat map attached. Running it again continues the same study.",
     )
     t.add_argument("study", metavar="STUDY.toml", help="study file (see studies/)")
     t.add_argument("--trials", type=int, help="trials to add (default: the study file's budget)")
@@ -50,7 +57,11 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         help="worker processes on this machine (default 1; more than one needs a "
         f"journal or PostgreSQL storage, {_JOURNAL_FOR_WORKERS} by default)",
     )
-    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (it counts every worker's trials, with rate and time left)",
+    )
     t.set_defaults(handler=_cmd_tune)
 
     b = sub.add_parser(
@@ -63,7 +74,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     b.add_argument(
         "--json",
         action="store_true",
-        help="print as JSON (keys params, values, config and the result fields)",
+        help="print as JSON (keys params, values, objectives (each value by its name and "
+        "unit), config and the result fields)",
     )
     b.set_defaults(handler=_cmd_best)
 
@@ -71,7 +83,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         "report",
         help="write a study's trials as CSV and its plots (history, importance, Pareto, "
         "best trial's Gantt chart and heat map)",
-        description="Write trials.csv (one row per trial) and PNG plots of a study to --out.",
+        description="Write trials.csv (one row per trial) and PNG plots of a study to --out: "
+        "history and importance per objective, the Pareto front of several objectives (axes "
+        "named with their units, memory in GiB), and the best trial's Gantt chart and heat map.",
     )
     _storage_args(r)
     r.add_argument(
@@ -85,8 +99,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     d = sub.add_parser(
         "dashboard",
         help="start optuna-dashboard on a storage (extra: dashboard)",
-        description="Serve optuna-dashboard for the storage, with the artifact "
-        "store that holds the best trials' traces and plots.",
+        description="Serve optuna-dashboard for the storage, with the artifact store that "
+        "holds the best trials' traces and plots (each on its trial's page). The storage URL "
+        "is the one tune used (optuna-dashboard URL takes the same).",
     )
     d.add_argument(
         "--storage",
@@ -104,7 +119,8 @@ def _storage_args(p: argparse.ArgumentParser) -> None:
         "--storage",
         metavar="URL",
         default=None,
-        help=f"sqlite:///FILE (default {DEFAULT_STORAGE}), journal:///FILE or postgresql://...",
+        help=f"sqlite:///FILE (default {DEFAULT_STORAGE}), a journal file FILE.journal or "
+        "FILE.log (several workers), or postgresql://...; optuna-dashboard takes each as is",
     )
     p.add_argument(
         "--study-name",
@@ -180,7 +196,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"({_ours(study, before, pids)} new)\n"
     )
     out.write(
-        f"trials     {c['complete']} completed, {c['pruned']} pruned for memory, "
+        f"trials     {c['complete']} completed, {c['pruned']} over memory (not simulated), "
         f"{c['failed']} failed\n"
     )
     try:
@@ -195,7 +211,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"iteration {result.get('iteration_time_s', float('nan')):.4g} s, "
         f"peak memory {result.get('peak_memory_bytes', 0) / 2**30:.1f} GiB\n"
     )
-    note = upload_best_artifacts(tuning, best)
+    note = artifact_note(study, tuning.storage_url, best)
     if note:
         out.write(f"artifacts  {note}\n")
     flag = f" --storage {storage}" if storage != DEFAULT_STORAGE else ""
@@ -205,40 +221,6 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"palm-tune dashboard --storage {storage}\n"
     )
     return 0
-
-
-def upload_best_artifacts(tuning: TuningStudy, best: optuna.trial.FrozenTrial) -> str:
-    """Attach the best trial's Chrome trace and plots as Optuna artifacts (once per trial)."""
-    key = f"artifacts:trial{best.number}"
-    if tuning.study.user_attrs.get(key):
-        return "already attached for the best trial"
-    from optuna.artifacts import FileSystemArtifactStore, upload_artifact
-
-    from palm.api import simulate_timeline
-    from palm.trace import write_chrome_trace
-
-    store_dir = artifact_dir(tuning.storage_url)
-    store_dir.mkdir(parents=True, exist_ok=True)
-    store = FileSystemArtifactStore(str(store_dir))
-    config = best_config(tuning)
-    names = []
-    with tempfile.TemporaryDirectory() as tmp:
-        result, timeline = simulate_timeline(config, engine="event")
-        assert timeline is not None
-        trace = Path(tmp) / f"trial{best.number}-trace.json"
-        write_chrome_trace(trace, result=result, timeline=timeline, config=config)
-        files = [trace]
-        try:
-            from palm.plots import plot_all
-
-            files += plot_all(Path(tmp) / "plots", config=config)
-        except ConfigError:
-            pass  # no matplotlib: the trace alone
-        for f in files:
-            upload_artifact(study_or_trial=tuning.study, file_path=str(f), artifact_store=store)
-            names.append(f.name)
-    tuning.study.set_user_attr(key, names)
-    return f"trial {best.number}: {', '.join(names)} in {store_dir}"
 
 
 def _open(args: argparse.Namespace) -> optuna.Study:
@@ -274,6 +256,10 @@ def _palm_best(study: optuna.Study) -> optuna.trial.FrozenTrial:
     return trial
 
 
+def _names(study: optuna.Study) -> list[str]:
+    return display_names(study)[1]
+
+
 def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     study = _open(args)
@@ -284,6 +270,7 @@ def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:
         "number": trial.number,
         "params": trial.params,
         "values": trial.values,
+        "objectives": dict(zip(_names(study), trial.values, strict=True)),
         "config": trial.user_attrs.get("config"),
     }
     data.update({k: result.get(k) for k in RESULT_FIELDS})
@@ -292,7 +279,11 @@ def _cmd_best(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 0
     out.write(f"study   {study.study_name}, trial {trial.number}\n")
     out.write(f"plan    {_describe(data['config'])}\n")
-    out.write(f"values  {', '.join(f'{v:,.6g}' for v in trial.values)}\n")
+    out.write(
+        "values  "
+        + ", ".join(f"{n} {v:,.6g}" for n, v in zip(_names(study), trial.values, strict=True))
+        + "\n"
+    )
     out.write(
         f"        {result.get('throughput_samples_per_s', 0):,.4g} samples/s, "
         f"iteration {result.get('iteration_time_s', 0):.4g} s, MFU "
@@ -325,8 +316,10 @@ def write_trials_csv(study: optuna.Study, path: Path) -> Path:
         frame = pandas.DataFrame(columns=["number", "state"])
     objectives = study.user_attrs.get("objectives")
     if isinstance(objectives, list) and len(objectives) == len(study.directions):
+        # Optuna names the columns values_<metric name> once set_metric_names was called
+        names = study.metric_names or [str(i) for i in range(len(objectives))]
         frame = frame.rename(
-            columns={f"values_{i}": f"value_{n}" for i, n in enumerate(objectives)}
+            columns={f"values_{m}": f"value_{o}" for m, o in zip(names, objectives, strict=True)}
         )
         frame = frame.rename(columns={"values": f"value_{objectives[0]}"})
     by_number = {t.number: t.user_attrs.get("result") for t in study.get_trials(deepcopy=False)}
@@ -345,53 +338,17 @@ def write_trials_csv(study: optuna.Study, path: Path) -> Path:
 def _cmd_report(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     study = _open(args)
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from optuna.visualization import matplotlib as ovm
-    except ImportError:
-        raise ConfigError(
-            "report", "matplotlib", "the plot extra: pip install 'palm-tune[plot]'"
-        ) from None
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ConfigError("report", "matplotlib", "the plot extra: pip install 'palm-tune[plot]'")
     out_dir = _out_dir(args.out)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE and not is_overflow(t)]
+    if complete:
+        _palm_best(study)  # a study made by palm-tune, before anything is written
     written: list[Path] = [write_trials_csv(study, out_dir / "trials.csv")]
-    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    objectives = study.user_attrs.get("objectives", ["throughput"])
-
-    def save(name: str, make: Any) -> None:
-        try:
-            make()
-        except (ValueError, RuntimeError, ZeroDivisionError) as exc:
-            out.write(f"skipped {name}: {exc}\n")
-            plt.close("all")
-            return
-        path = out_dir / f"{name}.png"
-        plt.gcf().set_size_inches(9, 5.5)
-        plt.tight_layout()
-        plt.savefig(path, dpi=110)
-        plt.close("all")
-        written.append(path)
-
-    if len(study.directions) == 1:
-        save("history", lambda: ovm.plot_optimization_history(study))
-        if len(complete) >= 2:
-            save("importance", lambda: ovm.plot_param_importances(study))
-    else:
-        for i, name in enumerate(objectives):
-
-            def history(i: int = i, name: str = name) -> Any:
-                return ovm.plot_optimization_history(
-                    study, target=lambda t: t.values[i], target_name=name
-                )
-
-            save(f"history-{name}", history)
-        save("pareto", lambda: ovm.plot_pareto_front(study, target_names=list(objectives)))
+    written += write_study_plots(study, out_dir, log=out)
     if complete:
         from palm.plots import plot_all
 
-        _palm_best(study)
         config = best_config(study)
         written += plot_all(out_dir / "best", config=config)
     for path in written:
@@ -408,8 +365,6 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "optuna-dashboard",
             "the dashboard extra: pip install 'palm-tune[dashboard]'",
         ) from None
-    from optuna.artifacts import FileSystemArtifactStore
-
     if not 1 <= args.port <= 65535:
         raise ConfigError("--port", args.port, "a TCP port in 1..65535")
     storage = open_storage(args.storage)
@@ -424,6 +379,6 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
         storage,
         host=args.host,
         port=args.port,
-        artifact_store=FileSystemArtifactStore(str(store_dir)),
+        artifact_store=ArtifactStore(store_dir),
     )
     return 0

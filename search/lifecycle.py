@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -32,6 +33,7 @@ __all__ = [
     "Terminated",
     "STOP_GRACE_S",
     "install_sigterm",
+    "one_line_warnings",
     "quiet_optuna_logs",
     "worker_main",
     "supervise",
@@ -139,6 +141,16 @@ def trial_signals() -> Iterator[None]:
         raise _Signals.pending()
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """Warnings as one line on stderr, like errors (no file name, no source line)."""
+    print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
+
+
+def one_line_warnings() -> None:
+    """Show every warning of this process as one ``palm-tune: warning: ...`` line."""
+    warnings.showwarning = _one_line_warning
+
+
 def install_sigterm() -> None:
     """Turn SIGTERM into :class:`Terminated` (main thread only)."""
     if threading.current_thread() is threading.main_thread():
@@ -199,6 +211,7 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
     install_sigterm()
     _die_with_parent(parent)
     quiet_optuna_logs()
+    one_line_warnings()
     try:
         run(*args)
     except KeyboardInterrupt:

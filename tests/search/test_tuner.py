@@ -68,7 +68,7 @@ def _one_error_line(stderr: str) -> str:
 # ------------------------------------------------------------------------------------------
 
 
-def test_memory_overflow_trials_are_pruned_with_the_overflow_recorded(
+def test_memory_overflow_trials_are_infeasible_with_the_overflow_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # t-39b without recompute on the wafer: low TP / high DP plans need more than a core holds
@@ -97,8 +97,10 @@ seed = 1
     search.optimize(tuning)
     trials = tuning.study.trials
     assert len(trials) == 12
-    pruned = [t for t in trials if t.state == TrialState.PRUNED]
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    # an overflow ends COMPLETE with its constraint violated (what NSGA-II, GP and CMA-ES read)
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    pruned = [t for t in trials if t.constraints["memory_overflow_bytes"] > 0]
+    complete = [t for t in trials if t.constraints["memory_overflow_bytes"] <= 0]
     assert pruned, "no trial overflowed: the study no longer tests pruning"
     assert complete, "every trial overflowed: the study no longer tests feasible trials"
     assert len(pruned) + len(complete) == 12
@@ -107,7 +109,10 @@ seed = 1
         assert overflow > 0
         assert t.user_attrs["memory_overflow_bytes"] == pytest.approx(overflow)
         assert t.user_attrs["peak_memory_bytes"] > overflow
-        assert "result" not in t.user_attrs  # pruned before the event simulation
+        assert "result" not in t.user_attrs  # stopped before the event simulation
+        assert t.values == [0.0]  # a plan that does not fit trains nothing
+        assert "GiB more than a device holds" in t.user_attrs["infeasible"]
+    assert search.best_trial(tuning).constraints["memory_overflow_bytes"] <= 0
     for t in complete:
         assert t.constraints["memory_overflow_bytes"] <= 0
         assert t.user_attrs["memory_overflow_bytes"] == 0
@@ -325,7 +330,9 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert re.search(r"^study\s+quickstart in sqlite:///x\.db: 8 trials \(8 new\)$", out, re.M), out
-    m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned for memory, (\d+) failed$", out, re.M)
+    m = re.search(
+        r"^trials\s+(\d+) completed, (\d+) over memory \(not simulated\), (\d+) failed$", out, re.M
+    )
     assert m, out
     assert sum(map(int, m.groups())) == 8
     assert re.search(r"^best\s+trial \d+: TP=\d+ PP=\d+ DP=\d+", out, re.M), out
