@@ -17,7 +17,13 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
   (``tp_comm_overlap``: their performance recipes set it, the Megatron-LM table states it);
 * ``squared_relu`` MLPs (Nemotron) have two matrices, priced as ``gelu``;
-* a micro-batch the source does not state is taken as 1 (marked in the case's assumptions).
+* a micro-batch the source does not state is taken as 1 (marked in the case's assumptions);
+* MoE rows labelled "(tokendrop)" (Megatron-Bridge 25.09) ran ``apply_moe_token_drop`` with its
+  defaults (``moe_expert_capacity_factor = 1.0``, ``moe_pad_expert_input_to_capacity``; the
+  25.09 ``scripts/performance/run_script.py``) -> ``capacity_factor = 1.0``; the others are
+  dropless with forced balanced routing (the page's footnote) -> ``load_imbalance = 1.0``.
+  Both price the same busiest-device load (1.0); the dropless dispatcher's host
+  synchronisation is not modelled (docs/validation.md, "Rows measured twice").
 """
 
 from __future__ import annotations
@@ -252,9 +258,19 @@ def _moe_fields(
         )
     if "sliding" in str(extra.get("attention", "")) or extra.get("attention_chunk_size"):
         assumed.append("local (sliding-window / chunked) attention layers priced as full")
+    if _token_drop(row):
+        # Megatron-Bridge 25.09 perf runs labelled "(tokendrop)": apply_moe_token_drop with its
+        # defaults, capacity factor 1.0 and expert inputs padded to capacity
+        model["capacity_factor"] = 1.0
+        assumed.append("token drop: capacity factor 1.0, padded (apply_moe_token_drop defaults)")
     if not par.get("etp"):
         assumed.append("etp 1 (Megatron-Bridge MoE recipes)")
     return assumed
+
+
+def _token_drop(row: dict[str, Any]) -> bool:
+    """Whether the row's source labels it a token-drop (capacity-limited) MoE run."""
+    return "(tokendrop)" in str(row["source"].get("table", "")).lower()
 
 
 def _supported_features() -> Callable[[str], bool]:

@@ -146,9 +146,24 @@ def test_grouped_gemm_efficiency_slows_only_grouped_products() -> None:
     # from no grouped loss (the preset carries the fitted one) to half
     fast = dataclasses.replace(device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0)
     slow = dataclasses.replace(fast, grouped_gemm_efficiency=0.5)
-    router, up, _ = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    router, up, _ = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
     assert gemm_time(router, slow) == gemm_time(router, fast)
     assert gemm_time(up, slow) == pytest.approx(2 * gemm_time(up, fast))
+
+
+def test_one_local_expert_is_an_ordinary_product() -> None:
+    # Mixtral 8x7B at ep 8: one expert per device, so its MLP is one plain GEMM per
+    # projection (Megatron-Core's grouped MLP with one local expert) and pays no grouped loss;
+    # at ep 4 the two local experts form a grouped GEMM
+    slow = dataclasses.replace(device_rates(H100, "bf16"), grouped_gemm_efficiency=0.5)
+    _, up1, down1 = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    assert (up1.count, up1.grouped, down1.grouped) == (1, False, False)
+    assert gemm_time(up1, slow) == gemm_time(
+        dataclasses.replace(up1, grouped=True),
+        dataclasses.replace(slow, grouped_gemm_efficiency=1.0),
+    )
+    _, up2, _ = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
+    assert (up2.count, up2.grouped) == (2, True)
 
 
 # ------------------------------------------------------------------------------ all-to-all
