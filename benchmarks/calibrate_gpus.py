@@ -21,7 +21,9 @@ mean squared log error of the iteration time over the rows; it is minimised by c
 descent with a golden-section search per constant, in two stages: the dense constants on the
 dense rows, then ``grouped_gemm_efficiency`` on the MoE rows with the dense ones fixed.
 Leave-one-out: for every row, refit on the others (warm-started from the full fit) and
-predict it.
+predict it. The rows argued inconsistent with the model (``modern_accuracy.ARGUED_OUT``:
+dropless runs measured at twice their token-drop twins, docs/validation.md) are predicted
+and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
 """
@@ -42,6 +44,7 @@ from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
+from modern_accuracy import ARGUED_OUT  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -150,14 +153,16 @@ def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[
         # no dense BF16 row: the BF16 efficiency would be fitted through the logits alone
         names = [n for n in names if n != "matmul_efficiency"]
     start = {n: getattr(prior, n) for n in names}
-    fitted = two_stage_fit(cases, start)
+    # rows argued inconsistent with the model (modern_accuracy.ARGUED_OUT, docs/validation.md)
+    # are predicted and reported but do not steer the fit
+    fitted = two_stage_fit([c for c in cases if c.case_id not in ARGUED_OUT], start)
     before = errors(cases, {}, "analytical")
     inside = errors(cases, fitted, "analytical")
     event = errors(cases, fitted, "event")
     held: list[float] = []
     if loo:
         for i, case in enumerate(cases):
-            rest = [c for j, c in enumerate(cases) if j != i]
+            rest = [c for j, c in enumerate(cases) if j != i and c.case_id not in ARGUED_OUT]
             held.append(errors([case], two_stage_fit(rest, fitted, rounds=1), "analytical")[0])
     lines = [
         f"### {gen}: {len(cases)} rows",
