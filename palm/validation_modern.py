@@ -23,7 +23,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   25.09 ``scripts/performance/run_script.py``) -> ``capacity_factor = 1.0``; the others are
   dropless with forced balanced routing (the page's footnote) -> ``load_imbalance = 1.0``.
   Both price the same busiest-device load (1.0); the dropless dispatcher's host
-  synchronisation is not modelled (docs/validation.md, "Rows measured twice").
+  synchronisation is not modelled (docs/validation.md, "Rows measured twice");
+* rows whose recipe uses DeepEP or HybridEP (``moe_flex_dispatcher_backend`` in the workload
+  config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``.
 """
 
 from __future__ import annotations
@@ -215,6 +217,8 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         assumed.append("embedding and loss counted as pipeline layers (recipe)")
     if m.get("experts"):
         parallelism["ep"] = par.get("ep") or 1
+        if _hierarchical_dispatch(row):
+            parallelism["moe_dispatcher"] = "deepep"
         # Megatron-Bridge MoE recipes run experts without tensor parallelism (etp = 1)
         parallelism["etp"] = par.get("etp") or 1
     tables = {
@@ -266,6 +270,22 @@ def _moe_fields(
     if not par.get("etp"):
         assumed.append("etp 1 (Megatron-Bridge MoE recipes)")
     return assumed
+
+
+def _hierarchical_dispatch(row: dict[str, Any]) -> bool:
+    """Whether the row's recipe dispatches tokens with DeepEP or HybridEP (the ``flex``
+    dispatcher): its workload config names the backend, or it is a Megatron-Bridge 25.09
+    DeepSeek-V3 run on H100 (``scripts/performance/run_script.py`` @fa0315ae enables DeepEP
+    for DeepSeek-V3 on H100)."""
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("moe_flex_dispatcher_backend") in ("hybridep", "deepep"):
+        return True
+    table = str(row["source"].get("table", ""))
+    return (
+        table.startswith("25.09")
+        and row["model"].get("key") == "deepseek-v3"
+        and row["hardware"]["gpu"].startswith("H100")
+    )
 
 
 def _token_drop(row: dict[str, Any]) -> bool:

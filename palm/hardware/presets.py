@@ -109,7 +109,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.650,
+        grouped_gemm_efficiency=0.549,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -129,7 +129,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.650,
+        grouped_gemm_efficiency=0.549,
     ),
     "dgx-b200": _DGX_B200,  # sources above the constant
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell

@@ -5,6 +5,7 @@ validation (Megatron-Core's layout rules)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from palm.cost.collectives import (
     bytes_sent_per_member,
     cluster_all_to_all_step,
     collective_time,
+    hierarchical_inter_node_scale,
 )
 from palm.cost.compute import device_rates, gemm_time
 from palm.hardware.presets import HARDWARE_PRESETS
@@ -247,6 +249,54 @@ def test_plan_prices_expert_parallel_all_to_all_on_the_real_topology() -> None:
     assert across.chunks[0].tp_forward_s == pytest.approx(a2a_across)
     # full recompute re-runs the dispatch in the backward pass
     assert inside.chunks[0].tp_backward_s == pytest.approx(2 * a2a_in)
+
+
+def test_hierarchical_dispatch_sends_one_copy_per_remote_node_hand_worked() -> None:
+    # Qwen3-30B-A3B: 128 experts, top-8, over 2 nodes of 64 experts each. A node gets none of
+    # a token's 8 copies with p0 = C(64, 8) / C(128, 8) = 4426165368 / 1429702652400, so the
+    # NIC carries 1 - p0 copies per token instead of 8 x 1/2 = 4: a factor 2 (1 - p0) / 8
+    p0 = 4426165368 / 1429702652400
+    scale = hierarchical_inter_node_scale(experts=128, top_k=8, nodes=2)
+    assert scale == pytest.approx(2 * (1 - p0) / 8)
+    assert scale == pytest.approx(0.24923, abs=1e-5)
+    # one node, or one copy per token: nothing to deduplicate
+    assert hierarchical_inter_node_scale(experts=128, top_k=8, nodes=1) == 1.0
+    assert hierarchical_inter_node_scale(experts=8, top_k=1, nodes=2) == 1.0
+    # many nodes, few copies: almost every copy goes to its own node (DeepSeek-V3: 256
+    # experts, top-8, 16 nodes: 16 (1 - C(240, 8) / C(256, 8)) / 8 = 0.81)
+    assert hierarchical_inter_node_scale(experts=256, top_k=8, nodes=16) == pytest.approx(
+        16 * (1 - math.comb(240, 8) / math.comb(256, 8)) / 8
+    )
+
+
+def test_hierarchical_all_to_all_step_hand_worked() -> None:
+    # 16 GPUs over 2 DGX-H100 nodes, factor s: the NIC carries 8 s parts, NVLink its 7 own
+    # parts plus the 8 x 7/8 forwarded ones: max(14 / 450e9, 8 s / 50e9) per part
+    s = hierarchical_inter_node_scale(experts=128, top_k=8, nodes=2)
+    flat = cluster_all_to_all_step(H100, np.arange(16)[None, :])
+    deep = cluster_all_to_all_step(H100, np.arange(16)[None, :], routing=(128, 8))
+    assert deep.bandwidth_Bps == pytest.approx(15 / max(14 / 450e9, 8 * s / 50e9))
+    assert flat.bandwidth_Bps / deep.bandwidth_Bps == pytest.approx(s)
+    # inside one node the dispatchers are the same
+    one = cluster_all_to_all_step(H100, np.arange(8)[None, :], routing=(128, 8))
+    assert one == cluster_all_to_all_step(H100, np.arange(8)[None, :])
+
+
+def test_plan_prices_the_deepep_dispatcher_across_nodes() -> None:
+    # Mixtral on 4-GPU nodes, ep 8 over 2 nodes: 8 experts, top-2; p0 = C(4, 2) / C(8, 2)
+    split = mixtral(ep=8)
+    split["hardware"] = {"preset": "dgx-h100", "gpus_per_node": 4}
+    flat = build_plan(parse_config(split))
+    split["parallelism"]["moe_dispatcher"] = "deepep"
+    deep = build_plan(parse_config(split))
+    s = 2 * (1 - 6 / 28) / 2
+    nvlink = (3 + 4 * 3 / 4) / 8 * 2**26 / 450e9
+    a2a = 2 * 32 * (max(nvlink, 4 * s / 8 * 2**26 / 50e9) + 7 * 5e-6)
+    assert deep.chunks[0].tp_forward_s == pytest.approx(a2a)
+    assert deep.chunks[0].tp_forward_s < flat.chunks[0].tp_forward_s
+    with pytest.raises(ConfigError, match="moe_dispatcher"):
+        split["parallelism"]["moe_dispatcher"] = "nccl"
+        parse_config(split)
 
 
 def test_expert_states_are_sharded_by_ep_and_zero_over_expert_data_parallel() -> None:
