@@ -146,7 +146,9 @@ def test_capacity_factor_and_load_imbalance_scale_the_busiest_device() -> None:
 
 def test_grouped_gemm_efficiency_slows_only_grouped_products() -> None:
     # from no grouped loss (the preset carries the fitted one) to half
-    fast = dataclasses.replace(device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0)
+    fast = dataclasses.replace(
+        device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0, grouped_expert_s=0.0
+    )
     slow = dataclasses.replace(fast, grouped_gemm_efficiency=0.5)
     router, up, _ = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
     assert gemm_time(router, slow) == gemm_time(router, fast)
@@ -157,15 +159,38 @@ def test_one_local_expert_is_an_ordinary_product() -> None:
     # Mixtral 8x7B at ep 8: one expert per device, so its MLP is one plain GEMM per
     # projection (Megatron-Core's grouped MLP with one local expert) and pays no grouped loss;
     # at ep 4 the two local experts form a grouped GEMM
-    slow = dataclasses.replace(device_rates(H100, "bf16"), grouped_gemm_efficiency=0.5)
+    slow = dataclasses.replace(
+        device_rates(H100, "bf16"), grouped_gemm_efficiency=0.5, grouped_expert_s=20e-6
+    )
     _, up1, down1 = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
     assert (up1.count, up1.grouped, down1.grouped) == (1, False, False)
     assert gemm_time(up1, slow) == gemm_time(
         dataclasses.replace(up1, grouped=True),
-        dataclasses.replace(slow, grouped_gemm_efficiency=1.0),
+        dataclasses.replace(slow, grouped_gemm_efficiency=1.0, grouped_expert_s=0.0),
     )
     _, up2, _ = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
     assert (up2.count, up2.grouped) == (2, True)
+
+
+def test_grouped_gemm_pays_a_fixed_time_per_local_expert() -> None:
+    # 20 us per expert kernel: Mixtral at ep 4 has 2 local experts, so each grouped product
+    # takes 2 x 20 us more in every pass; the router (a plain GEMM) does not change
+    base = dataclasses.replace(
+        device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0, grouped_expert_s=0.0
+    )
+    per_expert = dataclasses.replace(base, grouped_expert_s=20e-6)
+    router, up, down = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
+    assert gemm_time(up, per_expert) - gemm_time(up, base) == pytest.approx(2 * 20e-6)
+    assert gemm_time(down, per_expert) - gemm_time(down, base) == pytest.approx(2 * 20e-6)
+    assert gemm_time(router, per_expert) == gemm_time(router, base)
+    # the hardware field reaches the rates in seconds
+    hw = dataclasses.replace(H100, grouped_gemm_expert_us=20.0)
+    assert device_rates(hw, "bf16").grouped_expert_s == pytest.approx(20e-6)
+    cfg = parse_config(mixtral(ep=4, dp=16))
+    assert cfg.hardware.grouped_gemm_expert_us == H100.grouped_gemm_expert_us
+    tables = mixtral(ep=4)
+    tables["hardware"] = {"preset": "dgx-h100", "grouped_gemm_expert_us": 5.0}
+    assert parse_config(tables).hardware.grouped_gemm_expert_us == 5.0
 
 
 # ------------------------------------------------------------------------------ all-to-all
