@@ -88,7 +88,9 @@ class ParallelismConfig:
     tokens reach their experts: ``"alltoall"`` (Megatron-Core's all-to-all dispatcher, one
     copy per expert over the network) or ``"deepep"`` (the ``flex`` dispatcher with DeepEP or
     HybridEP: one copy per remote node, forwarded over NVLink there;
-    :mod:`palm.cost.collectives`)."""
+    :mod:`palm.cost.collectives`). ``moe_a2a_overlap`` hides the dispatch and combine behind
+    the compute of another micro-batch (Megatron-Core ``--overlap-moe-expert-parallel-comm``;
+    :mod:`palm.cost.overlap`)."""
 
     tp: int = 1
     pp: int = 1
@@ -107,6 +109,7 @@ class ParallelismConfig:
     ep: int = 1
     etp: int = 0
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    moe_a2a_overlap: bool = False
 
     @property
     def expert_tp(self) -> int:

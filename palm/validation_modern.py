@@ -25,7 +25,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   Both price the same busiest-device load (1.0); the dropless dispatcher's host
   synchronisation is not modelled (docs/validation.md, "Rows measured twice");
 * rows whose recipe uses DeepEP or HybridEP (``moe_flex_dispatcher_backend`` in the workload
-  config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``.
+  config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``, and those that
+  overlap the expert all-to-all with another micro-batch (DeepSeek-V3 on H100 in 25.09)
+  -> ``moe_a2a_overlap``; the all-to-all is never hidden by ``tp_comm_overlap``.
 """
 
 from __future__ import annotations
@@ -219,6 +221,8 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         parallelism["ep"] = par.get("ep") or 1
         if _hierarchical_dispatch(row):
             parallelism["moe_dispatcher"] = "deepep"
+        if _a2a_overlap(row):
+            parallelism["moe_a2a_overlap"] = True
         # Megatron-Bridge MoE recipes run experts without tensor parallelism (etp = 1)
         parallelism["etp"] = par.get("etp") or 1
     tables = {
@@ -280,6 +284,21 @@ def _hierarchical_dispatch(row: dict[str, Any]) -> bool:
     hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
     if hints.get("moe_flex_dispatcher_backend") in ("hybridep", "deepep"):
         return True
+    return _deepseek_h100_2509(row)
+
+
+def _a2a_overlap(row: dict[str, Any]) -> bool:
+    """Whether the row's recipe overlaps the expert-parallel all-to-all with another
+    micro-batch's compute: its workload config says so, or it is a Megatron-Bridge 25.09
+    DeepSeek-V3 run on H100 (``run_script.py`` @fa0315ae sets
+    ``overlap_moe_expert_parallel_comm`` and ``delay_wgrad_compute`` for H100)."""
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("moe_a2a_overlap") or hints.get("overlap_moe_expert_parallel_comm"):
+        return True
+    return _deepseek_h100_2509(row)
+
+
+def _deepseek_h100_2509(row: dict[str, Any]) -> bool:
     table = str(row["source"].get("table", ""))
     return (
         table.startswith("25.09")

@@ -42,10 +42,10 @@ _DGX_B200 = GpuClusterHardware(
     # (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100
     # fit as a prior
     matmul_efficiency=0.671,
-    fp8_matmul_efficiency=0.473,
-    attention_efficiency=0.375,
-    grouped_gemm_efficiency=0.401,
-    grouped_gemm_expert_us=19.910,
+    fp8_matmul_efficiency=0.472,
+    attention_efficiency=0.377,
+    grouped_gemm_efficiency=0.421,
+    grouped_gemm_expert_us=21.847,
 )
 
 # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
@@ -59,10 +59,10 @@ _DGX_B300 = replace(
     name="dgx-b300",
     hbm_gib=288e9 / 2**30,
     inter_node_bandwidth_gbps=100.0,
-    fp8_matmul_efficiency=0.560,
-    attention_efficiency=0.511,
-    grouped_gemm_efficiency=0.465,
-    grouped_gemm_expert_us=2.353,
+    fp8_matmul_efficiency=0.551,
+    attention_efficiency=0.549,
+    grouped_gemm_efficiency=0.463,
+    grouped_gemm_expert_us=2.339,
 )
 
 HARDWARE_PRESETS: dict[str, Hardware] = {
@@ -111,8 +111,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.670,
-        grouped_gemm_expert_us=22.126,
+        grouped_gemm_efficiency=0.782,
+        grouped_gemm_expert_us=28.570,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -132,8 +132,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.670,
-        grouped_gemm_expert_us=22.126,
+        grouped_gemm_efficiency=0.782,
+        grouped_gemm_expert_us=28.570,
     ),
     "dgx-b200": _DGX_B200,  # sources above the constant
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell

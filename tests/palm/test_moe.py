@@ -324,6 +324,37 @@ def test_plan_prices_the_deepep_dispatcher_across_nodes() -> None:
         parse_config(split)
 
 
+def test_tp_comm_overlap_does_not_hide_the_expert_all_to_all() -> None:
+    # Mixtral at tp 2, ep 8 on 16 GPUs: TP overlap pipelines only the TP collectives with the
+    # linear products; the dispatch and combine stay on the critical path
+    sp = {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": True}
+    plain = build_plan(parse_config(mixtral(**sp)))
+    overlapped = build_plan(parse_config(mixtral(**sp, tp_comm_overlap=True)))
+    layer = next(op for op in plain.workload.ops if isinstance(op, MoELayer))
+    a2a = [
+        x for x in layer.forward_collectives(batch=1, tp=2, sp=True, act_bytes=2) if x.group == "ep"
+    ]
+    assert len(a2a) == 2
+    # 4096 tokens / tp 2 x top-2 = 4096 rows of 8 KiB: 32 MiB, 7/8 of it over NVLink
+    one = 7 / 8 * 2**25 / 450e9 + 7 * 2e-6
+    assert overlapped.chunks[0].tp_forward_s >= 32 * 2 * one * (1 - 1e-9)
+    assert overlapped.chunks[0].tp_forward_s < plain.chunks[0].tp_forward_s
+
+
+def test_moe_a2a_overlap_hides_the_all_to_all_behind_compute() -> None:
+    # across two 4-GPU nodes the all-to-all is slow; overlapped with another micro-batch it
+    # is exposed only where it exceeds the chunk's compute (forward + backward + recompute)
+    split = mixtral(ep=8)
+    split["hardware"] = {"preset": "dgx-h100", "gpus_per_node": 4}
+    exposed = build_plan(parse_config(split)).chunks[0]
+    split["parallelism"]["moe_a2a_overlap"] = True
+    hidden = build_plan(parse_config(split)).chunks[0]
+    a2a = exposed.tp_forward_s + exposed.tp_backward_s
+    compute = exposed.forward_compute_s + exposed.backward_compute_s + exposed.recompute_s
+    assert hidden.tp_forward_s == 0.0
+    assert hidden.tp_backward_s == pytest.approx(max(0.0, a2a - compute))
+
+
 def test_expert_states_are_sharded_by_ep_and_zero_over_expert_data_parallel() -> None:
     plan = build_plan(parse_config(mixtral(ep=8)))
     w = plan.workload
