@@ -4,14 +4,16 @@ Usage:
     python benchmarks/calibrate_gpus.py [--generation H100] [--no-loo] [--write-docs]
 
 Per generation (H100: dgx-h100, dgx-h200; Blackwell: dgx-b200, gb200-nvl72; Blackwell Ultra:
-dgx-b300, gb300-nvl72; A100: dgx-a100) at most four physically meaningful constants, shared
+dgx-b300, gb300-nvl72; A100: dgx-a100) at most five physically meaningful constants, shared
 by every preset of the generation:
 
 * ``matmul_efficiency``: fraction of the BF16 peak that large products reach;
 * ``fp8_matmul_efficiency``: the same for products run in FP8;
 * ``attention_efficiency``: fraction of the BF16 peak the FlashAttention kernels reach;
 * ``grouped_gemm_efficiency``: the extra loss of the mixture-of-experts grouped GEMMs (many
-  small expert products in one kernel), on top of the shape rule.
+  small expert products in one kernel), on top of the shape rule;
+* ``grouped_gemm_expert_us``: the fixed time each local expert's product adds to a grouped
+  GEMM in each pass (one kernel per expert, Transformer Engine ``GroupedLinear``).
 
 A constant is fitted only if the generation has rows that depend on it (no dense BF16 row,
 no BF16 fit: the prior, the A100's Megatron fit, stays). For the A100 only
@@ -19,9 +21,11 @@ no BF16 fit: the prior, the A100's Megatron fit, stays). For the A100 only
 Megatron SC21 cases (benchmarks/calibrate.py), which this set must not move. The loss is the
 mean squared log error of the iteration time over the rows; it is minimised by coordinate
 descent with a golden-section search per constant, in two stages: the dense constants on the
-dense rows, then ``grouped_gemm_efficiency`` on the MoE rows with the dense ones fixed.
+dense rows, then the two grouped-GEMM constants on the MoE rows with the dense ones fixed.
 Leave-one-out: for every row, refit on the others (warm-started from the full fit) and
-predict it.
+predict it. The rows argued inconsistent with the model (``modern_accuracy.ARGUED_OUT``:
+dropless runs measured at twice their token-drop twins, docs/validation.md) are predicted
+and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
 """
@@ -43,6 +47,7 @@ from palm.validation_report import generation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from _fit import leave_one_out  # noqa: E402 - likewise
+from modern_accuracy import ARGUED_OUT  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -51,7 +56,10 @@ BOUNDS = {
     "fp8_matmul_efficiency": (0.2, 1.0),
     "attention_efficiency": (0.15, 1.0),
     "grouped_gemm_efficiency": (0.15, 1.0),
+    "grouped_gemm_expert_us": (0.0, 100.0),
 }
+#: the constants of the mixture-of-experts grouped GEMMs, fitted on the MoE rows
+GROUPED = ("grouped_gemm_efficiency", "grouped_gemm_expert_us")
 
 
 def _with(case: ValidationCase, consts: dict[str, float]) -> palm.SimConfig:
@@ -90,13 +98,18 @@ def golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 2e-3)
 
 
 def fit(
-    cases: Sequence[ValidationCase], start: dict[str, float], *, rounds: int = 3
+    cases: Sequence[ValidationCase],
+    start: dict[str, float],
+    *,
+    rounds: int = 3,
+    free: Sequence[str] | None = None,
 ) -> dict[str, float]:
-    """Coordinate descent over the constants in ``start``."""
+    """Coordinate descent over the constants in ``start`` (those in ``free`` only, if given;
+    the others stay fixed)."""
     consts = dict(start)
     for _ in range(rounds):
         before = dict(consts)
-        for name in consts:
+        for name in free if free is not None else list(consts):
             lo, hi = BOUNDS[name]
             consts[name] = golden(lambda x, n=name: loss(cases, {**consts, n: x}), lo, hi)
         if all(abs(consts[k] - before[k]) < 5e-3 for k in consts):
@@ -116,12 +129,12 @@ def two_stage_fit(
     not move the dense constants."""
     dense = [c for c in cases if not _is_moe(c)]
     moe = [c for c in cases if _is_moe(c)]
-    grouped = "grouped_gemm_efficiency"
-    first = {k: v for k, v in start.items() if k != grouped}
+    first = {k: v for k, v in start.items() if k not in GROUPED}
     fitted = fit(dense, first, rounds=rounds) if dense and first else first
-    if grouped in start and moe:
-        lo, hi = BOUNDS[grouped]
-        fitted[grouped] = golden(lambda x: loss(moe, {**fitted, grouped: x}), lo, hi)
+    grouped = [k for k in GROUPED if k in start]
+    if grouped and moe:
+        both = {**fitted, **{k: start[k] for k in grouped}}
+        fitted = fit(moe, both, rounds=rounds, free=grouped)
     return fitted
 
 
@@ -133,7 +146,7 @@ def _uses(case: ValidationCase) -> set[str]:
     if cfg.training.precision == "fp8":
         used.add("matmul_efficiency")  # the logits stay in BF16
     if getattr(cfg.model, "experts", 0):
-        used.add("grouped_gemm_efficiency")  # the experts' grouped GEMMs
+        used.update(GROUPED)  # the experts' grouped GEMMs
     return used
 
 
@@ -151,7 +164,9 @@ def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[
         # no dense BF16 row: the BF16 efficiency would be fitted through the logits alone
         names = [n for n in names if n != "matmul_efficiency"]
     start = {n: getattr(prior, n) for n in names}
-    fitted = two_stage_fit(cases, start)
+    # rows argued inconsistent with the model (modern_accuracy.ARGUED_OUT, docs/validation.md)
+    # are predicted and reported but do not steer the fit
+    fitted = two_stage_fit([c for c in cases if c.case_id not in ARGUED_OUT], start)
     before = errors(cases, {}, "analytical")
     inside = errors(cases, fitted, "analytical")
     event = errors(cases, fitted, "event")
@@ -159,7 +174,9 @@ def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[
     if loo:
         held = leave_one_out(
             cases,
-            lambda rest: two_stage_fit(rest, fitted, rounds=1),
+            lambda rest: two_stage_fit(
+                [c for c in rest if c.case_id not in ARGUED_OUT], fitted, rounds=1
+            ),
             lambda case, consts: errors([case], consts, "analytical")[0],
         )
     lines = [

@@ -40,28 +40,45 @@ def _moe(case: ValidationCase) -> bool:
     return bool(getattr(case.config.model, "experts", 0))
 
 
+#: rows argued inconsistent with the model (docs/validation.md, "Rows measured twice"): the
+#: dropless runs measured at twice the time of the same plan run with token drop one release
+#: earlier; the host synchronisation of the dropless dispatcher that the evidence points to is
+#: not modelled. They stay in the table and in the first headline.
+ARGUED_OUT = {
+    "mb2511-b200-qwen3-30b-a3b-8g-fp8mx": "dropless, 1.94x its 25.09 token-drop twin",
+    "mb2511-h100-qwen3-30b-a3b-16g-fp8cs": "dropless, 1.99x its 25.09 token-drop twin",
+}
+
+
+def _plan_key(case: ValidationCase) -> str:
+    """The configuration but for the name and the routing mode (token drop with capacity
+    factor 1 and forced-balanced dropless routing price the same load)."""
+    model = dataclasses.replace(case.config.model, name="", capacity_factor=0.0)
+    return repr(dataclasses.replace(case.config, model=model))
+
+
+def _routing(case: ValidationCase) -> str:
+    return "token drop" if getattr(case.config.model, "capacity_factor", 0) else "dropless"
+
+
 def _spread(data: ModernCases, results: list[CaseResult]) -> list[str]:
-    """Rows the simulator cannot tell apart (the same configuration but for the name, e.g.
-    one plan measured in several software releases): the ratio of their measured times is an
-    error floor no constant can remove."""
-    groups: dict[str, list[CaseResult]] = defaultdict(list)
+    """Rows with the same plan (one plan measured in several software releases, possibly with
+    token drop in one and dropless routing in the other) measured more than 20% apart: the
+    ratio of their measured times is an error floor no constant can remove."""
+    groups: dict[str, list[tuple[ValidationCase, CaseResult]]] = defaultdict(list)
     for case, res in zip(data.cases, results, strict=True):
-        cfg = dataclasses.replace(
-            case.config, model=dataclasses.replace(case.config.model, name="")
-        )
-        groups[repr(cfg)].append(res)
+        groups[_plan_key(case)].append((case, res))
     out = []
     for members in groups.values():
-        times = [r.published_iteration_time_s for r in members]
+        times = [r.published_iteration_time_s for _, r in members]
         if len(members) > 1 and max(times) / min(times) > 1.2:
-            out.append(
-                f"- same configuration, measured {min(times):.2f}-{max(times):.2f} s "
-                f"(x{max(times) / min(times):.2f}): " + ", ".join(r.case_id for r in members)
-            )
+            labels = [
+                f"{c.case_id} ({_routing(c)}, {r.published_iteration_time_s:.2f} s)"
+                for c, r in members
+            ]
+            out.append(f"- same plan, x{max(times) / min(times):.2f}: " + ", ".join(labels))
     if out:
-        out.insert(0, "")
-        out.insert(1, "Rows the simulator cannot tell apart, measured more than 20% apart:")
-        out.insert(2, "")
+        out[:0] = ["", "Same plan measured in two releases, more than 20% apart:", ""]
     return out
 
 
@@ -91,6 +108,14 @@ def table(engine: str, data: ModernCases) -> str:
     dense = [r for c, r in zip(data.cases, results, strict=True) if not _moe(c)]
     moe = [r for c, r in zip(data.cases, results, strict=True) if _moe(c)]
     rows.append(f"- dense rows: {summary(dense)}; mixture-of-experts rows: {summary(moe)}")
+    kept = [(c, r) for c, r in zip(data.cases, results, strict=True) if c.case_id not in ARGUED_OUT]
+    if len(kept) < len(results):
+        moe_kept = [r for c, r in kept if _moe(c)]
+        rows.append(
+            f"- without the {len(results) - len(kept)} rows argued inconsistent "
+            f"({', '.join(f'{k}: {v}' for k, v in ARGUED_OUT.items())}): all "
+            f"{summary([r for _, r in kept])}; mixture-of-experts rows {summary(moe_kept)}"
+        )
     rows.extend(_spread(data, results))
     rows.append("")
     rows.append(

@@ -84,7 +84,13 @@ class ParallelismConfig:
     mixture-of-experts model over the same ``tp x cp x dp`` devices of a stage, Megatron-Core
     style: experts split ``ep`` ways, each expert's MLP ``etp`` ways, expert gradients reduced
     over the other ``tp x cp x dp / (ep x etp)`` devices (:mod:`palm.workload.moe`); ``etp = 0``
-    (the default) means ``etp = tp``, Megatron-Core's default."""
+    (the default) means ``etp = tp``, Megatron-Core's default. ``moe_dispatcher`` is how
+    tokens reach their experts: ``"alltoall"`` (Megatron-Core's all-to-all dispatcher, one
+    copy per expert over the network) or ``"deepep"`` (the ``flex`` dispatcher with DeepEP or
+    HybridEP: one copy per remote node, forwarded over NVLink there;
+    :mod:`palm.cost.collectives`). ``moe_a2a_overlap`` hides the dispatch and combine behind
+    the compute of another micro-batch (Megatron-Core ``--overlap-moe-expert-parallel-comm``;
+    :mod:`palm.cost.overlap`)."""
 
     tp: int = 1
     pp: int = 1
@@ -102,6 +108,8 @@ class ParallelismConfig:
     tp_comm_overlap: bool = False
     ep: int = 1
     etp: int = 0
+    moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
+    moe_a2a_overlap: bool = False
 
     @property
     def expert_tp(self) -> int:

@@ -17,7 +17,17 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
   (``tp_comm_overlap``: their performance recipes set it, the Megatron-LM table states it);
 * ``squared_relu`` MLPs (Nemotron) have two matrices, priced as ``gelu``;
-* a micro-batch the source does not state is taken as 1 (marked in the case's assumptions).
+* a micro-batch the source does not state is taken as 1 (marked in the case's assumptions);
+* MoE rows labelled "(tokendrop)" (Megatron-Bridge 25.09) ran ``apply_moe_token_drop`` with its
+  defaults (``moe_expert_capacity_factor = 1.0``, ``moe_pad_expert_input_to_capacity``; the
+  25.09 ``scripts/performance/run_script.py``) -> ``capacity_factor = 1.0``; the others are
+  dropless with forced balanced routing (the page's footnote) -> ``load_imbalance = 1.0``.
+  Both price the same busiest-device load (1.0); the dropless dispatcher's host
+  synchronisation is not modelled (docs/validation.md, "Rows measured twice");
+* rows whose recipe uses DeepEP or HybridEP (``moe_flex_dispatcher_backend`` in the workload
+  config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``, and those that
+  overlap the expert all-to-all with another micro-batch (DeepSeek-V3 on H100 in 25.09)
+  -> ``moe_a2a_overlap``; the all-to-all is never hidden by ``tp_comm_overlap``.
 """
 
 from __future__ import annotations
@@ -209,6 +219,10 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         assumed.append("embedding and loss counted as pipeline layers (recipe)")
     if m.get("experts"):
         parallelism["ep"] = par.get("ep") or 1
+        if _hierarchical_dispatch(row):
+            parallelism["moe_dispatcher"] = "deepep"
+        if _a2a_overlap(row):
+            parallelism["moe_a2a_overlap"] = True
         # Megatron-Bridge MoE recipes run experts without tensor parallelism (etp = 1)
         parallelism["etp"] = par.get("etp") or 1
     tables = {
@@ -252,9 +266,50 @@ def _moe_fields(
         )
     if "sliding" in str(extra.get("attention", "")) or extra.get("attention_chunk_size"):
         assumed.append("local (sliding-window / chunked) attention layers priced as full")
+    if _token_drop(row):
+        # Megatron-Bridge 25.09 perf runs labelled "(tokendrop)": apply_moe_token_drop with its
+        # defaults, capacity factor 1.0 and expert inputs padded to capacity
+        model["capacity_factor"] = 1.0
+        assumed.append("token drop: capacity factor 1.0, padded (apply_moe_token_drop defaults)")
     if not par.get("etp"):
         assumed.append("etp 1 (Megatron-Bridge MoE recipes)")
     return assumed
+
+
+def _hierarchical_dispatch(row: dict[str, Any]) -> bool:
+    """Whether the row's recipe dispatches tokens with DeepEP or HybridEP (the ``flex``
+    dispatcher): its workload config names the backend, or it is a Megatron-Bridge 25.09
+    DeepSeek-V3 run on H100 (``scripts/performance/run_script.py`` @fa0315ae enables DeepEP
+    for DeepSeek-V3 on H100)."""
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("moe_flex_dispatcher_backend") in ("hybridep", "deepep"):
+        return True
+    return _deepseek_h100_2509(row)
+
+
+def _a2a_overlap(row: dict[str, Any]) -> bool:
+    """Whether the row's recipe overlaps the expert-parallel all-to-all with another
+    micro-batch's compute: its workload config says so, or it is a Megatron-Bridge 25.09
+    DeepSeek-V3 run on H100 (``run_script.py`` @fa0315ae sets
+    ``overlap_moe_expert_parallel_comm`` and ``delay_wgrad_compute`` for H100)."""
+    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
+    if hints.get("moe_a2a_overlap") or hints.get("overlap_moe_expert_parallel_comm"):
+        return True
+    return _deepseek_h100_2509(row)
+
+
+def _deepseek_h100_2509(row: dict[str, Any]) -> bool:
+    table = str(row["source"].get("table", ""))
+    return (
+        table.startswith("25.09")
+        and row["model"].get("key") == "deepseek-v3"
+        and row["hardware"]["gpu"].startswith("H100")
+    )
+
+
+def _token_drop(row: dict[str, Any]) -> bool:
+    """Whether the row's source labels it a token-drop (capacity-limited) MoE run."""
+    return "(tokendrop)" in str(row["source"].get("table", "")).lower()
 
 
 def _supported_features() -> Callable[[str], bool]:

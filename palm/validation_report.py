@@ -45,7 +45,7 @@ def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
     """Predicted vs published iteration time of every expressible row, as plain data."""
     data = load_modern_cases(path)
     results = run_cases(data.cases, engine=engine)
-    rows = []
+    rows: list[dict[str, Any]] = []
     by_gen: dict[str, list[float]] = defaultdict(list)
     for case, res in zip(data.cases, results, strict=True):
         gen = generation(case.config.hardware.name)

@@ -20,10 +20,22 @@ its own NIC, so (each GPU belonging to one group, its port and NIC carry only it
 
 which :func:`all_to_all_step` writes as a step of bandwidth
 ``(n - 1) / max((local - 1)/bw_switch, (n - local)/bw_nic)`` for the formula above.
+
+**Hierarchical dispatch** (DeepEP's normal kernels and HybridEP, Megatron-Core's ``flex``
+dispatcher; DeepSeek-V3 report sec. 3.2.2): a token bound for several experts on one remote
+node crosses the network once, to the GPU of the same in-node index there, which forwards it
+to the others over NVLink (DeepEP ``csrc/kernels/internode.cu``: one RDMA send per token and
+node, with a bit mask of the NVLink ranks it goes to). With ``E`` experts spread evenly over
+the ``N`` nodes of the group and ``k`` of them drawn per token without replacement, a node
+receives none of a token's copies with probability ``p0 = C(E - E/N, k) / C(E, k)``, so the
+NIC carries ``(N - 1)(1 - p0)`` copies per token instead of ``k (N - 1)/N``: a factor
+``N (1 - p0) / k`` (:func:`hierarchical_inter_node_scale`). The forwarded copies cross NVLink
+at the far end: ``(n - local)(local - 1)/local`` more parts on the switch port.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,6 +52,7 @@ __all__ = [
     "AllToAllStep",
     "all_to_all_step",
     "cluster_all_to_all_step",
+    "hierarchical_inter_node_scale",
 ]
 
 
@@ -101,28 +114,57 @@ def all_to_all_step(
     inter_Bps: float,
     intra_latency_s: float,
     inter_latency_s: float,
+    inter_scale: float | None = None,
 ) -> AllToAllStep:
     """Step of an all-to-all over ``n`` members of which ``local`` (itself included) share the
     node of the member with the fewest local peers: bandwidth
-    ``(n - 1) / max((local - 1)/intra, (n - local)/inter)``, latency of the slowest path."""
+    ``(n - 1) / max((local - 1)/intra, (n - local)/inter)``, latency of the slowest path.
+    ``inter_scale`` (hierarchical dispatch, module docstring) scales the parts that cross the
+    network and adds the copies forwarded over NVLink at the far end."""
     if n <= 1:
         return AllToAllStep(0.0, float("inf"))
-    slowest = max((local - 1) / intra_Bps, (n - local) / inter_Bps)
+    intra_parts, inter_parts = float(local - 1), float(n - local)
+    if inter_scale is not None and n > local:
+        intra_parts += (n - local) * (local - 1) / local
+        inter_parts *= inter_scale
+    slowest = max(intra_parts / intra_Bps, inter_parts / inter_Bps)
     latency = inter_latency_s if local < n else intra_latency_s
     return AllToAllStep(latency, (n - 1) / slowest)
 
 
-def cluster_all_to_all_step(hw: GpuClusterHardware, groups: np.ndarray) -> AllToAllStep:
+def hierarchical_inter_node_scale(*, experts: int, top_k: int, nodes: int) -> float:
+    """Network bytes of a hierarchical dispatch relative to a flat all-to-all: a token's copies
+    for one remote node travel once, ``N (1 - p0) / k`` with ``p0 = C(E - E/N, k) / C(E, k)``
+    (module docstring); 1 within one node or with one copy per token."""
+    if nodes <= 1 or top_k <= 1:
+        return 1.0
+    per_node = experts // nodes
+    p0 = math.comb(experts - per_node, top_k) / math.comb(experts, top_k)
+    return min(1.0, nodes * (1.0 - p0) / top_k)
+
+
+def cluster_all_to_all_step(
+    hw: GpuClusterHardware, groups: np.ndarray, *, routing: tuple[int, int] | None = None
+) -> AllToAllStep:
     """The all-to-all step of concurrent groups of GPUs (``groups[g, i]`` = global rank of
-    member ``i`` of group ``g``), limited by the member with the fewest peers in its node."""
+    member ``i`` of group ``g``), limited by the member with the fewest peers in its node.
+    ``routing = (experts, top_k)`` prices a hierarchical dispatch (module docstring) over the
+    ``n / local`` nodes a group spans."""
     groups = np.asarray(groups, dtype=np.int64).reshape(-1, groups.shape[-1])
     node = groups // hw.gpus_per_node
     # members per (group, node): the smallest count is the member with the fewest local peers
     keys = np.arange(len(node))[:, None] * (int(node.max()) + 1) + node
     local = int(np.unique(keys, return_counts=True)[1].min())
+    n = groups.shape[1]
+    scale = None
+    if routing is not None:
+        scale = hierarchical_inter_node_scale(
+            experts=routing[0], top_k=routing[1], nodes=max(1, n // local)
+        )
     return all_to_all_step(
-        n=groups.shape[1],
+        n=n,
         local=local,
+        inter_scale=scale,
         intra_Bps=hw.switch_bandwidth_gbps * 1e9,
         inter_Bps=hw.inter_node_bandwidth_gbps * 1e9,
         intra_latency_s=hw.switch_latency_us * 1e-6,

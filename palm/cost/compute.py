@@ -5,7 +5,10 @@ A matrix multiply ``C[m, n] = A[m, k] B[k, n]`` runs at
     eff(m, n, k) = matmul_efficiency * s(m) * s(n) * s(k),   s(d) = d / (d + matmul_half_dim)
 
 of the device's peak for its precision (times ``grouped_gemm_efficiency`` for the many small
-products of a mixture-of-experts grouped GEMM): ``matmul_efficiency`` is the fraction of peak that
+products of a mixture-of-experts grouped GEMM, which also pays ``grouped_gemm_expert_us`` per
+local expert and pass: Transformer Engine's ``GroupedLinear`` runs one GEMM kernel per local
+expert, spread over several streams, Megatron-Core ``--moe-grouped-gemm``, each with its own
+launch, prologue and tail): ``matmul_efficiency`` is the fraction of peak that
 large, well-shaped products reach (tile quantisation, pipeline fill, clock throttling under
 sustained load), and ``s(d)`` is the loss of a small dimension, which halves throughput when
 ``d = matmul_half_dim``. Each product also takes at least the time to read its operands and
@@ -68,6 +71,7 @@ class DeviceRates:
     sram_bytes: float
     elem_bytes: float
     grouped_gemm_efficiency: float = 1.0
+    grouped_expert_s: float = 0.0
     wide_peak_flops: float = 0.0
     wide_matmul_efficiency: float = 0.0
     attention_efficiency: float = 0.0
@@ -100,6 +104,7 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
             sram_bytes=float("inf"),
             elem_bytes=2 if mixed_fp8 else elem,
             grouped_gemm_efficiency=hw.grouped_gemm_efficiency,
+            grouped_expert_s=hw.grouped_gemm_expert_us * 1e-6,
             wide_peak_flops=wide,
             wide_matmul_efficiency=hw.matmul_efficiency if wide else 0.0,
             attention_efficiency=hw.attention_efficiency,
@@ -125,12 +130,14 @@ def gemm_efficiency(g: Gemm, rates: DeviceRates) -> float:
 
 
 def gemm_time(g: Gemm, rates: DeviceRates) -> float:
-    """Roofline time of ``g``: compute at its achievable efficiency, or operand traffic."""
+    """Roofline time of ``g``: compute at its achievable efficiency, or operand traffic; a
+    grouped GEMM adds ``count x grouped_expert_s`` (one kernel per local expert)."""
     if g.flops <= 0:
         return 0.0
     compute = g.flops / (rates.peak_for(g)[0] * gemm_efficiency(g, rates))
     traffic = g.operand_elements() * rates.elem_bytes / rates.local_bandwidth_Bps
-    return max(compute, traffic)
+    fixed = g.count * rates.grouped_expert_s if g.grouped else 0.0
+    return max(compute, traffic) + fixed
 
 
 def _fp8_cast_bytes(gemms: tuple[Gemm, ...], rates: DeviceRates, *, backward: bool) -> float:

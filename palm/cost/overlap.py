@@ -29,6 +29,14 @@ all-gather before the QKV and FC1 products and the reduce-scatter after the proj
 FC2 are cut into chunks pipelined with the pieces of those products, so a pass exposes
 ``max(0, T_tp - T_linear)`` (the backward pass pairs them with the data- and weight-gradient
 products, twice the forward FLOPs).
+
+**Expert-parallel all-to-all overlap** (``parallelism.moe_a2a_overlap``; Megatron-Core
+``--overlap-moe-expert-parallel-comm`` with ``--delay-wgrad-compute``, "batch-level
+overlapping to hide EP-A2A communication", MCore v0.14; the DualPipe idea of the DeepSeek-V3
+report sec. 3.2.1): in the 1F1B steady state the forward pass of one micro-batch and the
+backward pass of another are interleaved layer by layer, each one's dispatch and combine
+running under the other's attention and expert products. A chunk's forward and backward
+passes expose ``max(0, T_a2a - T_compute)`` of their all-to-alls together.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ __all__ = [
     "prefetch_exposed_s",
     "ring_exposed_s",
     "tp_overlap_exposed_s",
+    "ep_overlap_exposed_s",
     "fsdp_exposed_s",
     "cp_exposed_s",
 ]
@@ -71,6 +80,12 @@ def ring_exposed_s(*, ring_s: float, attention_s: float) -> float:
 def tp_overlap_exposed_s(*, comm_s: float, gemm_s: float) -> float:
     """TP collectives not hidden by the linear products they are pipelined with."""
     return max(0.0, comm_s - gemm_s)
+
+
+def ep_overlap_exposed_s(*, comm_s: float, compute_s: float) -> float:
+    """Expert-parallel all-to-all time of a chunk's two passes left after overlapping it with
+    their compute (another micro-batch's, module docstring)."""
+    return max(0.0, comm_s - compute_s)
 
 
 def fsdp_exposed_s(

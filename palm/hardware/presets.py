@@ -3,6 +3,8 @@ is an assumption, marked as such here and in ``docs/hardware.md``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware, PeakTflops
 
 __all__ = ["HARDWARE_PRESETS", "hardware_preset"]
@@ -20,6 +22,49 @@ _TENSIX_FEED_BYTES_PER_CYCLE = 48.5
 _TENSIX_LAUNCH_US = 6.0
 _TENSIX_HOST_DISPATCH_US = 59.6
 _TENSIX_HOST_SHARDED_OUTPUT_US = 47.6
+
+# NVIDIA DGX B200 (DGX B200 datasheet; HGX B200 datasheet, 2024): 8 B200 GPUs; per
+# system 72 PFLOP/s fp8 and 36 PFLOP/s fp16/bf16 "with sparsity", 600 TFLOP/s fp32 ->
+# per GPU dense 2250 bf16, 4500 fp8 / int8, 75 fp32; 1440 GB HBM3e at 64 TB/s -> 180 GB
+# at 8 TB/s per GPU; fifth-generation NVLink 14.4 TB/s in all = 1.8 TB/s per GPU
+# bidirectional = 900 GB/s per direction; 8 x ConnectX-7 400 Gb/s = 50 GB/s per GPU.
+# The Blackwell and Blackwell Ultra presets below are this one with the figures that differ.
+_DGX_B200 = GpuClusterHardware(
+    name="dgx-b200",
+    gpus_per_node=8,
+    peak_tflops=PeakTflops(fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0),
+    hbm_gib=180e9 / 2**30,
+    hbm_bandwidth_gbps=8000.0,
+    switch_bandwidth_gbps=900.0,
+    switch_latency_us=2.0,
+    inter_node_bandwidth_gbps=50.0,
+    inter_node_latency_us=5.0,
+    # FP8, attention and grouped GEMMs fitted on the visible Blackwell rows
+    # (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100
+    # fit as a prior
+    matmul_efficiency=0.671,
+    fp8_matmul_efficiency=0.472,
+    attention_efficiency=0.380,
+    grouped_gemm_efficiency=0.453,
+    grouped_gemm_expert_us=23.654,
+)
+
+# NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
+# PFLOP/s fp8 training (with sparsity) -> 4500 dense fp8 and 2250 bf16 per GPU, as B200;
+# 2.3 TB HBM3e -> 288 GB per GPU at 8 TB/s; NVLink 1.8 TB/s per GPU; 8 x ConnectX-8
+# 800 Gb/s = 100 GB/s per GPU per direction. fp32: B200's figure (not restated).
+# FP8, attention and grouped GEMMs fitted on the visible Blackwell Ultra rows
+# (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100 fit
+_DGX_B300 = replace(
+    _DGX_B200,
+    name="dgx-b300",
+    hbm_gib=288e9 / 2**30,
+    inter_node_bandwidth_gbps=100.0,
+    fp8_matmul_efficiency=0.551,
+    attention_efficiency=0.549,
+    grouped_gemm_efficiency=0.463,
+    grouped_gemm_expert_us=2.339,
+)
 
 HARDWARE_PRESETS: dict[str, Hardware] = {
     # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
@@ -67,7 +112,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.486,
+        grouped_gemm_efficiency=0.626,
+        grouped_gemm_expert_us=20.434,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -87,94 +133,34 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.486,
+        grouped_gemm_efficiency=0.626,
+        grouped_gemm_expert_us=20.434,
     ),
-    # NVIDIA DGX B200 (DGX B200 datasheet; HGX B200 datasheet, 2024): 8 B200 GPUs; per
-    # system 72 PFLOP/s fp8 and 36 PFLOP/s fp16/bf16 "with sparsity", 600 TFLOP/s fp32 ->
-    # per GPU dense 2250 bf16, 4500 fp8 / int8, 75 fp32; 1440 GB HBM3e at 64 TB/s -> 180 GB
-    # at 8 TB/s per GPU; fifth-generation NVLink 14.4 TB/s in all = 1.8 TB/s per GPU
-    # bidirectional = 900 GB/s per direction; 8 x ConnectX-7 400 Gb/s = 50 GB/s per GPU.
-    "dgx-b200": GpuClusterHardware(
-        name="dgx-b200",
-        gpus_per_node=8,
-        peak_tflops=PeakTflops(fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0),
-        hbm_gib=180e9 / 2**30,
-        hbm_bandwidth_gbps=8000.0,
-        switch_bandwidth_gbps=900.0,
-        switch_latency_us=2.0,
-        inter_node_bandwidth_gbps=50.0,
-        inter_node_latency_us=5.0,
-        # FP8, attention and grouped GEMMs fitted on the visible Blackwell rows
-        # (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100
-        # fit as a prior
-        matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.489,
-        attention_efficiency=0.325,
-        grouped_gemm_efficiency=0.363,
-    ),
+    "dgx-b200": _DGX_B200,  # sources above the constant
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell
     # GPUs in one NVLink domain (a "node" here: NVLink switch trays join all 72); per rack
     # 360 PFLOP/s fp16/bf16 and 720 fp8 / int8 with sparsity, 5760 TFLOP/s fp32 -> per GPU
     # dense 2500 bf16, 5000 fp8, 80 fp32; up to 13.4 TB HBM3e at 576 TB/s -> 186 GB at
     # 8 TB/s per GPU; NVLink 130 TB/s = 1.8 TB/s per GPU bidirectional; one ConnectX-7
     # 400 Gb/s per GPU (DGX GB200) = 50 GB/s per direction across racks.
-    "gb200-nvl72": GpuClusterHardware(
+    "gb200-nvl72": replace(
+        _DGX_B200,
         name="gb200-nvl72",
         gpus_per_node=72,
         peak_tflops=PeakTflops(fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0),
         hbm_gib=186e9 / 2**30,
-        hbm_bandwidth_gbps=8000.0,
-        switch_bandwidth_gbps=900.0,
-        switch_latency_us=2.0,
-        inter_node_bandwidth_gbps=50.0,
-        inter_node_latency_us=5.0,
-        # the Blackwell fit (as dgx-b200)
-        matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.489,
-        attention_efficiency=0.325,
-        grouped_gemm_efficiency=0.363,
-    ),
-    # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
-    # PFLOP/s fp8 training (with sparsity) -> 4500 dense fp8 and 2250 bf16 per GPU, as B200;
-    # 2.3 TB HBM3e -> 288 GB per GPU at 8 TB/s; NVLink 1.8 TB/s per GPU; 8 x ConnectX-8
-    # 800 Gb/s = 100 GB/s per GPU per direction. fp32: B200's figure (not restated).
-    "dgx-b300": GpuClusterHardware(
-        name="dgx-b300",
-        gpus_per_node=8,
-        peak_tflops=PeakTflops(fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0),
-        hbm_gib=288e9 / 2**30,
-        hbm_bandwidth_gbps=8000.0,
-        switch_bandwidth_gbps=900.0,
-        switch_latency_us=2.0,
-        inter_node_bandwidth_gbps=100.0,
-        inter_node_latency_us=5.0,
-        # fitted on the visible Blackwell Ultra rows (benchmarks/calibrate_gpus.py); no dense
-        # BF16 row: matmul_efficiency keeps the A100 fit as a prior
-        matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.656,
-        attention_efficiency=0.316,
-        grouped_gemm_efficiency=0.487,
-    ),
+    ),  # the Blackwell fit (as dgx-b200)
+    "dgx-b300": _DGX_B300,  # sources above the constant
     # NVIDIA GB300 NVL72 (GB300 NVL72 datasheet, 2025): 72 Blackwell Ultra GPUs in one NVLink
     # domain; per rack 360 PFLOP/s bf16 and 720 fp8 with sparsity -> per GPU dense 2500 bf16,
     # 5000 fp8 (as GB200); up to 20 TB HBM3e at 576 TB/s -> 288 GB at 8 TB/s per GPU; NVLink
     # 1.8 TB/s per GPU; ConnectX-8 800 Gb/s per GPU = 100 GB/s per direction.
-    "gb300-nvl72": GpuClusterHardware(
+    "gb300-nvl72": replace(
+        _DGX_B300,
         name="gb300-nvl72",
         gpus_per_node=72,
         peak_tflops=PeakTflops(fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0),
-        hbm_gib=288e9 / 2**30,
-        hbm_bandwidth_gbps=8000.0,
-        switch_bandwidth_gbps=900.0,
-        switch_latency_us=2.0,
-        inter_node_bandwidth_gbps=100.0,
-        inter_node_latency_us=5.0,
-        # the Blackwell Ultra fit (as dgx-b300)
-        matmul_efficiency=0.671,
-        fp8_matmul_efficiency=0.656,
-        attention_efficiency=0.316,
-        grouped_gemm_efficiency=0.487,
-    ),
+    ),  # the Blackwell Ultra fit (as dgx-b300)
     # The PALM paper's wafer (Table VI): 5 x 4 tiles of 4 x 4 cores, 256 TFLOP/s fp16 and 60 MB
     # SRAM per tile (16 TFLOP/s, 3.75 MB per core), intra-tile NoC 1024 GB/s, inter-tile NoC
     # 256 GB/s, edge-shared DRAM 256 GB/s per tile. Table VI gives no latencies, SRAM bandwidth,

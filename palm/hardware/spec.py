@@ -29,7 +29,9 @@ Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.c
 (``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on GPUs also
 ``fp8_matmul_efficiency`` for products run in FP8, ``attention_efficiency`` of the
 FlashAttention kernel and ``grouped_gemm_efficiency``, the extra loss of a mixture-of-experts
-grouped GEMM, 1.0 = only the shape rule); their values and origin are in ``docs/model.md``.
+grouped GEMM, 1.0 = only the shape rule, and ``grouped_gemm_expert_us``, the fixed time each
+local expert's product adds to a grouped GEMM in each pass); their values and origin are in
+``docs/model.md``.
 ``sram_model`` chooses how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product,
 :mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule,
 :mod:`palm.cost.sram`).
@@ -165,6 +167,7 @@ class GpuClusterHardware:
     fp8_matmul_efficiency: float = 0.8
     attention_efficiency: float = 0.6
     grouped_gemm_efficiency: float = 1.0
+    grouped_gemm_expert_us: float = 0.0
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property

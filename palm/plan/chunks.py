@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.cost.compute import OpTimes, linear_gemm_time, op_times
-from palm.cost.overlap import cp_exposed_s, fsdp_exposed_s, tp_overlap_exposed_s
+from palm.cost.overlap import (
+    cp_exposed_s,
+    ep_overlap_exposed_s,
+    fsdp_exposed_s,
+    tp_overlap_exposed_s,
+)
 from palm.plan.context import PlanContext
 from palm.plan.handoffs import HandOffs
 from palm.plan.rings import StageRings
@@ -122,6 +127,9 @@ def chunk_cost(
     compute_f = sum(t.forward_s for t in times)
     compute_b = sum(t.backward_s for t in times)
     recompute_s = sum(t.recompute_s for t in times)
+    comm_f, comm_b = _comm_exposed(
+        ctx, rings, stage, ops, f_coll, b_coll, compute_s=compute_f + compute_b + recompute_s
+    )
     gathered_f = bytes_sent_per_member(Collective("all-gather", prev_out), n=tp) if recv_f else 0.0
     gathered_b = bytes_sent_per_member(Collective("all-gather", full_out), n=tp) if recv_b else 0.0
     return ChunkCost(
@@ -133,8 +141,8 @@ def chunk_cost(
         forward_compute_s=max(compute_f, multicast_f),
         backward_compute_s=max(compute_b, multicast_b - recompute_s),
         recompute_s=recompute_s,
-        tp_forward_s=_tp_exposed(ctx, rings.time(f_coll, stage), ops, backward=False) + cp_f,
-        tp_backward_s=_tp_exposed(ctx, rings.time(b_coll, stage), ops, backward=True) + cp_b,
+        tp_forward_s=comm_f + cp_f,
+        tp_backward_s=comm_b + cp_b,
         recv_forward_s=recv_f,
         recv_backward_s=recv_b,
         zero3_gather_s=zero3,
@@ -174,6 +182,41 @@ def multicast_collectives(
         if n > 1 and x > 0:
             out.append(Collective("all-gather", x * n / (n - 1), group=group))
     return out
+
+
+#: the expert groups of a MoE layer: their dispatch / combine is not pipelined with the
+#: linear products by ``tp_comm_overlap`` (Transformer Engine's userbuffers overlap only the
+#: sequence-parallel all-gather and reduce-scatter of TP)
+_EXPERT_GROUPS = ("ep", "etp")
+
+
+def _comm_exposed(
+    ctx: PlanContext,
+    rings: StageRings,
+    stage: int,
+    ops: Sequence[Op],
+    f_coll: list[Collective],
+    b_coll: list[Collective],
+    *,
+    compute_s: float,
+) -> tuple[float, float]:
+    """Collectives of the forward and backward pass left on the critical path: the TP ones
+    as :func:`_tp_exposed` prices them; the expert-parallel ones in full or, with
+    ``moe_a2a_overlap``, what the compute of the chunk's passes cannot hide
+    (:func:`~palm.cost.overlap.ep_overlap_exposed_s`), charged to the backward pass."""
+
+    def split(colls: list[Collective]) -> tuple[list[Collective], list[Collective]]:
+        expert = [x for x in colls if x.group in _EXPERT_GROUPS]
+        return [x for x in colls if x.group not in _EXPERT_GROUPS], expert
+
+    tp_f, ep_f = split(f_coll)
+    tp_b, ep_b = split(b_coll)
+    out_f = _tp_exposed(ctx, rings.time(tp_f, stage), ops, backward=False)
+    out_b = _tp_exposed(ctx, rings.time(tp_b, stage), ops, backward=True)
+    ep_f_s, ep_b_s = rings.time(ep_f, stage), rings.time(ep_b, stage)
+    if ctx.config.parallelism.moe_a2a_overlap:
+        return out_f, out_b + ep_overlap_exposed_s(comm_s=ep_f_s + ep_b_s, compute_s=compute_s)
+    return out_f + ep_f_s, out_b + ep_b_s
 
 
 def _tp_exposed(ctx: PlanContext, total_s: float, ops: Sequence[Op], *, backward: bool) -> float:

@@ -114,7 +114,11 @@ class StageRings:
             key = (stage, group + (":a2a" if a2a else ""))
             if a2a and isinstance(hw, GpuClusterHardware) and key not in self._split:
                 arr = self.ctx.array(stage).reshape(par.expert_dp, par.ep, par.expert_tp)
-                step = cluster_all_to_all_step(hw, np.moveaxis(arr, axis, -1))
+                model = self.ctx.config.model
+                routing = None
+                if par.moe_dispatcher == "deepep" and model.experts:
+                    routing = (model.experts, model.top_k)
+                step = cluster_all_to_all_step(hw, np.moveaxis(arr, axis, -1), routing=routing)
                 self._split[key] = (step, arr.shape[axis])
             if key in self._split:
                 return self._split[key]

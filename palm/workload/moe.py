@@ -234,8 +234,11 @@ class MoELayer(TransformerLayer):
         shared = self._mlp_gemms(
             batch * self.seq_len, self.shared_experts * self.moe_ffn_hidden, tp
         )
-        up = Gemm(rows, self._mlp_in_mats * width, h, local, grouped=True)
-        down = Gemm(rows, h, width, local, grouped=True)
+        # one local expert is one ordinary product per projection (Megatron-Core's grouped
+        # MLP then runs a single GEMM); the grouped-GEMM loss applies to two or more
+        grouped = local > 1
+        up = Gemm(rows, self._mlp_in_mats * width, h, local, grouped=grouped)
+        down = Gemm(rows, h, width, local, grouped=grouped)
         return (router, *shared, up, down)
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:

@@ -12,6 +12,7 @@ each sequence; attention still attends to all ``seq_len`` keys
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from palm.workload.model import Workload
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
@@ -19,14 +20,21 @@ from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 __all__ = ["resolve_attention", "shard_workload"]
 
 
-def resolve_attention(attention: str, *, topology: str) -> str:
+AttentionKernel = Literal["flash", "unfused"]
+
+
+def resolve_attention(attention: str, *, topology: str) -> AttentionKernel:
     """The attention kernel in effect: ``auto`` is flash on a gpu-cluster, unfused on a mesh."""
+    if attention == "flash":
+        return "flash"
+    if attention == "unfused":
+        return "unfused"
     if attention != "auto":
-        return attention
+        raise ValueError(f"attention kernel {attention!r}: one of auto, flash, unfused")
     return "flash" if topology == "gpu-cluster" else "unfused"
 
 
-def _shard(op: Op, *, attention: str, cp: int, causal: bool) -> Op:
+def _shard(op: Op, *, attention: AttentionKernel, cp: int, causal: bool) -> Op:
     if isinstance(op, TransformerLayer):
         return dataclasses.replace(
             op, attention=attention, cp=cp, seq_len=op.seq_len // cp, causal=causal
@@ -36,7 +44,9 @@ def _shard(op: Op, *, attention: str, cp: int, causal: bool) -> Op:
     return op
 
 
-def shard_workload(workload: Workload, *, attention: str, cp: int, causal: bool) -> Workload:
+def shard_workload(
+    workload: Workload, *, attention: AttentionKernel, cp: int, causal: bool
+) -> Workload:
     """``workload`` as one context-parallel rank runs it with the given attention kernel.
     ``tokens_per_sample`` stays the full sequence (a sample is still one sequence)."""
     if not workload.transformer:

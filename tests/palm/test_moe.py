@@ -5,6 +5,7 @@ validation (Megatron-Core's layout rules)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ from palm.cost.collectives import (
     bytes_sent_per_member,
     cluster_all_to_all_step,
     collective_time,
+    hierarchical_inter_node_scale,
 )
 from palm.cost.compute import device_rates, gemm_time
 from palm.hardware.presets import HARDWARE_PRESETS
@@ -144,11 +146,51 @@ def test_capacity_factor_and_load_imbalance_scale_the_busiest_device() -> None:
 
 def test_grouped_gemm_efficiency_slows_only_grouped_products() -> None:
     # from no grouped loss (the preset carries the fitted one) to half
-    fast = dataclasses.replace(device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0)
+    fast = dataclasses.replace(
+        device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0, grouped_expert_s=0.0
+    )
     slow = dataclasses.replace(fast, grouped_gemm_efficiency=0.5)
-    router, up, _ = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    router, up, _ = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
     assert gemm_time(router, slow) == gemm_time(router, fast)
     assert gemm_time(up, slow) == pytest.approx(2 * gemm_time(up, fast))
+
+
+def test_one_local_expert_is_an_ordinary_product() -> None:
+    # Mixtral 8x7B at ep 8: one expert per device, so its MLP is one plain GEMM per
+    # projection (Megatron-Core's grouped MLP with one local expert) and pays no grouped loss;
+    # at ep 4 the two local experts form a grouped GEMM
+    slow = dataclasses.replace(
+        device_rates(H100, "bf16"), grouped_gemm_efficiency=0.5, grouped_expert_s=20e-6
+    )
+    _, up1, down1 = moe_layer(ep=8).moe_gemms(batch=1, tp=1)
+    assert (up1.count, up1.grouped, down1.grouped) == (1, False, False)
+    assert gemm_time(up1, slow) == gemm_time(
+        dataclasses.replace(up1, grouped=True),
+        dataclasses.replace(slow, grouped_gemm_efficiency=1.0, grouped_expert_s=0.0),
+    )
+    _, up2, _ = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
+    assert (up2.count, up2.grouped) == (2, True)
+
+
+def test_grouped_gemm_pays_a_fixed_time_per_local_expert() -> None:
+    # 20 us per expert kernel: Mixtral at ep 4 has 2 local experts, so each grouped product
+    # takes 2 x 20 us more in every pass; the router (a plain GEMM) does not change
+    base = dataclasses.replace(
+        device_rates(H100, "bf16"), grouped_gemm_efficiency=1.0, grouped_expert_s=0.0
+    )
+    per_expert = dataclasses.replace(base, grouped_expert_s=20e-6)
+    router, up, down = moe_layer(ep=4).moe_gemms(batch=1, tp=1)
+    assert gemm_time(up, per_expert) - gemm_time(up, base) == pytest.approx(2 * 20e-6)
+    assert gemm_time(down, per_expert) - gemm_time(down, base) == pytest.approx(2 * 20e-6)
+    assert gemm_time(router, per_expert) == gemm_time(router, base)
+    # the hardware field reaches the rates in seconds
+    hw = dataclasses.replace(H100, grouped_gemm_expert_us=20.0)
+    assert device_rates(hw, "bf16").grouped_expert_s == pytest.approx(20e-6)
+    cfg = parse_config(mixtral(ep=4, dp=16))
+    assert cfg.hardware.grouped_gemm_expert_us == H100.grouped_gemm_expert_us
+    tables = mixtral(ep=4)
+    tables["hardware"] = {"preset": "dgx-h100", "grouped_gemm_expert_us": 5.0}
+    assert parse_config(tables).hardware.grouped_gemm_expert_us == 5.0
 
 
 # ------------------------------------------------------------------------------ all-to-all
@@ -232,6 +274,85 @@ def test_plan_prices_expert_parallel_all_to_all_on_the_real_topology() -> None:
     assert across.chunks[0].tp_forward_s == pytest.approx(a2a_across)
     # full recompute re-runs the dispatch in the backward pass
     assert inside.chunks[0].tp_backward_s == pytest.approx(2 * a2a_in)
+
+
+def test_hierarchical_dispatch_sends_one_copy_per_remote_node_hand_worked() -> None:
+    # Qwen3-30B-A3B: 128 experts, top-8, over 2 nodes of 64 experts each. A node gets none of
+    # a token's 8 copies with p0 = C(64, 8) / C(128, 8) = 4426165368 / 1429702652400, so the
+    # NIC carries 1 - p0 copies per token instead of 8 x 1/2 = 4: a factor 2 (1 - p0) / 8
+    p0 = 4426165368 / 1429702652400
+    scale = hierarchical_inter_node_scale(experts=128, top_k=8, nodes=2)
+    assert scale == pytest.approx(2 * (1 - p0) / 8)
+    assert scale == pytest.approx(0.24923, abs=1e-5)
+    # one node, or one copy per token: nothing to deduplicate
+    assert hierarchical_inter_node_scale(experts=128, top_k=8, nodes=1) == 1.0
+    assert hierarchical_inter_node_scale(experts=8, top_k=1, nodes=2) == 1.0
+    # many nodes, few copies: almost every copy goes to its own node (DeepSeek-V3: 256
+    # experts, top-8, 16 nodes: 16 (1 - C(240, 8) / C(256, 8)) / 8 = 0.81)
+    assert hierarchical_inter_node_scale(experts=256, top_k=8, nodes=16) == pytest.approx(
+        16 * (1 - math.comb(240, 8) / math.comb(256, 8)) / 8
+    )
+
+
+def test_hierarchical_all_to_all_step_hand_worked() -> None:
+    # 16 GPUs over 2 DGX-H100 nodes, factor s: the NIC carries 8 s parts, NVLink its 7 own
+    # parts plus the 8 x 7/8 forwarded ones: max(14 / 450e9, 8 s / 50e9) per part
+    s = hierarchical_inter_node_scale(experts=128, top_k=8, nodes=2)
+    flat = cluster_all_to_all_step(H100, np.arange(16)[None, :])
+    deep = cluster_all_to_all_step(H100, np.arange(16)[None, :], routing=(128, 8))
+    assert deep.bandwidth_Bps == pytest.approx(15 / max(14 / 450e9, 8 * s / 50e9))
+    assert flat.bandwidth_Bps / deep.bandwidth_Bps == pytest.approx(s)
+    # inside one node the dispatchers are the same
+    one = cluster_all_to_all_step(H100, np.arange(8)[None, :], routing=(128, 8))
+    assert one == cluster_all_to_all_step(H100, np.arange(8)[None, :])
+
+
+def test_plan_prices_the_deepep_dispatcher_across_nodes() -> None:
+    # Mixtral on 4-GPU nodes, ep 8 over 2 nodes: 8 experts, top-2; p0 = C(4, 2) / C(8, 2)
+    split = mixtral(ep=8)
+    split["hardware"] = {"preset": "dgx-h100", "gpus_per_node": 4}
+    flat = build_plan(parse_config(split))
+    split["parallelism"]["moe_dispatcher"] = "deepep"
+    deep = build_plan(parse_config(split))
+    s = 2 * (1 - 6 / 28) / 2
+    nvlink = (3 + 4 * 3 / 4) / 8 * 2**26 / 450e9
+    a2a = 2 * 32 * (max(nvlink, 4 * s / 8 * 2**26 / 50e9) + 7 * 5e-6)
+    assert deep.chunks[0].tp_forward_s == pytest.approx(a2a)
+    assert deep.chunks[0].tp_forward_s < flat.chunks[0].tp_forward_s
+    with pytest.raises(ConfigError, match="moe_dispatcher"):
+        split["parallelism"]["moe_dispatcher"] = "nccl"
+        parse_config(split)
+
+
+def test_tp_comm_overlap_does_not_hide_the_expert_all_to_all() -> None:
+    # Mixtral at tp 2, ep 8 on 16 GPUs: TP overlap pipelines only the TP collectives with the
+    # linear products; the dispatch and combine stay on the critical path
+    sp = {"tp": 2, "dp": 8, "ep": 8, "sequence_parallel": True}
+    plain = build_plan(parse_config(mixtral(**sp)))
+    overlapped = build_plan(parse_config(mixtral(**sp, tp_comm_overlap=True)))
+    layer = next(op for op in plain.workload.ops if isinstance(op, MoELayer))
+    a2a = [
+        x for x in layer.forward_collectives(batch=1, tp=2, sp=True, act_bytes=2) if x.group == "ep"
+    ]
+    assert len(a2a) == 2
+    # 4096 tokens / tp 2 x top-2 = 4096 rows of 8 KiB: 32 MiB, 7/8 of it over NVLink
+    one = 7 / 8 * 2**25 / 450e9 + 7 * 2e-6
+    assert overlapped.chunks[0].tp_forward_s >= 32 * 2 * one * (1 - 1e-9)
+    assert overlapped.chunks[0].tp_forward_s < plain.chunks[0].tp_forward_s
+
+
+def test_moe_a2a_overlap_hides_the_all_to_all_behind_compute() -> None:
+    # across two 4-GPU nodes the all-to-all is slow; overlapped with another micro-batch it
+    # is exposed only where it exceeds the chunk's compute (forward + backward + recompute)
+    split = mixtral(ep=8)
+    split["hardware"] = {"preset": "dgx-h100", "gpus_per_node": 4}
+    exposed = build_plan(parse_config(split)).chunks[0]
+    split["parallelism"]["moe_a2a_overlap"] = True
+    hidden = build_plan(parse_config(split)).chunks[0]
+    a2a = exposed.tp_forward_s + exposed.tp_backward_s
+    compute = exposed.forward_compute_s + exposed.backward_compute_s + exposed.recompute_s
+    assert hidden.tp_forward_s == 0.0
+    assert hidden.tp_backward_s == pytest.approx(max(0.0, a2a - compute))
 
 
 def test_expert_states_are_sharded_by_ep_and_zero_over_expert_data_parallel() -> None:
