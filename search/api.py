@@ -26,8 +26,10 @@ from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
+from search.dedup import NewConfigBudget, Unrepeating
 from search.objective import Objective, TrialFailed
 from search.samplers import make_sampler
+from search.screen import screen
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
 from search.study_file import StudySpec, check_sampler, load_study
 
@@ -161,14 +163,18 @@ class _Progress:
 def _optimize_here(
     tuning: TuningStudy, n_trials: int | None, timeout: float | None, progress: bool
 ) -> None:
-    """Run trials in this process."""
+    """Run trials in this process until ``n_trials`` new configurations were evaluated
+    (duplicates answered from the storage do not count, see :mod:`search.dedup`)."""
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     if progress:
         callbacks.append(_Progress(n_trials, sys.stderr))
+    callbacks.append(NewConfigBudget(n_trials))
+    if not isinstance(tuning.study.sampler, Unrepeating):
+        tuning.study.sampler = Unrepeating(tuning.study.sampler, seed=tuning.spec.seed)
     with trial_signals():  # a stop signal fails the running trial, never orphans one
         tuning.study.optimize(
             guarded(Objective(tuning.spec)),
-            n_trials=n_trials,
+            n_trials=None,
             timeout=timeout,
             catch=(TrialFailed,),
             callbacks=[*callbacks, stop_if_signalled],
@@ -199,12 +205,17 @@ def optimize(
     workers: int = 1,
     progress: bool = False,
 ) -> list[int]:
-    """Run ``n_trials`` more trials (the study file's budget by default), in ``workers``
-    processes sharing the storage (each runs its share, so exactly ``n_trials`` are added).
+    """Run trials until ``n_trials`` more configurations (the study file's budget by default)
+    were evaluated, in ``workers`` processes sharing the storage (each runs its share);
+    duplicate proposals are answered from the storage and not counted. A study file with
+    ``screen`` first ranks that many configurations analytically and enqueues the best
+    (:mod:`search.screen`).
     Returns the process ids that ran the trials (to tell this run's trials from others')."""
     n = tuning.spec.trials if n_trials is None and timeout is None else n_trials
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
+    if tuning.spec.screen:  # once per study, before any worker starts
+        screen(tuning.study, tuning.spec, budget=tuning.spec.screen, top=tuning.spec.screen_top)
     if workers == 1:
         _optimize_here(tuning, n, timeout, progress)
         return [os.getpid()]

@@ -15,7 +15,9 @@ import optuna
 
 from palm.errors import ConfigError
 from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
+from search.dedup import configuration_counts
 from search.objective import RESULT_FIELDS
+from search.screen import SCREEN_ATTR
 from search.storage import (
     DEFAULT_STORAGE,
     WORKER_ATTR,
@@ -142,6 +144,23 @@ def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
     )
 
 
+def _configs_line(study: optuna.Study) -> str:
+    """How many distinct configurations the engine ran, and what the other trials cost."""
+    k = configuration_counts(study)
+    screened = study.user_attrs.get(SCREEN_ATTR)
+    line = (
+        f"configs    {k['simulated']} distinct configurations simulated; not simulated: "
+        f"{k['overflow']} over memory, {k['invalid']} invalid choices, "
+        f"{k['duplicate']} duplicate proposals\n"
+    )
+    if screened:
+        line += (
+            f"screening  {screened['drawn']} configurations ranked by the analytical engine "
+            f"in {screened['wall_s']:.1f} s, the best {len(screened['enqueued'])} simulated first\n"
+        )
+    return line
+
+
 def _check_tune_options(args: argparse.Namespace) -> None:
     """Every option checked before anything is created or opened."""
     if args.trials is not None and args.trials < 1:
@@ -183,6 +202,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"trials     {c['complete']} completed, {c['pruned']} pruned for memory, "
         f"{c['failed']} failed\n"
     )
+    out.write(_configs_line(study))
     try:
         best = best_trial(study)
     except ConfigError:

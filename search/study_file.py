@@ -53,7 +53,22 @@ __all__ = [
 #: objective name -> (direction, what it measures)
 OBJECTIVES: dict[str, str] = {"throughput": "maximize", "memory": "minimize", "cost": "minimize"}
 SAMPLERS: tuple[str, ...] = ("tpe", "random", "cmaes", "nsga2", "gp", "bruteforce")
-_STUDY_KEYS = ("name", "base", "set", "objectives", "sampler", "trials", "seed", "engine")
+_STUDY_KEYS = (
+    "name",
+    "base",
+    "set",
+    "objectives",
+    "sampler",
+    "trials",
+    "seed",
+    "engine",
+    "screen",
+    "screen_top",
+)
+#: analytical screening before the event trials (search.screen): configurations ranked and
+#: how many of the best are simulated first; measured in benchmarks/sampler_efficiency.py
+DEFAULT_SCREEN = 0
+DEFAULT_SCREEN_TOP = 10
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,8 @@ class StudySpec:
     seed: int | None
     engine: str
     fingerprint: str
+    screen: int = DEFAULT_SCREEN
+    screen_top: int = DEFAULT_SCREEN_TOP
 
     @property
     def directions(self) -> list[str]:
@@ -141,6 +158,10 @@ def study_from_tables(
     engine = study.get("engine", "event")
     if engine not in ENGINES:
         raise ConfigError("study.engine", engine, f"one of {', '.join(ENGINES)}")
+    screen, screen_top = (
+        _count(study, "screen", DEFAULT_SCREEN, 0),
+        _count(study, "screen_top", DEFAULT_SCREEN_TOP, 1),
+    )
     name = study.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise ConfigError("study.name", name, "a non-empty string")
@@ -170,7 +191,16 @@ def study_from_tables(
         seed=seed,
         engine=engine,
         fingerprint=fingerprint,
+        screen=screen if len(objectives) == 1 else 0,
+        screen_top=screen_top,
     )
+
+
+def _count(study: Mapping[str, Any], key: str, default: int, low: int) -> int:
+    value = study.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"study.{key}", value, f"an integer >= {low}")
+    return value
 
 
 # --------------------------------------------------------------------------------------------
