@@ -32,10 +32,13 @@ from search.samplers import make_sampler
 from search.screen import screen
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
 from search.study_file import StudySpec, check_sampler, load_study
+from spaces import count_configurations
 
 __all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial", "counts"]
 
 _FINGERPRINT = "palm_tune_fingerprint"
+#: spaces of at most this many draws are counted, so a run stops when it has them all
+_COUNT_LIMIT = 2000
 
 
 @dataclass
@@ -168,7 +171,8 @@ def _optimize_here(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     if progress:
         callbacks.append(_Progress(n_trials, sys.stderr))
-    callbacks.append(NewConfigBudget(n_trials))
+    size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
+    callbacks.append(NewConfigBudget(n_trials, size=size))
     if not isinstance(tuning.study.sampler, Unrepeating):
         tuning.study.sampler = Unrepeating(tuning.study.sampler, seed=tuning.spec.seed)
     with trial_signals():  # a stop signal fails the running trial, never orphans one

@@ -88,12 +88,13 @@ STALL_AFTER = 50
 
 class NewConfigBudget:
     """Optuna callback: stop ``optimize`` once ``n`` new configurations (trials that are
-    not duplicates) were evaluated in this process, or after :data:`STALL_AFTER` duplicate
-    proposals in a row. ``n = None``: only the stall rule (a run bounded by a timeout)."""
+    not duplicates) were evaluated in this process, once the study holds every one of the
+    space's ``size`` configurations (when known), or after :data:`STALL_AFTER` duplicate
+    proposals in a row. ``n = None``: only the other two rules (a run bounded by a timeout)."""
 
-    def __init__(self, n: int | None) -> None:
-        self.n, self.new, self.duplicates, self._in_row = n, 0, 0, 0
-        self.stalled = False
+    def __init__(self, n: int | None, *, size: int | None = None) -> None:
+        self.n, self.size, self.new, self.duplicates, self._in_row = n, size, 0, 0, 0
+        self.stalled = self.exhausted = False
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if DUPLICATE_ATTR in trial.user_attrs:
@@ -103,7 +104,14 @@ class NewConfigBudget:
             self.new += 1
             self._in_row = 0
         self.stalled = self._in_row >= STALL_AFTER
-        if self.stalled or (self.n is not None and self.new >= self.n):
+        if self.size is not None:
+            keys = {
+                t.user_attrs.get(KEY_ATTR)
+                for t in study.get_trials(deepcopy=False)
+                if DUPLICATE_ATTR not in t.user_attrs
+            }
+            self.exhausted = len(keys - {None}) >= self.size
+        if self.stalled or self.exhausted or (self.n is not None and self.new >= self.n):
             study.stop()
 
 

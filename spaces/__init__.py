@@ -8,7 +8,7 @@ builds one from a study file's ``[space]`` table.
 
 from spaces._math import divisors, factorizations, lehmer_to_permutation, permutation_to_lehmer
 from spaces.context import SpaceContext
-from spaces.enumerate import ContinuousSpace, Draw, enumerate_space
+from spaces.enumerate import ContinuousSpace, Draw, count_configurations, enumerate_space
 from spaces.parts import (
     Choice,
     ContextParallel,
@@ -32,6 +32,7 @@ __all__ = [
     "ContinuousSpace",
     "Draw",
     "enumerate_space",
+    "count_configurations",
     "InterGroup",
     "Layout",
     "MicroBatch",

@@ -9,6 +9,8 @@ exactly once.
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -19,7 +21,7 @@ from spaces.parts import Draft, Infeasible
 if TYPE_CHECKING:
     from spaces.space import Space
 
-__all__ = ["Draw", "enumerate_space", "ContinuousSpace"]
+__all__ = ["Draw", "enumerate_space", "ContinuousSpace", "count_configurations"]
 
 
 class ContinuousSpace(ValueError):
@@ -78,3 +80,19 @@ def enumerate_space(space: Space, ctx: SpaceContext) -> Iterator[Draw]:
         if j < 0:
             return
         path = [*full[:j], full[j] + 1]
+
+
+def count_configurations(space: Space, ctx: SpaceContext, *, limit: int) -> int | None:
+    """How many distinct drafts ``space`` has (draws that give the same draft counted once;
+    never fewer than its distinct configurations), or None when it has a continuous knob or
+    more than ``limit`` draws."""
+    keys = set()
+    try:
+        for i, draw in enumerate(enumerate_space(space, ctx)):
+            if i >= limit:
+                return None
+            if draw.draft is not None:
+                keys.add(json.dumps(draw.draft, sort_keys=True, default=str))
+    except ContinuousSpace:
+        return None
+    return len(keys)

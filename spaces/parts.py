@@ -100,6 +100,10 @@ class Parallelism:
     pp: tuple[int, ...] = ()
 
     def candidates(self, ctx: SpaceContext) -> tuple[list[int], list[int]]:
+        """The TP and PP lists (fixed for the study)."""
+        return ctx.memo(self, lambda: self._candidates(ctx))
+
+    def _candidates(self, ctx: SpaceContext) -> tuple[list[int], list[int]]:
         n = ctx.devices
         tps = [t for t in divisors(n) if ctx.tp_allowed(t) and (not self.tp or t in self.tp)]
         if not tps:

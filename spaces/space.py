@@ -63,7 +63,10 @@ class Space:
     def sample(self, trial: optuna.Trial, ctx: SpaceContext) -> Draft:
         """The draft of ``trial``'s draw; :class:`~spaces.parts.Infeasible` when its choices
         contradict each other (the objective reports that to the sampler as a constraint)."""
-        draft: Draft = copy.deepcopy(config_to_dict(ctx.base))
+        base = ctx.memo("base tables", lambda: config_to_dict(ctx.base))
+        # parts assign fields of a section (never mutate a nested value in place), so a copy
+        # of each section is enough
+        draft: Draft = {k: dict(v) if isinstance(v, dict) else copy.deepcopy(v) for k, v in base.items()}
         for part in self.parts:
             part.apply(trial, draft, ctx)
         return draft

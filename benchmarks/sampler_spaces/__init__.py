@@ -105,14 +105,18 @@ def _evaluate(config: Any) -> Row:
     return row
 
 
-def exhaustive(name: str, *, log: Any = sys.stderr) -> dict[str, Row]:
+def exhaustive(
+    name: str, *, shard: int = 0, shards: int = 1, log: Any = sys.stderr
+) -> dict[str, Row]:
     """Every configuration of space ``name`` by key: ``overflow`` (bytes, > 0: does not fit),
     ``memory_s`` and, when it fits, ``analytical`` / ``event`` throughput (samples/s) with
-    the wall time of each engine (plan build included)."""
-    path = HERE / f"{name}.jsonl"
+    the wall time of each engine (plan build included). ``shard`` of ``shards`` evaluates
+    only every ``shards``-th missing configuration (processes run side by side, each
+    appending to its own ``<name>.<shard>.jsonl``; all files are read)."""
+    path = HERE / (f"{name}.jsonl" if shards == 1 else f"{name}.{shard}.jsonl")
     table: dict[str, Row] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
+    for part in sorted(HERE.glob(f"{name}*.jsonl")):
+        for line in part.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 row = json.loads(line)
                 table[row.pop("key")] = row
@@ -127,6 +131,7 @@ def exhaustive(name: str, *, log: Any = sys.stderr) -> dict[str, Row]:
         if key not in seen:
             seen.add(key)
             todo.append((key, config))
+    todo = todo[shard::shards]
     if todo:
         log.write(f"{name}: {len(table)} stored, {len(todo)} to evaluate\n")
     with path.open("a", encoding="utf-8") as out:

@@ -24,6 +24,7 @@ import search
 import search.objective
 from palm.errors import ConfigError
 from search.cli import main
+from search.dedup import Unrepeating, configuration_counts
 from search.objective import RESULT_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,12 +97,21 @@ seed = 1
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
     search.optimize(tuning)
     trials = tuning.study.trials
-    assert len(trials) == 12
-    pruned = [t for t in trials if t.state == TrialState.PRUNED]
+    duplicates = [t for t in trials if "duplicate_of" in t.user_attrs]
+    invalid = [t for t in trials if "invalid_choices" in t.constraints]
+    pruned = [
+        t
+        for t in trials
+        if t.state == TrialState.PRUNED and t not in duplicates and t not in invalid
+    ]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(trials) - len(duplicates) == 12  # the budget counts new configurations
     assert pruned, "no trial overflowed: the study no longer tests pruning"
     assert complete, "every trial overflowed: the study no longer tests feasible trials"
-    assert len(pruned) + len(complete) == 12
+    assert len(pruned) + len(complete) + len(invalid) == 12
+    for t in invalid:  # tp x pp does not divide the cores, or dp the batch: no plan, no memory
+        assert t.state == TrialState.PRUNED and t.constraints["invalid_choices"] > 0
+        assert "config" not in t.user_attrs and "memory_overflow_bytes" not in t.constraints
     for t in pruned:
         overflow = t.constraints["memory_overflow_bytes"]
         assert overflow > 0
@@ -113,10 +123,17 @@ seed = 1
         assert t.user_attrs["memory_overflow_bytes"] == 0
         assert t.user_attrs["result"]["fits_memory"] is True
         assert t.values == [t.user_attrs["result"]["throughput_samples_per_s"]]
-    # memory is checked first: only feasible plans reach the simulator
-    assert 1 <= len(simulated) <= len(complete)
+    # memory is checked first, from the stage memories alone: only plans that fit are built
+    # and simulated, each configuration once
+    assert len(simulated) == len(complete)
+    keys = [t.user_attrs["config_key"] for t in complete]
+    assert len(set(keys)) == len(keys)
     c = search.counts(tuning.study)
-    assert (c["complete"], c["pruned"], c["failed"]) == (len(complete), len(pruned), 0)
+    assert (c["complete"], c["pruned"], c["failed"]) == (
+        len(complete),
+        len(pruned) + len(invalid) + len(duplicates),
+        0,
+    )
 
 
 def test_a_tiny_sram_override_prunes_every_trial(tmp_path: Path) -> None:
@@ -133,8 +150,8 @@ seed = 0
         'recompute = ["full", "selective"]',
     )
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
-    search.optimize(tuning)
-    assert search.counts(tuning.study) == {"complete": 0, "pruned": 3, "failed": 0, "running": 0}
+    search.optimize(tuning)  # the space has 2 configurations: the run stops when it has both
+    assert search.counts(tuning.study) == {"complete": 0, "pruned": 2, "failed": 0, "running": 0}
     for t in tuning.study.trials:
         assert t.constraints["memory_overflow_bytes"] > 0
         assert t.user_attrs["memory_overflow_bytes"] > 0
@@ -187,27 +204,84 @@ hardware = { inter_tile_link_gbps = { low = 128, high = 512 } }
     assert c == {"complete": 4, "pruned": 0, "failed": 1, "running": 0}
 
 
-def test_identical_configurations_are_served_from_the_cache(tmp_path: Path) -> None:
+def test_a_duplicate_proposal_triggers_no_simulation_and_is_not_a_new_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _study_file(
         tmp_path,
-        "cache",
+        "dup",
         f"""
 base = "{WAFER}"
 set = ["training.global_batch=16"]
 sampler = "random"
-trials = 6
+trials = 2
 seed = 0
 """,
-        'tp_group = ["compact", "strided"]',
+        'tp_group = ["compact", "strided"]\nrecompute = ["full", "selective"]',
     )
-    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
-    search.optimize(tuning)
-    by_choice: dict[str, set[float]] = {}
-    for t in tuning.study.trials:
-        assert t.state == TrialState.COMPLETE
-        by_choice.setdefault(t.params["tp_group"], set()).add(t.values[0])
-    assert all(len(v) == 1 for v in by_choice.values())  # same plan, same value
-    assert any(t.user_attrs.get("cached") for t in tuning.study.trials)
+    simulated: list[palm.SimConfig] = []
+    real = search.objective.simulate_plan
+
+    def spy(plan: Any, **kwargs: Any) -> Any:
+        simulated.append(plan.config)
+        return real(plan, **kwargs)
+
+    monkeypatch.setattr(search.objective, "simulate_plan", spy)
+    storage = f"sqlite:///{tmp_path}/s.db"
+    tuning = search.create_study(path, storage=storage)
+    same = {"tp_group": "compact", "recompute": "full"}
+    tuning.study.enqueue_trial(same)
+    tuning.study.enqueue_trial(same)  # proposed twice: the second is a duplicate
+    search.optimize(tuning, n_trials=2)
+    trials = tuning.study.trials
+    assert [t.params for t in trials[:2]] == [same, same]
+    first, dup = trials[0], trials[1]
+    assert first.state == TrialState.COMPLETE
+    assert dup.state == TrialState.PRUNED and dup.user_attrs["duplicate_of"] == first.number
+    assert dup.user_attrs["config_key"] == first.user_attrs["config_key"]
+    assert "result" not in dup.user_attrs and "config" not in dup.user_attrs
+    # two new configurations were asked for: the duplicate did not count, a third trial ran
+    new = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    assert len(new) == 2 and len(simulated) == 2
+    assert len({t.user_attrs["config_key"] for t in new}) == 2
+    counted = configuration_counts(tuning.study)
+    assert counted["simulated"] == 2 and counted["duplicate"] == len(trials) - 2
+
+    # a resumed run (a new objective, nothing in memory) finds it in the storage
+    simulated.clear()
+    resumed = search.create_study(path, storage=storage)
+    resumed.study.enqueue_trial(same)
+    search.optimize(resumed, n_trials=1)
+    again = resumed.study.trials[len(trials)]
+    assert again.params == same and again.user_attrs["duplicate_of"] == first.number
+    assert all(c.placement.tp_group != "compact" or c.training.recompute != "full" for c in simulated)
+    assert configuration_counts(resumed.study)["simulated"] == 3
+
+
+def test_the_sampler_is_steered_off_a_configuration_it_keeps_proposing() -> None:
+    """A sampler that always proposes the same point: after the first duplicate, one
+    decision is drawn at random, then more while duplicates continue."""
+    fixed = optuna.samplers.PartialFixedSampler(
+        {"a": 0, "b": 0, "c": 0}, optuna.samplers.RandomSampler(seed=0)
+    )
+    sampler = Unrepeating(fixed, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    seen: set[tuple[int, ...]] = set()
+
+    def objective(trial: optuna.Trial) -> float:
+        point = tuple(trial.suggest_int(n, 0, 9) for n in "abc")
+        if point in seen:
+            trial.set_user_attr("duplicate_of", 0)
+            raise optuna.TrialPruned()
+        seen.add(point)
+        return 0.0
+
+    study.optimize(objective, n_trials=40)
+    new = [t for t in study.trials if "duplicate_of" not in t.user_attrs]
+    assert len(new) >= 20  # the plain sampler would give 1 new point in 40
+    # the first steps change one decision of the base's favourite (0, 0, 0)
+    second = next(t for t in new if t.number > 0)
+    assert sum(v != 0 for v in second.params.values()) == 1
 
 
 # ------------------------------------------------------------------------------------------
