@@ -41,6 +41,17 @@ def config_key(tables: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+def _trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The study's trials as the sampler read them for this trial: Optuna syncs with the
+    storage once a trial (``Study._get_trials(use_cache=True)``, what its samplers use), so
+    the look-up adds no storage read; a trial another worker finished since is caught by
+    the next look-up, or here while it is still running."""
+    get = getattr(study, "_get_trials", None)
+    if get is None:  # pragma: no cover - an Optuna without the per-trial cache
+        return study.get_trials(deepcopy=False)
+    return list(get(deepcopy=False, use_cache=True))
+
+
 @dataclass(frozen=True)
 class Seen:
     """The trial that first evaluated a configuration, and what the sampler was told."""
@@ -61,7 +72,7 @@ class SeenConfigs:
         """The earliest other trial of ``study`` with configuration ``key`` (not itself a
         duplicate), or None."""
         running: Seen | None = None
-        for t in study.get_trials(deepcopy=False):
+        for t in _trials(study):
             if t.number in self._done or t.number == number:
                 continue
             k = t.user_attrs.get(KEY_ATTR)
@@ -151,6 +162,7 @@ class Unrepeating(optuna.samplers.BaseSampler):
 
     def __init__(self, base: optuna.samplers.BaseSampler, *, seed: int | None = None) -> None:
         self.base = base
+        self._seed = seed
         self._random = optuna.samplers.RandomSampler(seed=seed)
         self._rng = random.Random(seed)
         self._step = 0  # parameters to mutate in the next trial
@@ -175,6 +187,11 @@ class Unrepeating(optuna.samplers.BaseSampler):
 
     def before_trial(self, study: Any, trial: Any) -> None:
         self.base.before_trial(study, trial)
+        if self._seed is not None:
+            # per trial, so that a resumed run (same seed, more trials) draws other values
+            mixed = (self._seed * 1_000_003 + trial.number) & 0xFFFFFFFF
+            self._random = optuna.samplers.RandomSampler(seed=mixed)
+            self._rng = random.Random(mixed)
 
     def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
         self.base.after_trial(study, trial, state, values)
@@ -185,6 +202,8 @@ class Unrepeating(optuna.samplers.BaseSampler):
         if self._step:
             names = sorted(trial.params)
             self._mutate = set(self._rng.sample(names, min(len(names), self._step)))
+        else:
+            self._mutate = set()
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
