@@ -22,7 +22,9 @@ def make_sampler(name: str, *, seed: int | None, objectives: int) -> optuna.samp
     ``nsga2`` (Deb et al. 2002), ``gp`` (Gaussian-process Bayesian optimisation), ``bruteforce``
     (every combination, for exhaustive baselines on small spaces)."""
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+        # Optuna 5's default (multivariate, no group): as good as or better than
+        # multivariate + group on benchmarks/sampler_efficiency.py's spaces (docs/results.md)
+        return optuna.samplers.TPESampler(seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "cmaes":

@@ -66,9 +66,17 @@ _STUDY_KEYS = (
     "screen_top",
 )
 #: analytical screening before the event trials (search.screen): configurations ranked and
-#: how many of the best are simulated first; measured in benchmarks/sampler_efficiency.py
-DEFAULT_SCREEN = 0
+#: how many of the best are simulated first, on a GPU cluster (where the analytical engine is
+#: 10-30 times cheaper than the event engine) and on a mesh (where both are dominated by
+#: building the plan, under 2 times); measured in benchmarks/sampler_efficiency.py
+DEFAULT_SCREEN = 200
+DEFAULT_SCREEN_MESH = 0
 DEFAULT_SCREEN_TOP = 10
+
+
+def default_screen(base: SimConfig) -> int:
+    """Configurations screened analytically when the study file does not say."""
+    return DEFAULT_SCREEN_MESH if base.hardware.topology == "mesh2d" else DEFAULT_SCREEN
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,7 @@ def study_from_tables(
     if engine not in ENGINES:
         raise ConfigError("study.engine", engine, f"one of {', '.join(ENGINES)}")
     screen, screen_top = (
-        _count(study, "screen", DEFAULT_SCREEN, 0),
+        _count(study, "screen", default_screen(base), 0),
         _count(study, "screen_top", DEFAULT_SCREEN_TOP, 1),
     )
     name = study.get("name", default_name)

@@ -20,7 +20,7 @@ from search.dedup import config_key
 from search.study_file import StudySpec, study_from_tables
 from spaces import enumerate_space
 
-__all__ = ["SPACES", "spec_of", "exhaustive", "Row"]
+__all__ = ["SPACES", "spec_of", "exhaustive", "stored", "Row"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -64,7 +64,7 @@ SPACES: dict[str, tuple[str, dict[str, Any]]] = {
         {
             "study": {"base": WAFER, "set": ["training.global_batch=32"]},
             "space": {
-                "parallelism": {"tp": [4, 8]},
+                "parallelism": {"tp": [4]},
                 "micro_batch": [1, 2],
                 "recompute": ["full", "selective"],
                 "hardware": {
@@ -105,6 +105,17 @@ def _evaluate(config: Any) -> Row:
     return row
 
 
+def stored(name: str) -> dict[str, Row]:
+    """The rows stored for space ``name`` so far, by configuration key."""
+    table: dict[str, Row] = {}
+    for part in sorted(HERE.glob(f"{name}*.jsonl")):
+        for line in part.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                table[row.pop("key")] = row
+    return table
+
+
 def exhaustive(
     name: str, *, shard: int = 0, shards: int = 1, log: Any = sys.stderr
 ) -> dict[str, Row]:
@@ -114,20 +125,17 @@ def exhaustive(
     only every ``shards``-th missing configuration (processes run side by side, each
     appending to its own ``<name>.<shard>.jsonl``; all files are read)."""
     path = HERE / (f"{name}.jsonl" if shards == 1 else f"{name}.{shard}.jsonl")
-    table: dict[str, Row] = {}
-    for part in sorted(HERE.glob(f"{name}*.jsonl")):
-        for line in part.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                table[row.pop("key")] = row
+    table = stored(name)
     spec = spec_of(name)
     todo = []
     seen = set(table)
+    space_keys = set()
     for draw in enumerate_space(spec.space, spec.context):
         if draw.draft is None:
             continue
         config = parse_config(draw.draft)
         key = config_key(config_to_dict(config))
+        space_keys.add(key)
         if key not in seen:
             seen.add(key)
             todo.append((key, config))
@@ -143,4 +151,4 @@ def exhaustive(
             if (i + 1) % 100 == 0:
                 log.write(f"{name}: {i + 1}/{len(todo)}\n")
                 log.flush()
-    return table
+    return {k: v for k, v in table.items() if k in space_keys}
