@@ -199,7 +199,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"({_ours(study, before, pids)} new)\n"
     )
     out.write(
-        f"trials     {c['complete']} completed, {c['pruned']} pruned for memory, "
+        f"trials     {c['complete']} completed, {c['pruned']} pruned, "
         f"{c['failed']} failed\n"
     )
     out.write(_configs_line(study))

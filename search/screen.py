@@ -14,11 +14,11 @@ time and the enqueued configurations are stored as the study's user attribute ``
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from itertools import islice
 from typing import Any
 
 import optuna
@@ -78,41 +78,44 @@ def _random_draws(spec: StudySpec, seed: int) -> Iterator[tuple[dict[str, Any], 
         yield dict(trial.params), draft
 
 
-def _candidates(spec: StudySpec, budget: int, seed: int) -> list[tuple[dict[str, Any], SimConfig, str]]:
+def _candidates(
+    spec: StudySpec, budget: int, seed: int
+) -> list[tuple[dict[str, Any], SimConfig, str]]:
     """Up to ``budget`` distinct feasible draws: all of them when the space has at most
-    ``budget``, else a seeded random sample."""
-    draws: Iterator[tuple[dict[str, Any], Any]]
-    exhaustive = True
+    ``budget``, else a seeded random sample. Drafts are compared before any is parsed (a
+    draw costs a fraction of a millisecond, parsing a configuration several)."""
+    drafts: dict[str, tuple[dict[str, Any], Any]] = {}
     try:
-        listed = list(islice(enumerate_space(spec.space, spec.context), 20 * budget + 1))
-        exhaustive = len(listed) <= 20 * budget
-        draws = iter([(d.params, d.draft) for d in listed])
+        for i, d in enumerate(enumerate_space(spec.space, spec.context)):
+            if i > 20 * budget:
+                drafts = {}
+                break
+            if d.draft is not None:
+                drafts.setdefault(json.dumps(d.draft, sort_keys=True, default=str), (d.params, d.draft))
+        pool = list(drafts.values())
+        if pool:
+            chosen = pool if len(pool) <= budget else random.Random(seed).sample(pool, budget)
+            return _parsed(chosen)
     except ContinuousSpace:
-        exhaustive = False
-    found: dict[str, tuple[dict[str, Any], SimConfig, str]] = {}
-    if exhaustive:
-        for params, draft in draws:
-            if draft is not None:
-                _add(found, params, draft)
-        if len(found) <= budget:
-            return list(found.values())
-        pool = list(found.values())
-        return random.Random(seed).sample(pool, budget)
+        pass
+    found: dict[str, tuple[dict[str, Any], Any]] = {}
     for tries, (params, draft) in enumerate(_random_draws(spec, seed)):
         if len(found) >= budget or tries >= 20 * budget:
             break
         if draft is not None:
-            _add(found, params, draft)
-    return list(found.values())
+            found.setdefault(json.dumps(draft, sort_keys=True, default=str), (params, draft))
+    return _parsed(list(found.values()))
 
 
-def _add(found: dict[str, Any], params: dict[str, Any], draft: Any) -> None:
-    try:
-        config = parse_config(draft)
-    except ConfigError:
-        return
-    key = config_key(config_to_dict(config))
-    found.setdefault(key, (params, config, key))
+def _parsed(draws: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], SimConfig, str]]:
+    out = []
+    for params, draft in draws:
+        try:
+            config = parse_config(draft)
+        except ConfigError:
+            continue
+        out.append((params, config, config_key(config_to_dict(config))))
+    return out
 
 
 def screen(

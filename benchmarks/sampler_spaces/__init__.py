@@ -20,7 +20,7 @@ from search.dedup import config_key
 from search.study_file import StudySpec, study_from_tables
 from spaces import enumerate_space
 
-__all__ = ["SPACES", "spec_of", "exhaustive", "stored", "Row"]
+__all__ = ["SPACES", "spec_of", "exhaustive", "stored", "evaluate", "Row"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -91,7 +91,8 @@ def spec_of(name: str, *, sampler: str = "tpe", seed: int = 0, trials: int = 100
     return study_from_tables({"study": study, "space": tables["space"]})
 
 
-def _evaluate(config: Any) -> Row:
+def evaluate(config: Any) -> Row:
+    """One configuration's row (see :func:`exhaustive`)."""
     t0 = time.perf_counter()
     mem = memory_check(config)
     row: Row = {"overflow": mem.overflow_bytes, "memory_s": time.perf_counter() - t0}
@@ -144,7 +145,7 @@ def exhaustive(
         log.write(f"{name}: {len(table)} stored, {len(todo)} to evaluate\n")
     with path.open("a", encoding="utf-8") as out:
         for i, (key, config) in enumerate(todo):
-            row = _evaluate(config)
+            row = evaluate(config)
             out.write(json.dumps({"key": key, **row}) + "\n")
             out.flush()
             table[key] = row

@@ -38,7 +38,7 @@ def test_tables_are_complete_and_a_screened_study_replays_them(
     def no_simulation(config: Any) -> Any:
         raise AssertionError("a stored table is incomplete: the benchmark would simulate")
 
-    monkeypatch.setattr(sampler_spaces, "_evaluate", no_simulation)
+    monkeypatch.setattr(sampler_spaces, "evaluate", no_simulation)
     for name in sampler_spaces.SPACES:  # every configuration (draft) has its stored row
         spec = sampler_spaces.spec_of(name)
         size = count_configurations(spec.space, spec.context, limit=10_000)

@@ -398,16 +398,29 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert re.search(r"^study\s+quickstart in sqlite:///x\.db: 8 trials \(8 new\)$", out, re.M), out
-    m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned for memory, (\d+) failed$", out, re.M)
+    head = re.search(r"^study\s+quickstart in sqlite:///x\.db: (\d+) trials \((\d+) new\)$", out, re.M)
+    assert head and head[1] == head[2], out
+    n = int(head[1])
+    m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned, (\d+) failed$", out, re.M)
     assert m, out
-    assert sum(map(int, m.groups())) == 8
+    assert sum(map(int, m.groups())) == n
+    # 8 new configurations were asked for; duplicate proposals are extra trials, not simulated
+    k = re.search(
+        r"^configs\s+(\d+) distinct configurations simulated; not simulated: (\d+) over memory, "
+        r"(\d+) invalid choices, (\d+) duplicate proposals$",
+        out,
+        re.M,
+    )
+    assert k, out
+    simulated, overflow, invalid, dups = map(int, k.groups())
+    assert simulated + overflow + invalid == 8 and n == 8 + dups
+    assert simulated == int(m[1])
     assert re.search(r"^best\s+trial \d+: TP=\d+ PP=\d+ DP=\d+", out, re.M), out
     assert "samples/s" in out
     assert "Traceback" not in proc.stderr
 
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
-    assert len(study.trials) == 8
+    assert len(study.trials) == n
     c = search.counts(study)
     assert [c["complete"], c["pruned"], c["failed"]] == list(map(int, m.groups()))
 
@@ -435,14 +448,19 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "10 trials (2 new)" in proc.stdout
+    again = re.search(r": (\d+) trials \((\d+) new\)$", proc.stdout, re.M)
+    assert again, proc.stdout
+    total, added = int(again[1]), int(again[2])
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
-    assert len(study.trials) == 10
+    assert len(study.trials) == total == n + added
+    # 2 new configurations; the same seed re-proposes earlier points, answered as duplicates
+    resumed = study.trials[n:]
+    assert sum(1 for t in resumed if "duplicate_of" not in t.user_attrs) == 2
     assert len(optuna.get_all_study_summaries(f"sqlite:///{db}")) == 1
 
     # the best trial as a configuration re-simulates identically
     tuning = search.create_study(QUICKSTART, storage=f"sqlite:///{db}")
-    assert len(tuning.study.trials) == 10  # loaded, not created
+    assert len(tuning.study.trials) == total  # loaded, not created
     config = search.best_config(tuning)
     assert isinstance(config, palm.SimConfig)
     result = palm.simulate(config)
