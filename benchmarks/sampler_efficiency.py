@@ -218,11 +218,10 @@ def _fidelity(feasible: dict[str, Row], opt: float) -> str:
     )
 
 
-def space_report(space: str, seeds: int, samplers: list[str], *, complete: bool = True) -> str:
-    """The table of ``space``; ``complete = False`` uses the rows stored so far (evaluating
-    a missing configuration when a study proposes it) instead of completing the table."""
+def space_header(space: str, table: dict[str, Row]) -> tuple[list[str], float, float]:
+    """The space's line (size, overflows, optimum, engine costs and fidelity), the 1%
+    target and the optimum."""
     title, _ = SPACES[space]
-    table = exhaustive(space) if complete else stored(space)
     feasible = {k: r for k, r in table.items() if "event" in r}
     opt = max(r["event"] for r in feasible.values())
     target = 0.99 * opt
@@ -238,6 +237,16 @@ def space_report(space: str, seeds: int, samplers: list[str], *, complete: bool 
         f"analytical ({event_all / analytical_all:.1f}x cheaper), {memory_all:.1f} s of memory "
         f"checks for all {len(table)}. {_fidelity(feasible, opt)}",
         "",
+    ]
+    return lines, target, opt
+
+
+def space_report(space: str, seeds: int, samplers: list[str], *, complete: bool = True) -> str:
+    """The table of ``space``; ``complete = False`` uses the rows stored so far (evaluating
+    a missing configuration when a study proposes it) instead of completing the table."""
+    table = exhaustive(space) if complete else stored(space)
+    lines, target, opt = space_header(space, table)
+    lines += [
         "| sampler | sims to within 1% (seeds) | median | best at 20 / 50 / 100 | "
         "s to within 1% (median) | duplicates | screening (configs, s) | event sims (s) | "
         "sampler (s) | total (s) |",
