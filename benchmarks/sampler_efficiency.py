@@ -40,8 +40,8 @@ from typing import Any
 import optuna
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _docblock import write_section  # noqa: E402 - a sibling module of this script
 import sampler_spaces  # noqa: E402
+from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from sampler_spaces import SPACES, Row, exhaustive, spec_of, stored  # noqa: E402
 
 from palm.config import config_to_dict  # noqa: E402
@@ -145,9 +145,7 @@ def run_one(
     factory, budget = SAMPLERS[sampler]
     spec = spec_of(space, seed=seed)
     lookup = _Lookup(table)
-    study = optuna.create_study(
-        direction="maximize", sampler=Unrepeating(factory(seed), seed=seed)
-    )
+    study = optuna.create_study(direction="maximize", sampler=Unrepeating(factory(seed), seed=seed))
     screened, screen_wall = 0, 0.0
     if budget:
         n = len(table) if budget < 0 else budget
@@ -159,7 +157,11 @@ def run_one(
 
     def stop(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         in_row[0] = in_row[0] + 1 if DUPLICATE_ATTR in trial.user_attrs else 0
-        if objective.simulations >= budget_sims or in_row[0] >= STALL_AFTER or len(study.trials) > 5000:
+        if (
+            objective.simulations >= budget_sims
+            or in_row[0] >= STALL_AFTER
+            or len(study.trials) > 5000
+        ):
             study.stop()
 
     started = lookup.started = time.perf_counter()
@@ -257,7 +259,10 @@ def space_report(space: str, seeds: int, samplers: list[str], *, complete: bool 
         hits = [_to_target(r.values, target) for r in runs]
         at = [statistics.median(_best_at(r.values, n, opt) for r in runs) for n in CHECKPOINTS]
         per_seed = ", ".join("-" if h is None else str(h) for h in hits)
-        mean = lambda f: statistics.mean(f(r) for r in runs)  # noqa: E731
+
+        def mean(f: Callable[[Run], float], runs: list[Run] = runs) -> float:
+            return statistics.mean(f(r) for r in runs)
+
         total = mean(lambda r: r.screen_s + r.event_s + r.sampler_s)
         secs = [
             r.screen_s + r.elapsed[h - 1] if h is not None else float("inf")

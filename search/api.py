@@ -25,8 +25,8 @@ from optuna.trial import FrozenTrial, TrialState
 from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
-from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.dedup import NewConfigBudget, Unrepeating
+from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.objective import Objective, TrialFailed
 from search.samplers import make_sampler
 from search.screen import screen

@@ -198,10 +198,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"\nstudy      {study.study_name} in {storage}: {len(study.trials)} trials "
         f"({_ours(study, before, pids)} new)\n"
     )
-    out.write(
-        f"trials     {c['complete']} completed, {c['pruned']} pruned, "
-        f"{c['failed']} failed\n"
-    )
+    out.write(f"trials     {c['complete']} completed, {c['pruned']} pruned, {c['failed']} failed\n")
     out.write(_configs_line(study))
     try:
         best = best_trial(study)

@@ -174,7 +174,9 @@ class Unrepeating(optuna.samplers.BaseSampler):
     def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
         return self.base.infer_relative_search_space(study, trial)
 
-    def sample_relative(self, study: Any, trial: Any, search_space: dict[str, Any]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: Any, trial: Any, search_space: dict[str, Any]
+    ) -> dict[str, Any]:
         out = dict(self.base.sample_relative(study, trial, search_space))
         for name in self._mutate & set(out):
             out[name] = self._random.sample_independent(study, trial, name, search_space[name])

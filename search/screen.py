@@ -49,7 +49,9 @@ class Screening:
     engine: str = "analytical"
 
 
-def analytical_value(spec: StudySpec, *, simulate: Simulator = run_engine) -> Callable[[SimConfig], float]:
+def analytical_value(
+    spec: StudySpec, *, simulate: Simulator = run_engine
+) -> Callable[[SimConfig], float]:
     """The study's first objective under the analytical engine, larger is better."""
     name = spec.objectives[0]
 
@@ -91,7 +93,9 @@ def _candidates(
                 drafts = {}
                 break
             if d.draft is not None:
-                drafts.setdefault(json.dumps(d.draft, sort_keys=True, default=str), (d.params, d.draft))
+                drafts.setdefault(
+                    json.dumps(d.draft, sort_keys=True, default=str), (d.params, d.draft)
+                )
         pool = list(drafts.values())
         if pool:
             chosen = pool if len(pool) <= budget else random.Random(seed).sample(pool, budget)

@@ -10,7 +10,6 @@ exactly once.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -54,7 +53,9 @@ class _Replay:
     def suggest_categorical(self, name: str, choices: Sequence[Any]) -> Any:
         return self._choose(name, list(choices))
 
-    def suggest_int(self, name: str, low: int, high: int, *, step: int = 1, log: bool = False) -> int:
+    def suggest_int(
+        self, name: str, low: int, high: int, *, step: int = 1, log: bool = False
+    ) -> int:
         return int(self._choose(name, list(range(low, high + 1, step))))
 
     def suggest_float(self, name: str, *args: Any, **kwargs: Any) -> float:

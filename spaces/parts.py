@@ -128,8 +128,10 @@ class Parallelism:
         pp = pick_degree(trial, "pp", pps)
         if not self._pp_fits(ctx, tp, pp):
             raise Infeasible(
-                "pp", pp, f"tp x pp must divide {ctx.devices} devices, leaving a dp that "
-                f"divides the global batch {ctx.global_batch} (tp = {tp})"
+                "pp",
+                pp,
+                f"tp x pp must divide {ctx.devices} devices, leaving a dp that "
+                f"divides the global batch {ctx.global_batch} (tp = {tp})",
             )
         n = ctx.devices
         draft["parallelism"].update(tp=tp, pp=pp, dp=n // (tp * pp))
@@ -160,8 +162,10 @@ class ContextParallel:
         )
         if not ok:
             raise Infeasible(
-                "cp", cp, f"must divide the {ranks} data ranks, keep dp a divisor of the global "
-                f"batch and split the sequence ({seq}) into 2 cp chunks"
+                "cp",
+                cp,
+                f"must divide the {ranks} data ranks, keep dp a divisor of the global "
+                f"batch and split the sequence ({seq}) into 2 cp chunks",
             )
         par.update(cp=cp, dp=ranks // cp)
 
@@ -211,8 +215,10 @@ class Schedule:
         m = ctx.global_batch // (par["dp"] * tr["micro_batch"])
         if ctx.blocks % (pp * v) or m % pp:
             raise Infeasible(
-                "interleave", v, f"pp x interleave must divide the {ctx.blocks} layers and pp "
-                f"the {m} micro-batches (pp = {pp})"
+                "interleave",
+                v,
+                f"pp x interleave must divide the {ctx.blocks} layers and pp "
+                f"the {m} micro-batches (pp = {pp})",
             )
         par["interleave"] = v
 
@@ -257,8 +263,10 @@ class Layout:
             return
         if group % per_tile or pp == 1:
             raise Infeasible(
-                "layout", "explicit", f"needs PP > 1 and stages of whole tiles ({per_tile} "
-                f"cores; this stage has {group})"
+                "layout",
+                "explicit",
+                f"needs PP > 1 and stages of whole tiles ({per_tile} "
+                f"cores; this stage has {group})",
             )
         k = group // per_tile
         rows, cols = hw.tiles  # type: ignore[union-attr]
@@ -398,8 +406,10 @@ class ExpertParallelism:
         if m.moe_ffn_hidden % etp or (stage // ep) % etp:
             if len(set(self.etp)) > 1:
                 raise Infeasible(
-                    "etp", etp, f"ep x etp must divide the stage's {stage} devices and etp the "
-                    f"expert width {m.moe_ffn_hidden} (ep = {ep})"
+                    "etp",
+                    etp,
+                    f"ep x etp must divide the stage's {stage} devices and etp the "
+                    f"expert width {m.moe_ffn_hidden} (ep = {ep})",
                 )
             etp = 1
         par.update(ep=ep, etp=etp)

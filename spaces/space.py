@@ -66,7 +66,9 @@ class Space:
         base = ctx.memo("base tables", lambda: config_to_dict(ctx.base))
         # parts assign fields of a section (never mutate a nested value in place), so a copy
         # of each section is enough
-        draft: Draft = {k: dict(v) if isinstance(v, dict) else copy.deepcopy(v) for k, v in base.items()}
+        draft: Draft = {
+            k: dict(v) if isinstance(v, dict) else copy.deepcopy(v) for k, v in base.items()
+        }
         for part in self.parts:
             part.apply(trial, draft, ctx)
         return draft
@@ -210,8 +212,12 @@ def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:
         )
     if isinstance(spec, Mapping) and set(spec) == {"values"}:
         values = spec["values"]
-        ok = isinstance(values, list) and values and all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in values
+        ok = (
+            isinstance(values, list)
+            and values
+            and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in values
+            )
         )
         if not ok or len(set(values)) != len(values):
             raise ConfigError(where, values, "a non-empty array of distinct positive values")
@@ -219,9 +225,7 @@ def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:
             raise ConfigError(where, values, "integer values (the field is an integer)")
         kind = int if isinstance(current, int) else float
         grid = tuple(sorted(kind(x) for x in values))
-        return HardwareKnob(
-            field, grid[0], grid[-1], integer=isinstance(current, int), values=grid
-        )
+        return HardwareKnob(field, grid[0], grid[-1], integer=isinstance(current, int), values=grid)
     if not isinstance(spec, Mapping) or "low" not in spec or "high" not in spec:
         raise ConfigError(
             where, spec, "a table with low and high (and optionally log), or with values"

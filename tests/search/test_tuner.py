@@ -254,7 +254,9 @@ seed = 0
     search.optimize(resumed, n_trials=1)
     again = resumed.study.trials[len(trials)]
     assert again.params == same and again.user_attrs["duplicate_of"] == first.number
-    assert all(c.placement.tp_group != "compact" or c.training.recompute != "full" for c in simulated)
+    assert all(
+        c.placement.tp_group != "compact" or c.training.recompute != "full" for c in simulated
+    )
     assert configuration_counts(resumed.study)["simulated"] == 3
 
 
@@ -398,7 +400,9 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    head = re.search(r"^study\s+quickstart in sqlite:///x\.db: (\d+) trials \((\d+) new\)$", out, re.M)
+    head = re.search(
+        r"^study\s+quickstart in sqlite:///x\.db: (\d+) trials \((\d+) new\)$", out, re.M
+    )
     assert head and head[1] == head[2], out
     n = int(head[1])
     m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned, (\d+) failed$", out, re.M)

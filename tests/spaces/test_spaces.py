@@ -22,13 +22,13 @@ import palm
 from palm.config import load_config
 from palm.errors import ConfigError
 from spaces import (
+    Infeasible,
     SpaceContext,
     divisors,
+    enumerate_space,
     factorizations,
     lehmer_to_permutation,
     permutation_to_lehmer,
-    Infeasible,
-    enumerate_space,
     space_from_table,
 )
 
