@@ -144,6 +144,12 @@ def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
     )
 
 
+def _run_trials(study: optuna.Study) -> int:
+    """Trials that ran or run (not the screened ones still waiting in the queue)."""
+    waiting = optuna.trial.TrialState.WAITING
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.state != waiting)
+
+
 def _configs_line(study: optuna.Study) -> str:
     """How many distinct configurations the engine ran, and what the other trials cost."""
     k = configuration_counts(study)
@@ -195,7 +201,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     study = tuning.study
     c = counts(study)
     out.write(
-        f"\nstudy      {study.study_name} in {storage}: {len(study.trials)} trials "
+        f"\nstudy      {study.study_name} in {storage}: {_run_trials(study)} trials "
         f"({_ours(study, before, pids)} new)\n"
     )
     out.write(f"trials     {c['complete']} completed, {c['pruned']} pruned, {c['failed']} failed\n")
