@@ -7,9 +7,11 @@ base = "../examples/wafer-t18b.toml"   # simulation config, relative to this fil
 set = ["training.global_batch=32"]     # overrides of the base (optional)
 objectives = ["throughput"]    # throughput (max), memory (min), cost (min)
 sampler = "tpe"                # tpe, random, cmaes, nsga2, gp, bruteforce
-trials = 40
+trials = 40                    # new configurations (duplicate proposals are not counted)
 seed = 0
 engine = "event"
+screen = 200                   # analytical screening first (default 200 on GPUs, 0 on meshes)
+screen_top = 10                # screened configurations simulated first
 
 [space]                        # see spaces.space_from_table
 parallelism = true

@@ -532,3 +532,49 @@ seed = 7
         search.optimize(tuning)
         runs.append([(t.params, t.state, t.values) for t in tuning.study.trials])
     assert runs[0] == runs[1]
+
+
+# ------------------------------------------------------------------------------------------
+# multi-fidelity: analytical screening
+# ------------------------------------------------------------------------------------------
+
+
+def test_screening_enqueues_the_analytically_best_configurations_once(tmp_path: Path) -> None:
+    dgx = REPO / "examples" / "t18b-dgx-a100.toml"  # t-18b on 256 A100s, a GPU cluster
+    path = _study_file(
+        tmp_path,
+        "screened",
+        f"""
+base = "{dgx}"
+set = ["training.global_batch=1024"]
+sampler = "random"
+trials = 3
+seed = 0
+screen = 24
+screen_top = 3
+""",
+        'parallelism = { tp = [4, 8] }\nmicro_batch = [1, 2]\nrecompute = ["selective", "full"]',
+    )
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
+    assert tuning.spec.screen == 24 and tuning.spec.screen_top == 3
+    search.optimize(tuning)
+    record = tuning.study.user_attrs["screening"]
+    assert record["drawn"] <= 24 and record["fit"] <= record["drawn"] and record["wall_s"] > 0
+    enqueued = record["enqueued"]
+    assert len(enqueued) == 3
+    first = tuning.study.trials[:3]
+    assert [t.params for t in first] == enqueued  # simulated first, in the screened order
+    # the ranking is the analytical engine's: recompute it for the three and a few others
+    values = []
+    for t in first:
+        config = palm.parse_config(t.user_attrs["config"])
+        values.append(palm.simulate(config, engine="analytical").throughput_samples_per_s)
+    assert values == sorted(values, reverse=True)
+    # a second run does not screen again (the record is the study's)
+    search.optimize(tuning, n_trials=1)
+    assert tuning.study.user_attrs["screening"] == record
+
+
+def test_a_mesh_study_is_not_screened_by_default() -> None:
+    tuning_spec = search.study_file.load_study(QUICKSTART)
+    assert tuning_spec.screen == 0  # analytical ~2x cheaper than the event engine on a mesh
