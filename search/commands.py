@@ -15,7 +15,7 @@ import optuna
 
 from palm.errors import ConfigError
 from search.api import TuningStudy, best_config, best_trial, counts, create_study, optimize
-from search.dedup import configuration_counts
+from search.dedup import DUPLICATE_ATTR, configuration_counts
 from search.objective import RESULT_FIELDS
 from search.screen import SCREEN_ATTR
 from search.storage import (
@@ -134,13 +134,16 @@ def _describe(config_tables: dict[str, Any]) -> str:
 
 
 def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
-    """Trials this run added: numbered after the start and run by one of its processes
-    (other machines or processes may add trials to the same study meanwhile)."""
+    """New configurations this run added: trials numbered after the start, run by one of its
+    processes (other machines or processes may add trials to the same study meanwhile), not
+    duplicate proposals (answered from the storage, see search.dedup)."""
     mine = {f"{socket.gethostname()}:{pid}" for pid in pids}
     return sum(
         1
         for t in study.get_trials(deepcopy=False)
-        if t.number >= before and t.user_attrs.get(WORKER_ATTR) in mine
+        if t.number >= before
+        and t.user_attrs.get(WORKER_ATTR) in mine
+        and DUPLICATE_ATTR not in t.user_attrs
     )
 
 
