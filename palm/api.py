@@ -11,6 +11,8 @@ from palm.engines.event.engine import Timeline, run_event
 from palm.engines.gemm import run_gemm
 from palm.errors import ConfigError, SimulationError
 from palm.plan import Plan, build_plan
+from palm.plan.context import plan_context
+from palm.plan.memory import recompute_mode, stage_memory, stage_params
 from palm.result import Result
 from palm.strategy import SimConfig
 
@@ -19,6 +21,8 @@ __all__ = [
     "simulate_timeline",
     "plan_for",
     "simulate_plan",
+    "memory_check",
+    "MemoryCheck",
     "ENGINES",
     "DEFAULT_ENGINE",
 ]
@@ -65,6 +69,36 @@ def plan_for(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Plan:
         link_mode = config.communication.noc_granularity == "link"
         return build_plan(config, with_links=link_mode or not _is_mesh(config))
     return build_plan(config)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryCheck:
+    """Peak device memory of a plan (its fullest stage) against the device's capacity."""
+
+    peak_bytes: float
+    capacity_bytes: float
+
+    @property
+    def overflow_bytes(self) -> float:
+        """``peak - capacity``: the plan fits when this is <= 0."""
+        return self.peak_bytes - self.capacity_bytes
+
+
+def memory_check(config: SimConfig) -> MemoryCheck:
+    """The memory of every stage of ``config`` exactly as :func:`plan_for` prices it
+    (:mod:`palm.plan.memory`: parameters, optimizer states, stashed activations,
+    ``recompute = "auto"``), without pricing the products, rings and flows of the plan (the
+    larger share of building it), so a caller can reject a plan that does not fit first."""
+    if config.model.family == "gemm":
+        raise ConfigError("model.family", "gemm", "a model with a pipeline plan")
+    ctx = plan_context(config, with_links=False)
+    params = stage_params(ctx)
+    mode = recompute_mode(ctx, params)
+    peak = max(
+        stage_memory(ctx, s, mode, params=params[s])[0].total_bytes
+        for s in range(config.parallelism.pp)
+    )
+    return MemoryCheck(peak_bytes=peak, capacity_bytes=config.hardware.device_memory_bytes)
 
 
 def simulate_plan(

@@ -27,17 +27,22 @@ from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
 from search.artifacts import attach_when_best
+from search.dedup import NewConfigBudget, Unrepeating
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.metrics import is_overflow, memory_unit_bytes, metric_names, report_overflow
 from search.objective import Objective, TrialFailed
 from search.progress import Progress, watch
-from search.samplers import make_sampler
+from search.samplers import learns_from_pruned, make_sampler
+from search.screen import screen
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
 from search.study_file import StudySpec, check_sampler, load_study
+from spaces import count_configurations
 
 __all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial", "counts"]
 
 _FINGERPRINT = "palm_tune_fingerprint"
+#: spaces of at most this many draws are counted, so a run stops when it has them all
+_COUNT_LIMIT = 2000
 
 
 @dataclass
@@ -159,17 +164,23 @@ def counts(study: TuningStudy | optuna.Study) -> dict[str, int]:
 def _optimize_here(
     tuning: TuningStudy, n_trials: int | None, timeout: float | None, progress: bool
 ) -> None:
-    """Run trials in this process."""
+    """Run trials in this process until ``n_trials`` new configurations were evaluated
+    (duplicates answered from the storage do not count, see :mod:`search.dedup`)."""
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     bar = None
     if progress:
         bar = Progress(total=n_trials, first=len(tuning.study.trials), stream=sys.stderr)
         callbacks.append(bar)
+    size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
+    callbacks.append(NewConfigBudget(n_trials, size=size))
+    if not isinstance(tuning.study.sampler, Unrepeating):
+        tuning.study.sampler = Unrepeating(tuning.study.sampler, seed=tuning.spec.seed)
     objective = attach_when_best(
         report_overflow(
             Objective(tuning.spec),
             tuning.spec.objectives,
             memory_unit=memory_unit_bytes(tuning.study),
+            complete=not learns_from_pruned(tuning.study.sampler),
         ),
         storage_url=tuning.storage_url,
         objectives=tuning.spec.objectives,
@@ -178,7 +189,7 @@ def _optimize_here(
         with trial_signals():  # a stop signal fails the running trial, never orphans one
             tuning.study.optimize(
                 guarded(objective),
-                n_trials=n_trials,
+                n_trials=None,
                 timeout=timeout,
                 catch=(TrialFailed,),
                 callbacks=[*callbacks, stop_if_signalled],
@@ -214,12 +225,17 @@ def optimize(
     workers: int = 1,
     progress: bool = False,
 ) -> list[int]:
-    """Run ``n_trials`` more trials (the study file's budget by default), in ``workers``
-    processes sharing the storage (each runs its share, so exactly ``n_trials`` are added).
+    """Run trials until ``n_trials`` more configurations (the study file's budget by default)
+    were evaluated, in ``workers`` processes sharing the storage (each runs its share);
+    duplicate proposals are answered from the storage and not counted. A study file with
+    ``screen`` first ranks that many configurations analytically and enqueues the best
+    (:mod:`search.screen`).
     Returns the process ids that ran the trials (to tell this run's trials from others')."""
     n = tuning.spec.trials if n_trials is None and timeout is None else n_trials
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
+    if tuning.spec.screen:  # once per study, before any worker starts
+        screen(tuning.study, tuning.spec, budget=tuning.spec.screen, top=tuning.spec.screen_top)
     if workers == 1:
         _optimize_here(tuning, n, timeout, progress)
         return [os.getpid()]

@@ -17,9 +17,11 @@ from optuna.trial import TrialState
 from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
 from search.artifacts import ArtifactStore, artifact_note
+from search.dedup import DUPLICATE_ATTR, configuration_counts
 from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
 from search.plots import write_study_plots
+from search.screen import SCREEN_ATTR
 from search.storage import (
     DEFAULT_STORAGE,
     WORKER_ATTR,
@@ -148,14 +150,40 @@ def _describe(config_tables: dict[str, Any]) -> str:
 
 
 def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
-    """Trials this run added: numbered after the start and run by one of its processes
-    (other machines or processes may add trials to the same study meanwhile)."""
+    """New configurations this run added: trials numbered after the start, run by one of its
+    processes (other machines or processes may add trials to the same study meanwhile), not
+    duplicate proposals (answered from the storage, see search.dedup)."""
     mine = {f"{socket.gethostname()}:{pid}" for pid in pids}
     return sum(
         1
         for t in study.get_trials(deepcopy=False)
-        if t.number >= before and t.user_attrs.get(WORKER_ATTR) in mine
+        if t.number >= before
+        and t.user_attrs.get(WORKER_ATTR) in mine
+        and DUPLICATE_ATTR not in t.user_attrs
     )
+
+
+def _run_trials(study: optuna.Study) -> int:
+    """Trials that ran or run (not the screened ones still waiting in the queue)."""
+    waiting = optuna.trial.TrialState.WAITING
+    return sum(1 for t in study.get_trials(deepcopy=False) if t.state != waiting)
+
+
+def _configs_line(study: optuna.Study) -> str:
+    """How many distinct configurations the engine ran, and what the other trials cost."""
+    k = configuration_counts(study)
+    screened = study.user_attrs.get(SCREEN_ATTR)
+    line = (
+        f"configs    {k['simulated']} distinct configurations simulated; not simulated: "
+        f"{k['overflow']} over memory, {k['invalid']} invalid choices, "
+        f"{k['duplicate']} duplicate proposals\n"
+    )
+    if screened:
+        line += (
+            f"screening  {screened['drawn']} configurations ranked by the analytical engine "
+            f"in {screened['wall_s']:.1f} s, the best {len(screened['enqueued'])} simulated first\n"
+        )
+    return line
 
 
 def _check_tune_options(args: argparse.Namespace) -> None:
@@ -192,13 +220,11 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     study = tuning.study
     c = counts(study)
     out.write(
-        f"\nstudy      {study.study_name} in {storage}: {len(study.trials)} trials "
+        f"\nstudy      {study.study_name} in {storage}: {_run_trials(study)} trials "
         f"({_ours(study, before, pids)} new)\n"
     )
-    out.write(
-        f"trials     {c['complete']} completed, {c['pruned']} over memory (not simulated), "
-        f"{c['failed']} failed\n"
-    )
+    out.write(f"trials     {c['complete']} completed, {c['pruned']} pruned, {c['failed']} failed\n")
+    out.write(_configs_line(study))
     try:
         best = best_trial(study)
     except ConfigError:

@@ -6,9 +6,10 @@ to the sampler (SPEC sec. 6).
   GiB (2**30 bytes), hardware cost in the relative units of :func:`search.objective.hardware_cost`.
 * A configuration that does not fit memory is never simulated. The objective records its
   overflow as Optuna's constraint ``memory_overflow_bytes`` (feasible when <= 0) and raises
-  ``TrialPruned``; :func:`report_overflow` ends that trial COMPLETE with the constraint
-  violated instead, the mechanism every constraint-aware Optuna sampler reads (TPE: any state;
-  NSGA-II's constrained domination, GP's constrained log-EI and CMA-ES: COMPLETE trials only).
+  ``TrialPruned``: the trial is pruned (SPEC sec. 6), which TPE reads (constraints of trials
+  in any state). NSGA-II's constrained domination, GP's constrained log-EI and CMA-ES read
+  COMPLETE trials only: for them :func:`report_overflow` ends that trial COMPLETE with the
+  constraint violated instead.
   Its values are physical, not a tuning knob: throughput 0 (it cannot run), its peak memory,
   its hardware cost. ``study.best_trial``/``best_trials`` and Optuna's plots leave infeasible
   trials out (Optuna 5, ``optuna/study/study.py``).
@@ -114,17 +115,19 @@ def report_overflow(
     objectives: Sequence[str],
     *,
     memory_unit: float = GIB,
+    complete: bool = True,
 ) -> Callable[[optuna.Trial], float | list[float]]:
     """``objective`` with its values in the display units of :data:`METRIC_NAMES` (memory in
-    units of ``memory_unit`` bytes: :func:`memory_unit_bytes`), and a memory overflow
-    (``TrialPruned`` with ``memory_overflow_bytes`` > 0) reported as a COMPLETE, infeasible
-    trial (see the module docstring)."""
+    units of ``memory_unit`` bytes: :func:`memory_unit_bytes`), and, when ``complete``, a
+    memory overflow (``TrialPruned`` with ``memory_overflow_bytes`` > 0) reported as a
+    COMPLETE, infeasible trial (see the module docstring); otherwise it stays pruned, as SPEC
+    sec. 6 has it (:func:`search.samplers.learns_from_pruned` decides)."""
 
     def run(trial: optuna.Trial) -> float | list[float]:
         try:
             raw: Any = objective(trial)
         except optuna.TrialPruned as exc:
-            if trial.user_attrs.get(_CONSTRAINT, 0.0) <= 0:
+            if not complete or trial.user_attrs.get(_CONSTRAINT, 0.0) <= 0:
                 raise
             trial.set_user_attr(OVERFLOW_ATTR, str(exc) or "memory overflow")
             values = _overflow_values(objectives, trial, memory_unit)

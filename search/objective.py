@@ -1,35 +1,60 @@
 """The objective: a trial's configuration run through the full simulator (SPEC sec. 6).
 
-1. The space turns the trial into a configuration (only valid values).
-2. Memory is checked first, from the plan alone (no event simulation): the trial records
-   ``trial.set_constraint("memory_overflow_bytes", peak - capacity)`` (feasible when <= 0) and
-   the same as a user attribute; an overflow prunes the trial (``TrialPruned``), so the
-   dashboard shows why.
-3. The event-driven engine (or the study's engine) simulates it; identical configurations are
-   served from a cache. The full configuration and the result fields are stored as user
-   attributes.
-4. A simulator error fails the trial with its message (user attribute ``error``), counted and
+In order, each step cheaper than the next, so that a trial stops as early as it can:
+
+1. The space turns the trial into a configuration. A draw whose choices contradict each other
+   (:class:`spaces.Infeasible`) records the constraint ``invalid_choices`` (> 0: infeasible,
+   in the same units as the memory constraint, see :data:`INVALID_PENALTY`) and is pruned;
+   no plan is built.
+2. The configuration's key (:func:`search.dedup.config_key`) is looked up in the study's
+   storage: a configuration another trial (of any worker, of any earlier run) evaluated or is
+   evaluating is pruned as a duplicate (user attribute ``duplicate_of``, the first trial's
+   constraints copied), with no simulation, and is not counted as a new configuration. The
+   sampler sees a pruned trial there, which steers it to configurations it has not tried.
+3. Memory, from the stage memories alone (:func:`palm.api.memory_check`, not the full plan):
+   ``trial.set_constraint("memory_overflow_bytes", peak - capacity)`` (feasible when <= 0);
+   an overflow prunes the trial, so the dashboard shows why.
+4. The plan, and the event-driven engine (or the study's engine). The full configuration and
+   the result fields are stored as user attributes.
+5. A simulator error fails the trial with its message (user attribute ``error``), counted and
    never hidden.
 """
 
 from __future__ import annotations
 
-import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 import optuna
 
-from palm.api import plan_for, simulate_plan
+from palm.api import memory_check, plan_for, simulate_plan
 from palm.config import config_to_dict, parse_config
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
+from search.dedup import DUPLICATE_ATTR, KEY_ATTR, SeenConfigs, config_key
 from search.storage import WORKER_ATTR, worker_id
 from search.study_file import StudySpec
+from spaces import Infeasible
 
-__all__ = ["Objective", "TrialFailed", "hardware_cost", "RESULT_FIELDS"]
+__all__ = [
+    "Objective",
+    "TrialFailed",
+    "hardware_cost",
+    "RESULT_FIELDS",
+    "INVALID_PENALTY",
+    "Simulator",
+    "run_engine",
+]
+
+#: constraint value of one contradictory choice: 1 PiB, more than any memory overflow, so
+#: that samplers that sum constraint values (TPE) rank invalid draws below every overflow
+INVALID_PENALTY = float(2**50)
+
+#: how a trial's configuration is simulated: (config, engine) -> Result
+Simulator = Callable[[SimConfig, str], Result]
 
 #: SPEC sec. 5 fields stored on every completed trial
 RESULT_FIELDS = (
@@ -72,13 +97,29 @@ def _result_attrs(result: Result) -> dict[str, Any]:
     return {k: data[k] for k in RESULT_FIELDS}
 
 
-class Objective:
-    """Callable objective for ``optuna.Study.optimize``."""
+def run_engine(config: SimConfig, engine: str) -> Result:
+    """Build ``config``'s plan and run ``engine`` on it (the default :data:`Simulator`)."""
+    started = time.perf_counter()
+    plan = plan_for(config, engine=engine)
+    result, _ = simulate_plan(plan, engine=engine, started=started)
+    return result
 
-    def __init__(self, spec: StudySpec) -> None:
+
+def _failed(trial: optuna.Trial, exc: Exception) -> TrialFailed:
+    message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    trial.set_user_attr("error", message)
+    return TrialFailed(message)
+
+
+class Objective:
+    """Callable objective for ``optuna.Study.optimize``; ``simulate`` replaces the engine
+    (benchmarks replay stored values through it). ``simulations`` counts engine runs."""
+
+    def __init__(self, spec: StudySpec, *, simulate: Simulator = run_engine) -> None:
         self.spec = spec
-        self._cache: dict[str, Result] = {}
-        self.cache_hits = 0
+        self.simulate = simulate
+        self.simulations = 0
+        self._seen = SeenConfigs()
 
     def _values(self, config: SimConfig, result: Result) -> list[float]:
         out = []
@@ -93,42 +134,43 @@ class Objective:
 
     def __call__(self, trial: optuna.Trial) -> float | list[float]:
         trial.set_user_attr(WORKER_ATTR, worker_id())
-        draft = self.spec.space.sample(trial, self.spec.context)
+        try:
+            draft = self.spec.space.sample(trial, self.spec.context)
+        except Infeasible as exc:
+            trial.set_constraint("invalid_choices", INVALID_PENALTY)
+            trial.set_user_attr("pruned", f"invalid choices: {exc}")
+            raise optuna.TrialPruned(str(exc)) from None
         try:
             config = parse_config(draft)
         except ConfigError as exc:
             trial.set_user_attr("error", str(exc))
             raise TrialFailed(str(exc)) from None
         tables = config_to_dict(config)
+        key = config_key(tables)
+        trial.set_user_attr(KEY_ATTR, key)
+        first = self._seen.lookup(trial.study, key, number=trial.number)
+        if first is not None:
+            for name, value in first.constraints.items():
+                trial.set_constraint(name, value)
+            trial.set_user_attr(DUPLICATE_ATTR, first.number)
+            raise optuna.TrialPruned(f"the configuration of trial {first.number}")
         trial.set_user_attr("config", tables)
         try:
-            started = time.perf_counter()
-            plan = plan_for(config, engine=self.spec.engine)
+            memory = memory_check(config)
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
-            message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-            trial.set_user_attr("error", message)
-            raise TrialFailed(message) from exc
-        peak = max(s.memory.total_bytes for s in plan.stages)
-        excess = peak - plan.memory_capacity_bytes
+            raise _failed(trial, exc) from exc
+        excess = memory.overflow_bytes
         trial.set_constraint("memory_overflow_bytes", excess)
         trial.set_user_attr("memory_overflow_bytes", max(0.0, excess))
-        trial.set_user_attr("peak_memory_bytes", peak)
+        trial.set_user_attr("peak_memory_bytes", memory.peak_bytes)
         if excess > 0:
             trial.set_user_attr("pruned", "memory overflow")
             raise optuna.TrialPruned(f"needs {excess / 2**30:.2f} GiB more than a device holds")
-        key = json.dumps(tables, sort_keys=True)
-        result = self._cache.get(key)
-        if result is None:
-            try:
-                result, _ = simulate_plan(plan, engine=self.spec.engine, started=started)
-            except Exception as exc:  # noqa: BLE001 - recorded, never hidden
-                message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-                trial.set_user_attr("error", message)
-                raise TrialFailed(message) from exc
-            self._cache[key] = result
-        else:
-            self.cache_hits += 1
-            trial.set_user_attr("cached", True)
+        try:
+            self.simulations += 1
+            result = self.simulate(config, self.spec.engine)
+        except Exception as exc:  # noqa: BLE001 - recorded, never hidden
+            raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))
         values = self._values(config, result)
         return values[0] if len(values) == 1 else values

@@ -2,11 +2,12 @@
 
 Memory overflow reaches every sampler through Optuna's constraint mechanism: the objective
 records ``trial.set_constraint("memory_overflow_bytes", peak - capacity)`` (feasible when <= 0),
-and :func:`search.metrics.report_overflow` ends an overflowing trial COMPLETE (throughput 0, as
-it cannot run) rather than PRUNED. Optuna 5's TPE reads constraints from trials of any state,
+and prunes the trial (SPEC sec. 6). Optuna 5's TPE reads constraints from trials of any state,
 but NSGA-II (``optuna/samplers/_ga/_base.py``), GP (``optuna/samplers/_gp/sampler.py``) and
-CMA-ES read only COMPLETE trials; a pruned overflow was invisible to them. ``constraints_func``
-is deprecated in Optuna 5 in favour of ``Trial.set_constraint``.
+CMA-ES read only COMPLETE trials; a pruned overflow was invisible to them, so with these
+samplers :func:`search.metrics.report_overflow` ends an overflowing trial COMPLETE and
+infeasible (throughput 0, as it cannot run) instead (:func:`learns_from_pruned`).
+``constraints_func`` is deprecated in Optuna 5 in favour of ``Trial.set_constraint``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from optuna.distributions import BaseDistribution, FloatDistribution, IntDistrib
 
 from palm.errors import ConfigError
 
-__all__ = ["make_sampler", "NumericCmaEsSampler", "GP_PACKAGES"]
+__all__ = ["make_sampler", "learns_from_pruned", "NumericCmaEsSampler", "GP_PACKAGES"]
 
 #: what Optuna's GPSampler imports (``optuna/_gp/gp.py``): the ``gp`` extra of pyproject.toml
 GP_PACKAGES = ("torch", "scipy")
@@ -81,6 +82,22 @@ def _need(name: str, packages: tuple[str, ...], extra: str) -> None:
         )
 
 
+def learns_from_pruned(sampler: optuna.samplers.BaseSampler) -> bool:
+    """Whether ``sampler`` reads a pruned trial's constraints (TPE: trials of any state;
+    random, brute force and grid learn nothing, so a pruned trial costs them nothing either).
+    NSGA-II, GP and CMA-ES read COMPLETE trials only: for them an overflow is reported as a
+    COMPLETE, infeasible trial (:func:`search.metrics.report_overflow`). A wrapper's ``base``
+    sampler decides (:class:`search.dedup.Unrepeating`)."""
+    inner = getattr(sampler, "base", sampler)
+    complete_only = (
+        optuna.samplers.NSGAIISampler,
+        optuna.samplers.NSGAIIISampler,
+        optuna.samplers.GPSampler,
+        optuna.samplers.CmaEsSampler,
+    )
+    return not isinstance(inner, complete_only)
+
+
 def make_sampler(name: str, *, seed: int | None, objectives: int) -> optuna.samplers.BaseSampler:
     """``tpe`` (Bergstra et al. 2011; Watanabe 2023, arXiv:2304.11127), ``random``, ``cmaes``
     (Hansen 2016, numeric knobs only: :class:`NumericCmaEsSampler`), ``nsga2`` (Deb et al.
@@ -88,7 +105,9 @@ def make_sampler(name: str, *, seed: int | None, objectives: int) -> optuna.samp
     Gardner et al. 2014), ``bruteforce`` (every combination, for exhaustive baselines on small
     spaces)."""
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+        # Optuna 5's default (multivariate, no group): as good as or better than
+        # multivariate + group on benchmarks/sampler_efficiency.py's spaces (docs/results.md)
+        return optuna.samplers.TPESampler(seed=seed)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "cmaes":

@@ -1,16 +1,19 @@
 """Search spaces: turn an Optuna trial into a simulator configuration (SPEC sec. 6).
 
 A :class:`Space` is a tuple of parts (:mod:`spaces.parts`) applied in order to a draft of the
-study's base configuration; every part samples only valid values. :func:`space_from_table`
+study's base configuration; a draw whose choices contradict each other raises
+:class:`Infeasible`. :func:`space_from_table`
 builds one from a study file's ``[space]`` table.
 """
 
 from spaces._math import divisors, factorizations, lehmer_to_permutation, permutation_to_lehmer
 from spaces.context import SpaceContext
+from spaces.enumerate import ContinuousSpace, Draw, count_configurations, enumerate_space
 from spaces.parts import (
     Choice,
     ContextParallel,
     HardwareKnob,
+    Infeasible,
     InterGroup,
     Layout,
     MicroBatch,
@@ -25,6 +28,11 @@ __all__ = [
     "SPACE_KEYS",
     "Choice",
     "HardwareKnob",
+    "Infeasible",
+    "ContinuousSpace",
+    "Draw",
+    "enumerate_space",
+    "count_configurations",
     "InterGroup",
     "Layout",
     "MicroBatch",

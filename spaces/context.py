@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from palm.hardware.spec import Mesh2DHardware
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
 
 __all__ = ["SpaceContext"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -17,6 +21,13 @@ class SpaceContext:
 
     base: SimConfig
     workload: Workload
+    _memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def memo(self, key: Any, compute: Callable[[], T]) -> T:
+        """``compute()`` once per context and ``key`` (facts every trial of a study reuses)."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]  # type: ignore[no-any-return]
 
     @classmethod
     def of(cls, base: SimConfig) -> SpaceContext:

@@ -19,6 +19,7 @@ from spaces.parts import (
     Draft,
     ExpertParallelism,
     HardwareKnob,
+    Infeasible,
     InterGroup,
     Layout,
     MicroBatch,
@@ -28,7 +29,7 @@ from spaces.parts import (
     SpacePart,
 )
 
-__all__ = ["Space", "space_from_table", "SPACE_KEYS"]
+__all__ = ["Space", "space_from_table", "SPACE_KEYS", "Infeasible"]
 
 ATTENTION_KERNELS = ("auto", "flash", "unfused")  # palm ModelConfig.attention
 
@@ -60,7 +61,14 @@ class Space:
     parts: tuple[SpacePart, ...]
 
     def sample(self, trial: optuna.Trial, ctx: SpaceContext) -> Draft:
-        draft: Draft = copy.deepcopy(config_to_dict(ctx.base))
+        """The draft of ``trial``'s draw; :class:`~spaces.parts.Infeasible` when its choices
+        contradict each other (the objective reports that to the sampler as a constraint)."""
+        base = ctx.memo("base tables", lambda: config_to_dict(ctx.base))
+        # parts assign fields of a section (never mutate a nested value in place), so a copy
+        # of each section is enough
+        draft: Draft = {
+            k: dict(v) if isinstance(v, dict) else copy.deepcopy(v) for k, v in base.items()
+        }
         for part in self.parts:
             part.apply(trial, draft, ctx)
         return draft
@@ -165,13 +173,19 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
         adapters = table.get("adapters", False)
         if not isinstance(adapters, bool):
             raise ConfigError("space.adapters", adapters, "true or false")
-        parts.append(InterGroup(strategies, adapters))
+        max_tp = max(_tp_candidates(parts, ctx))
+        parts.append(InterGroup(strategies, adapters, max_tp=max_tp))
     hardware = table.get("hardware", {})
     if not isinstance(hardware, Mapping):
         raise ConfigError("space.hardware", hardware, "a table of hardware fields")
     for field, spec in hardware.items():
         parts.append(_knob(field, spec, ctx))
     return Space(tuple(parts))
+
+
+def _tp_candidates(parts: list[SpacePart], ctx: SpaceContext) -> list[int]:
+    par = next((p for p in parts if isinstance(p, Parallelism)), None)
+    return par.candidates(ctx)[0] if par is not None else [ctx.base.parallelism.tp]
 
 
 def _experts(table: Mapping[str, Any], ctx: SpaceContext) -> ExpertParallelism:
@@ -196,8 +210,26 @@ def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:
             f"a numeric field of the {ctx.base.hardware.topology} "
             "hardware (e.g. sram_per_core_mib, inter_tile_link_gbps)",
         )
+    if isinstance(spec, Mapping) and set(spec) == {"values"}:
+        values = spec["values"]
+        ok = (
+            isinstance(values, list)
+            and values
+            and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in values
+            )
+        )
+        if not ok or len(set(values)) != len(values):
+            raise ConfigError(where, values, "a non-empty array of distinct positive values")
+        if isinstance(current, int) and not all(float(x).is_integer() for x in values):
+            raise ConfigError(where, values, "integer values (the field is an integer)")
+        kind = int if isinstance(current, int) else float
+        grid = tuple(sorted(kind(x) for x in values))
+        return HardwareKnob(field, grid[0], grid[-1], integer=isinstance(current, int), values=grid)
     if not isinstance(spec, Mapping) or "low" not in spec or "high" not in spec:
-        raise ConfigError(where, spec, "a table with low and high (and optionally log)")
+        raise ConfigError(
+            where, spec, "a table with low and high (and optionally log), or with values"
+        )
     low, high, log = spec["low"], spec["high"], spec.get("log", False)
     ok = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (low, high))
     if not ok or not 0 < low < high or not isinstance(log, bool):

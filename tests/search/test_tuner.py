@@ -24,6 +24,7 @@ import search
 import search.objective
 from palm.errors import ConfigError
 from search.cli import main
+from search.dedup import Unrepeating, configuration_counts
 from search.objective import RESULT_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -96,14 +97,21 @@ seed = 1
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
     search.optimize(tuning)
     trials = tuning.study.trials
-    assert len(trials) == 12
-    # an overflow ends COMPLETE with its constraint violated (what NSGA-II, GP and CMA-ES read)
-    assert all(t.state == TrialState.COMPLETE for t in trials)
-    pruned = [t for t in trials if t.constraints["memory_overflow_bytes"] > 0]
-    complete = [t for t in trials if t.constraints["memory_overflow_bytes"] <= 0]
+    duplicates = [t for t in trials if "duplicate_of" in t.user_attrs]
+    invalid = [t for t in trials if "invalid_choices" in t.constraints]
+    pruned = [
+        t
+        for t in trials
+        if t.state == TrialState.PRUNED and t not in duplicates and t not in invalid
+    ]
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(trials) - len(duplicates) == 12  # the budget counts new configurations
     assert pruned, "no trial overflowed: the study no longer tests pruning"
     assert complete, "every trial overflowed: the study no longer tests feasible trials"
-    assert len(pruned) + len(complete) == 12
+    assert len(pruned) + len(complete) + len(invalid) == 12
+    for t in invalid:  # tp x pp does not divide the cores, or dp the batch: no plan, no memory
+        assert t.state == TrialState.PRUNED and t.constraints["invalid_choices"] > 0
+        assert "config" not in t.user_attrs and "memory_overflow_bytes" not in t.constraints
     for t in pruned:
         overflow = t.constraints["memory_overflow_bytes"]
         assert overflow > 0
@@ -118,10 +126,17 @@ seed = 1
         assert t.user_attrs["memory_overflow_bytes"] == 0
         assert t.user_attrs["result"]["fits_memory"] is True
         assert t.values == [t.user_attrs["result"]["throughput_samples_per_s"]]
-    # memory is checked first: only feasible plans reach the simulator
-    assert 1 <= len(simulated) <= len(complete)
+    # memory is checked first, from the stage memories alone: only plans that fit are built
+    # and simulated, each configuration once
+    assert len(simulated) == len(complete)
+    keys = [t.user_attrs["config_key"] for t in complete]
+    assert len(set(keys)) == len(keys)
     c = search.counts(tuning.study)
-    assert (c["complete"], c["pruned"], c["failed"]) == (len(complete), len(pruned), 0)
+    assert (c["complete"], c["pruned"], c["failed"]) == (
+        len(complete),
+        len(pruned) + len(invalid) + len(duplicates),
+        0,
+    )
 
 
 def test_a_tiny_sram_override_prunes_every_trial(tmp_path: Path) -> None:
@@ -138,8 +153,8 @@ seed = 0
         'recompute = ["full", "selective"]',
     )
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
-    search.optimize(tuning)
-    assert search.counts(tuning.study) == {"complete": 0, "pruned": 3, "failed": 0, "running": 0}
+    search.optimize(tuning)  # the space has 2 configurations: the run stops when it has both
+    assert search.counts(tuning.study) == {"complete": 0, "pruned": 2, "failed": 0, "running": 0}
     for t in tuning.study.trials:
         assert t.constraints["memory_overflow_bytes"] > 0
         assert t.user_attrs["memory_overflow_bytes"] > 0
@@ -192,27 +207,86 @@ hardware = { inter_tile_link_gbps = { low = 128, high = 512 } }
     assert c == {"complete": 4, "pruned": 0, "failed": 1, "running": 0}
 
 
-def test_identical_configurations_are_served_from_the_cache(tmp_path: Path) -> None:
+def test_a_duplicate_proposal_triggers_no_simulation_and_is_not_a_new_configuration(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = _study_file(
         tmp_path,
-        "cache",
+        "dup",
         f"""
 base = "{WAFER}"
 set = ["training.global_batch=16"]
 sampler = "random"
-trials = 6
+trials = 2
 seed = 0
 """,
-        'tp_group = ["compact", "strided"]',
+        'tp_group = ["compact", "strided"]\nrecompute = ["full", "selective"]',
     )
-    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
-    search.optimize(tuning)
-    by_choice: dict[str, set[float]] = {}
-    for t in tuning.study.trials:
-        assert t.state == TrialState.COMPLETE
-        by_choice.setdefault(t.params["tp_group"], set()).add(t.values[0])
-    assert all(len(v) == 1 for v in by_choice.values())  # same plan, same value
-    assert any(t.user_attrs.get("cached") for t in tuning.study.trials)
+    simulated: list[palm.SimConfig] = []
+    real = search.objective.simulate_plan
+
+    def spy(plan: Any, **kwargs: Any) -> Any:
+        simulated.append(plan.config)
+        return real(plan, **kwargs)
+
+    monkeypatch.setattr(search.objective, "simulate_plan", spy)
+    storage = f"sqlite:///{tmp_path}/s.db"
+    tuning = search.create_study(path, storage=storage)
+    same = {"tp_group": "compact", "recompute": "full"}
+    tuning.study.enqueue_trial(same)
+    tuning.study.enqueue_trial(same)  # proposed twice: the second is a duplicate
+    search.optimize(tuning, n_trials=2)
+    trials = tuning.study.trials
+    assert [t.params for t in trials[:2]] == [same, same]
+    first, dup = trials[0], trials[1]
+    assert first.state == TrialState.COMPLETE
+    assert dup.state == TrialState.PRUNED and dup.user_attrs["duplicate_of"] == first.number
+    assert dup.user_attrs["config_key"] == first.user_attrs["config_key"]
+    assert "result" not in dup.user_attrs and "config" not in dup.user_attrs
+    # two new configurations were asked for: the duplicate did not count, a third trial ran
+    new = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    assert len(new) == 2 and len(simulated) == 2
+    assert len({t.user_attrs["config_key"] for t in new}) == 2
+    counted = configuration_counts(tuning.study)
+    assert counted["simulated"] == 2 and counted["duplicate"] == len(trials) - 2
+
+    # a resumed run (a new objective, nothing in memory) finds it in the storage
+    simulated.clear()
+    resumed = search.create_study(path, storage=storage)
+    resumed.study.enqueue_trial(same)
+    search.optimize(resumed, n_trials=1)
+    again = resumed.study.trials[len(trials)]
+    assert again.params == same and again.user_attrs["duplicate_of"] == first.number
+    assert all(
+        c.placement.tp_group != "compact" or c.training.recompute != "full" for c in simulated
+    )
+    assert configuration_counts(resumed.study)["simulated"] == 3
+
+
+def test_the_sampler_is_steered_off_a_configuration_it_keeps_proposing() -> None:
+    """A sampler that always proposes the same point: after the first duplicate, one
+    decision is drawn at random, then more while duplicates continue."""
+    fixed = optuna.samplers.PartialFixedSampler(
+        {"a": 0, "b": 0, "c": 0}, optuna.samplers.RandomSampler(seed=0)
+    )
+    sampler = Unrepeating(fixed, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    seen: set[tuple[int, ...]] = set()
+
+    def objective(trial: optuna.Trial) -> float:
+        point = tuple(trial.suggest_int(n, 0, 9) for n in "abc")
+        if point in seen:
+            trial.set_user_attr("duplicate_of", 0)
+            raise optuna.TrialPruned()
+        seen.add(point)
+        return 0.0
+
+    study.optimize(objective, n_trials=40)
+    new = [t for t in study.trials if "duplicate_of" not in t.user_attrs]
+    assert len(new) >= 20  # the plain sampler would give 1 new point in 40
+    # the first steps change one decision of the base's favourite (0, 0, 0)
+    second = next(t for t in new if t.number > 0)
+    assert sum(v != 0 for v in second.params.values()) == 1
 
 
 # ------------------------------------------------------------------------------------------
@@ -329,18 +403,31 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert re.search(r"^study\s+quickstart in sqlite:///x\.db: 8 trials \(8 new\)$", out, re.M), out
-    m = re.search(
-        r"^trials\s+(\d+) completed, (\d+) over memory \(not simulated\), (\d+) failed$", out, re.M
+    head = re.search(
+        r"^study\s+quickstart in sqlite:///x\.db: (\d+) trials \((\d+) new\)$", out, re.M
     )
+    assert head and head[2] == "8", out  # new configurations; duplicates are extra trials
+    n = int(head[1])
+    m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned, (\d+) failed$", out, re.M)
     assert m, out
-    assert sum(map(int, m.groups())) == 8
+    assert sum(map(int, m.groups())) == n
+    # 8 new configurations were asked for; duplicate proposals are extra trials, not simulated
+    k = re.search(
+        r"^configs\s+(\d+) distinct configurations simulated; not simulated: (\d+) over memory, "
+        r"(\d+) invalid choices, (\d+) duplicate proposals$",
+        out,
+        re.M,
+    )
+    assert k, out
+    simulated, overflow, invalid, dups = map(int, k.groups())
+    assert simulated + overflow + invalid == 8 and n == 8 + dups
+    assert simulated == int(m[1])
     assert re.search(r"^best\s+trial \d+: TP=\d+ PP=\d+ DP=\d+", out, re.M), out
     assert "samples/s" in out
     assert "Traceback" not in proc.stderr
 
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
-    assert len(study.trials) == 8
+    assert len(study.trials) == n
     c = search.counts(study)
     assert [c["complete"], c["pruned"], c["failed"]] == list(map(int, m.groups()))
 
@@ -368,14 +455,19 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "10 trials (2 new)" in proc.stdout
+    again = re.search(r": (\d+) trials \((\d+) new\)$", proc.stdout, re.M)
+    assert again, proc.stdout
+    total, added = int(again[1]), int(again[2])
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
-    assert len(study.trials) == 10
+    assert len(study.trials) == total and added == 2
+    # 2 new configurations; the same seed re-proposes earlier points, answered as duplicates
+    resumed = study.trials[n:]
+    assert sum(1 for t in resumed if "duplicate_of" not in t.user_attrs) == 2
     assert len(optuna.get_all_study_summaries(f"sqlite:///{db}")) == 1
 
     # the best trial as a configuration re-simulates identically
     tuning = search.create_study(QUICKSTART, storage=f"sqlite:///{db}")
-    assert len(tuning.study.trials) == 10  # loaded, not created
+    assert len(tuning.study.trials) == total  # loaded, not created
     config = search.best_config(tuning)
     assert isinstance(config, palm.SimConfig)
     result = palm.simulate(config)
@@ -443,3 +535,49 @@ seed = 7
         search.optimize(tuning)
         runs.append([(t.params, t.state, t.values) for t in tuning.study.trials])
     assert runs[0] == runs[1]
+
+
+# ------------------------------------------------------------------------------------------
+# multi-fidelity: analytical screening
+# ------------------------------------------------------------------------------------------
+
+
+def test_screening_enqueues_the_analytically_best_configurations_once(tmp_path: Path) -> None:
+    dgx = REPO / "examples" / "t18b-dgx-a100.toml"  # t-18b on 256 A100s, a GPU cluster
+    path = _study_file(
+        tmp_path,
+        "screened",
+        f"""
+base = "{dgx}"
+set = ["training.global_batch=1024"]
+sampler = "random"
+trials = 3
+seed = 0
+screen = 24
+screen_top = 3
+""",
+        'parallelism = { tp = [4, 8] }\nmicro_batch = [1, 2]\nrecompute = ["selective", "full"]',
+    )
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
+    assert tuning.spec.screen == 24 and tuning.spec.screen_top == 3
+    search.optimize(tuning)
+    record = tuning.study.user_attrs["screening"]
+    assert record["drawn"] <= 24 and record["fit"] <= record["drawn"] and record["wall_s"] > 0
+    enqueued = record["enqueued"]
+    assert len(enqueued) == 3
+    first = tuning.study.trials[:3]
+    assert [t.params for t in first] == enqueued  # simulated first, in the screened order
+    # the ranking is the analytical engine's: recompute it for the three and a few others
+    values = []
+    for t in first:
+        config = palm.parse_config(t.user_attrs["config"])
+        values.append(palm.simulate(config, engine="analytical").throughput_samples_per_s)
+    assert values == sorted(values, reverse=True)
+    # a second run does not screen again (the record is the study's)
+    search.optimize(tuning, n_trials=1)
+    assert tuning.study.user_attrs["screening"] == record
+
+
+def test_a_mesh_study_is_not_screened_by_default() -> None:
+    tuning_spec = search.study_file.load_study(QUICKSTART)
+    assert tuning_spec.screen == 0  # analytical ~2x cheaper than the event engine on a mesh

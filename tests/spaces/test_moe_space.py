@@ -1,5 +1,6 @@
-"""The expert-parallel space part: every draw obeys Megatron-Core's layout rules, and the MoE
-study of ``studies/`` runs."""
+"""The expert-parallel space part: every draft obeys Megatron-Core's layout rules, every
+refused draw really breaks one (reported to the sampler as infeasible instead of being drawn
+from choices that depend on earlier draws), and the MoE study of ``studies/`` runs."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 import palm
 from palm.config import load_config
 from palm.errors import ConfigError
-from spaces import SpaceContext, space_from_table
+from spaces import Infeasible, SpaceContext, space_from_table
 
 REPO = Path(__file__).resolve().parents[2]
 MIXTRAL = REPO / "examples" / "mixtral-8x7b-h100.toml"  # 64 H100s, TP=1 PP=4 DP=16 EP=8
@@ -23,19 +24,32 @@ STUDY = REPO / "studies" / "moe-mixtral-h100.toml"
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def _drafts(table: dict[str, Any], n: int, overrides: list[str] | None = None) -> list[Any]:
+def _degree(params: dict[str, Any], name: str) -> int | None:
+    if f"log2_{name}" in params:
+        return 1 << int(params[f"log2_{name}"])
+    return params.get(name)
+
+
+def _drafts(
+    table: dict[str, Any], n: int, overrides: list[str] | None = None
+) -> tuple[list[Any], list[tuple[dict[str, Any], Infeasible]]]:
+    """``n`` feasible drafts of random draws, and the refused draws met on the way."""
     ctx = SpaceContext.of(load_config(MIXTRAL, overrides=overrides or []))
     space = space_from_table(table, ctx)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
-    drafts = []
-    for _ in range(n):
+    drafts, refused = [], []
+    while len(drafts) < n and len(study.trials) < 30 * n:
         trial = study.ask()
-        drafts.append(space.sample(trial, ctx))
+        try:
+            drafts.append(space.sample(trial, ctx))
+        except Infeasible as exc:
+            refused.append((dict(trial.params), exc))
         study.tell(trial, 0.0)
-    return drafts
+    assert len(drafts) == n
+    return drafts, refused
 
 
-def test_expert_degrees_are_drawn_valid_only() -> None:
+def test_expert_degrees_obey_megatron_core_or_are_refused() -> None:
     table = {
         "parallelism": {"tp": [1, 2, 4, 8]},
         "sequence_parallel": [True, False],
@@ -43,18 +57,29 @@ def test_expert_degrees_are_drawn_valid_only() -> None:
         "etp": [1, 2, 4],
     }
     seen = set()
-    for draft in _drafts(table, 60):
+    drafts, refused = _drafts(table, 60)
+    for draft in drafts:
         par = draft["parallelism"]
         stage = par["tp"] * par["dp"]
         assert 8 % par["ep"] == 0 and stage % (par["ep"] * par["etp"]) == 0
         assert par["tp"] == 1 or par["sequence_parallel"] is True  # Megatron-Core's MoE rule
-        palm.parse_config(draft)  # every draw is a valid configuration
+        palm.parse_config(draft)  # every draft is a valid configuration
         seen.add((par["ep"], par["etp"]))
     assert {1, 2, 4, 8} <= {ep for ep, _ in seen} and {1, 2} <= {etp for _, etp in seen}
+    # a refused expert degree really breaks the layout (64 GPUs; tp x pp x dp = 64)
+    experts = [(p, e) for p, e in refused if e.field in ("ep", "etp")]
+    assert experts, "no expert degree was ever refused: the test no longer covers refusals"
+    for params, exc in experts:
+        tp, pp = _degree(params, "tp") or 1, _degree(params, "pp") or 4
+        stage, ep, etp = 64 // pp, _degree(params, "ep") or 1, _degree(params, "etp") or 1
+        assert 8 % ep or stage % ep or (stage // ep) % etp, (params, exc)
+        assert tp * pp <= 64
 
 
 def test_searching_parallelism_keeps_the_base_expert_degrees_where_valid() -> None:
-    for draft in _drafts({"parallelism": True}, 30):
+    drafts, refused = _drafts({"parallelism": True}, 30)
+    assert all(exc.field not in ("ep", "etp") for _, exc in refused)  # a kept degree: no draw
+    for draft in drafts:
         par = draft["parallelism"]
         stage = par["tp"] * par["dp"]
         expected = 8 if stage % 8 == 0 else 1

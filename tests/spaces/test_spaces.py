@@ -1,8 +1,9 @@
 """Tests of the search spaces (``spaces``, SPEC sec. 6).
 
-A space turns an Optuna trial into configuration tables and must propose only valid values:
-every draft it samples parses with ``palm.parse_config``. Parameter names record what their
-choices depend on, so one name never gets two different distributions.
+A space turns an Optuna trial into configuration tables: every draft it returns parses with
+``palm.parse_config``, and a draw it refuses (``spaces.Infeasible``) really breaks a rule of
+the plan (checked here independently from the parameters). One decision is one parameter with
+one distribution in every trial (no ``pp|tp=8`` names), so TPE can learn across the space.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import palm
 from palm.config import load_config
 from palm.errors import ConfigError
 from spaces import (
+    Infeasible,
     SpaceContext,
     divisors,
+    enumerate_space,
     factorizations,
     lehmer_to_permutation,
     permutation_to_lehmer,
@@ -68,16 +71,63 @@ def _context(path: Path, overrides: list[str] | None = None) -> SpaceContext:
     return SpaceContext.of(load_config(path, overrides=overrides or []))
 
 
+def _value(params: dict[str, Any], name: str, default: int) -> int:
+    """A degree from a trial's parameters (``log2_<name>`` or ``name``), else ``default``."""
+    if f"log2_{name}" in params:
+        return 1 << int(params[f"log2_{name}"])
+    return int(params.get(name, default))
+
+
+def _assert_genuine(exc: Infeasible, params: dict[str, Any], ctx: SpaceContext) -> None:
+    """Recompute, from the parameters alone, that the refused draw breaks the rule it names."""
+    par = ctx.base.parallelism
+    n, gb = ctx.devices, ctx.global_batch
+    tp, pp = _value(params, "tp", par.tp), _value(params, "pp", par.pp)
+    ranks = n // (tp * pp) if n % (tp * pp) == 0 else 0
+    cp = _value(params, "cp", 1)
+    dp = ranks // cp if ranks and ranks % cp == 0 else 0
+    if exc.field == "pp":
+        assert n % (tp * pp) or gb % ranks or pp > ctx.blocks, (exc, params)
+    elif exc.field == "cp":
+        seq = ctx.base.model.seq_len
+        assert ranks % cp or gb % (ranks // cp) or seq % (2 * cp), (exc, params)
+    elif exc.field == "micro_batch":
+        assert (gb // dp) % _value(params, "micro_batch", 1), (exc, params)
+    elif exc.field == "interleave":
+        m = gb // (dp * _value(params, "micro_batch", ctx.base.training.micro_batch))
+        v = _value(params, "interleave", 1)
+        assert ctx.blocks % (pp * v) or m % pp, (exc, params)
+    elif exc.field == "layout":
+        assert pp == 1 or (tp * dp) % 16, (exc, params)  # tiles of 4 x 4 cores
+    elif exc.field in ("ep", "etp"):
+        m_ = ctx.base.model
+        ep, etp, stage = _value(params, "ep", 1), _value(params, "etp", 1), tp * cp * dp
+        bad_ep = m_.experts % ep or stage % ep
+        assert bad_ep or m_.moe_ffn_hidden % etp or (stage // ep) % etp, (exc, params)
+    else:
+        raise AssertionError(f"unexpected infeasible field {exc.field}")
+
+
 def _sample_random(
     table: dict[str, Any], ctx: SpaceContext, n: int, seed: int = 0
 ) -> tuple[optuna.Study, list[dict[str, Any]]]:
+    """``n`` drafts of random draws; every refused draw in between is checked to be really
+    infeasible and told to the study as pruned."""
     space = space_from_table(table, ctx)
     study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=seed))
     drafts = []
-    for _ in range(n):
+    for _ in range(30 * n):
+        if len(drafts) == n:
+            break
         trial = study.ask()
-        drafts.append(space.sample(trial, ctx))
+        try:
+            drafts.append(space.sample(trial, ctx))
+        except Infeasible as exc:
+            _assert_genuine(exc, trial.params, ctx)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            continue
         study.tell(trial, 0.0)
+    assert len(drafts) == n, f"only {len(drafts)} feasible draws of {len(study.trials)}"
     return study, drafts
 
 
@@ -93,7 +143,9 @@ def _parse_all(drafts: list[dict[str, Any]]) -> list[palm.SimConfig]:
 
 
 def _param_kinds(study: optuna.Study) -> Counter[str]:
-    return Counter(name.split("|")[0] for t in study.trials for name in t.params)
+    return Counter(
+        name.split("|")[0].removeprefix("log2_") for t in study.trials for name in t.params
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -186,7 +238,7 @@ def test_every_random_draft_on_the_wafer_is_a_valid_configuration() -> None:
     # the space really was explored: layouts including explicit ones, adapters, knobs
     layouts = Counter(c.placement.layout for c in configs)
     assert set(layouts) == {"line", "s-shape", "explicit"}, layouts
-    assert kinds["lehmer0"] > 0 and kinds["adapters"] > 0 and kinds["zero"] == 200
+    assert kinds["lehmer0"] > 0 and kinds["adapters"] > 0 and kinds["zero"] >= 200
     assert {c.communication.inter_group for c in configs} == set(FULL_MESH["inter_group"])
     srams = [d["hardware"]["sram_per_core_mib"] for d in drafts]
     assert all(1 <= s <= 8 for s in srams) and len(set(srams)) > 100
@@ -261,7 +313,7 @@ def test_explicit_layout_stage_tiles_cover_every_tile_exactly_once() -> None:
         if draft["placement"]["layout"] != "explicit":
             assert draft["placement"]["stage_tiles"] == []
             continue
-        # explicit is only offered when a stage fills whole tiles and PP > 1
+        # explicit is only kept when a stage fills whole tiles and PP > 1
         assert par["pp"] > 1 and (par["tp"] * par["dp"]) % 16 == 0
         explicit += 1
         tiles = draft["placement"]["stage_tiles"]
@@ -290,18 +342,55 @@ def test_explicit_layout_assigns_groups_by_the_lehmer_permutation() -> None:
     space = space_from_table(
         {"parallelism": {"tp": [8], "pp": [20]}, "layout": ["line", "explicit"]}, ctx
     )
-    identity = {f"lehmer{i}|pp=20": 0 for i in range(19)}
-    layout = "layout|line,explicit"
-    fixed = optuna.trial.FixedTrial({layout: "explicit", "micro_batch|dp=2": 1, **identity})
+    identity = {f"lehmer{i}": 0 for i in range(19)}
+    fixed = optuna.trial.FixedTrial({"layout": "explicit", **identity})
     draft = space.sample(fixed, ctx)  # type: ignore[arg-type]
     line_order = [r * 4 + c for c in range(4) for r in range(5)]
     assert draft["placement"]["stage_tiles"] == [[t] for t in line_order]
-    swapped = optuna.trial.FixedTrial(
-        {layout: "explicit", "micro_batch|dp=2": 1, **identity, "lehmer18|pp=20": 1}
-    )
+    swapped = optuna.trial.FixedTrial({"layout": "explicit", **identity, "lehmer18": 1})
     tiles = space.sample(swapped, ctx)["placement"]["stage_tiles"]  # type: ignore[arg-type]
     assert tiles[:18] == [[t] for t in line_order[:18]]
     assert tiles[18:] == [[line_order[19]], [line_order[18]]]
+
+
+def test_lehmer_digits_keep_one_range_and_scale_to_shallower_pipelines() -> None:
+    """Digit i is drawn in 0 .. T-1-i (T = 20 tiles) at every depth and scaled to the depth's
+    range 0 .. PP-1-i by d (PP - i) // (T - i): 0 stays 0 (line order) and the largest digit
+    maps to the largest (the reversed order)."""
+    ctx = _context(WAFER)
+    space = space_from_table(
+        {"parallelism": {"tp": [8], "pp": [10]}, "layout": ["line", "explicit"]}, ctx
+    )
+    line_order = [r * 4 + c for c in range(4) for r in range(5)]
+    groups = [line_order[2 * s : 2 * s + 2] for s in range(10)]  # dp = 4: 2 tiles a stage
+    top = {f"lehmer{i}": 19 - i for i in range(9)}
+    fixed = optuna.trial.FixedTrial({"layout": "explicit", **top})
+    draft = space.sample(fixed, ctx)  # type: ignore[arg-type]
+    assert draft["placement"]["stage_tiles"] == groups[::-1]
+    assert [19 * 10 // 20, 18 * 9 // 19] == [9, 8]  # the scaling, by hand, for i = 0 and 1
+    study = optuna.create_study()
+    trial = study.ask()
+    half_tile = {"parallelism": {"tp": [2], "pp": [40]}, "layout": ["explicit"]}
+    with pytest.raises(Infeasible, match="whole tiles"):  # stages of 8 cores: half a tile
+        space_from_table(half_tile, ctx).sample(trial, ctx)
+
+
+def test_enumerating_a_space_visits_every_draw_once() -> None:
+    ctx = _context(WAFER, ["training.global_batch=32"])
+    table = {"parallelism": {"tp": [4, 8]}, "micro_batch": [1, 2], "recompute": ["full", "none"]}
+    draws = list(enumerate_space(space_from_table(table, ctx), ctx))
+    params = [tuple(sorted(d.params.items())) for d in draws]
+    assert len(set(params)) == len(params)  # each draw once
+    feasible = [d for d in draws if d.draft is not None]
+    # by hand: tp 4 -> dp = 80 / pp; pp in 5..40 with dp | 32 -> pp 5 (dp 16), 10 (8),
+    # 20 (4), 40 (2); tp 8 -> dp = 40 / pp: pp 5 (8), 10 (4), 20 (2), 40 (1). 8 plans, each with
+    # micro-batch 1 or 2 (per-replica batch 32 / dp >= 2, divisible by 2) and 2 recompute modes
+    assert len(feasible) == 8 * 2 * 2
+    for d in feasible:
+        palm.parse_config(d.draft)
+    for d in draws:
+        if d.infeasible is not None:
+            _assert_genuine(d.infeasible, d.params, ctx)
 
 
 # ------------------------------------------------------------------------------------------
@@ -330,21 +419,26 @@ def test_a_parameter_name_never_gets_two_distributions_under_tpe(
     study = optuna.create_study(direction="maximize", sampler=sampler)
 
     def objective(trial: optuna.Trial) -> float:
-        draft = space.sample(trial, ctx)
+        try:
+            draft = space.sample(trial, ctx)
+        except Infeasible as exc:
+            trial.set_constraint("invalid_choices", 1.0)
+            raise optuna.TrialPruned(str(exc)) from None
         par = draft["parallelism"]
         return float(par["tp"] + par["pp"] + draft["training"]["micro_batch"])
 
     # Optuna raises ValueError when a name's distribution changes kind or choices
     study.optimize(objective, n_trials=100, catch=())
-    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 100
+    assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) >= 20
     seen: dict[str, optuna.distributions.BaseDistribution] = {}
     for t in study.trials:
         for name, dist in t.distributions.items():
             assert seen.setdefault(name, dist) == dist, (name, seen[name], dist)
-    # dependent parameters carry what they depend on in their name
-    for name in seen:
-        if name.split("|")[0] in ("pp", "micro_batch", "adapters", "interleave", "lehmer0"):
-            assert "|" in name, name
+    # one decision, one parameter: no name records what an earlier draw was (the operator
+    # splits, whose choices differ per group size, are the documented exception)
+    kinds = {name.removeprefix("log2_") for name in seen}
+    assert {"tp", "pp", "micro_batch", "schedule"} <= kinds, sorted(seen)
+    assert all("|" not in name or name.startswith("linear_split|") for name in seen), sorted(seen)
 
 
 # ------------------------------------------------------------------------------------------

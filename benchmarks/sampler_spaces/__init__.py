@@ -1,0 +1,155 @@
+"""The spaces of ``benchmarks/sampler_efficiency.py`` and their exhaustive tables.
+
+Each space is a study file's tables. :func:`exhaustive` evaluates every configuration of a
+space once (memory check, analytical engine, event engine) and keeps the values in
+``<name>.jsonl`` beside this file, one line per configuration, so that the benchmark replays
+them instead of simulating again; a missing or partial file is completed where it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from palm.api import memory_check, plan_for, simulate_plan
+from palm.config import config_to_dict, parse_config
+from search.dedup import config_key
+from search.study_file import StudySpec, study_from_tables
+from spaces import enumerate_space
+
+__all__ = ["SPACES", "spec_of", "exhaustive", "stored", "evaluate", "Row"]
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+WAFER = str(ROOT / "examples" / "wafer-t18b.toml")
+
+Row = dict[str, Any]
+
+SPACES: dict[str, tuple[str, dict[str, Any]]] = {
+    "gpt3-175b-a100": (
+        "GPU-cluster plan: GPT-3 175B on 1024 A100s, global batch 1536",
+        {
+            "study": {"base": str(HERE / "gpt3-175b-a100.toml")},
+            "space": {
+                "parallelism": {"tp": [1, 2, 4, 8, 16]},
+                "micro_batch": [1, 2, 4, 8],
+                "schedule": ["1f1b", "interleaved-1f1b"],
+                "interleave": [2, 3, 4],
+                "recompute": ["none", "selective", "full"],
+                "sequence_parallel": [True, False],
+                "zero": [0, 1],
+            },
+        },
+    ),
+    "wafer-t18b-mapping": (
+        "wafer mapping: T-18B on the PALM wafer (studies/quickstart.toml's space)",
+        {
+            "study": {"base": WAFER, "set": ["training.global_batch=32"]},
+            "space": {
+                "parallelism": True,
+                "micro_batch": [1, 2, 4],
+                "schedule": ["1f1b", "interleaved-1f1b"],
+                "interleave": [2],
+                "recompute": ["full", "selective"],
+                "layout": ["line", "s-shape"],
+                "tp_group": ["compact", "strided"],
+            },
+        },
+    ),
+    "wafer-t18b-whatif": (
+        "hardware what-if: T-18B on the PALM wafer, SRAM / link / DRAM channel grid with the plan",
+        {
+            "study": {"base": WAFER, "set": ["training.global_batch=32"]},
+            "space": {
+                "parallelism": {"tp": [4]},
+                "micro_batch": [1, 2],
+                "recompute": ["full", "selective"],
+                "hardware": {
+                    "sram_per_core_mib": {"values": [2, 4, 8]},
+                    "inter_tile_link_gbps": {"values": [128, 256, 512]},
+                    "dram_channel_bandwidth_gbps": {"values": [128, 256, 512]},
+                },
+            },
+        },
+    ),
+}
+
+
+def spec_of(name: str, *, sampler: str = "tpe", seed: int = 0, trials: int = 100) -> StudySpec:
+    _, tables = SPACES[name]
+    study = {
+        **tables["study"],
+        "name": name,
+        "objectives": ["throughput"],
+        "sampler": sampler,
+        "seed": seed,
+        "trials": trials,
+    }
+    return study_from_tables({"study": study, "space": tables["space"]})
+
+
+def evaluate(config: Any) -> Row:
+    """One configuration's row (see :func:`exhaustive`)."""
+    t0 = time.perf_counter()
+    mem = memory_check(config)
+    row: Row = {"overflow": mem.overflow_bytes, "memory_s": time.perf_counter() - t0}
+    if mem.overflow_bytes > 0:
+        return row
+    for engine in ("analytical", "event"):
+        t0 = time.perf_counter()
+        result, _ = simulate_plan(plan_for(config, engine=engine), engine=engine)
+        row[engine] = result.throughput_samples_per_s
+        row[f"{engine}_s"] = time.perf_counter() - t0
+    return row
+
+
+def stored(name: str) -> dict[str, Row]:
+    """The rows stored for space ``name`` so far, by configuration key."""
+    table: dict[str, Row] = {}
+    for part in sorted(HERE.glob(f"{name}*.jsonl")):
+        for line in part.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                table[row.pop("key")] = row
+    return table
+
+
+def exhaustive(
+    name: str, *, shard: int = 0, shards: int = 1, log: Any = sys.stderr
+) -> dict[str, Row]:
+    """Every configuration of space ``name`` by key: ``overflow`` (bytes, > 0: does not fit),
+    ``memory_s`` and, when it fits, ``analytical`` / ``event`` throughput (samples/s) with
+    the wall time of each engine (plan build included). ``shard`` of ``shards`` evaluates
+    only every ``shards``-th missing configuration (processes run side by side, each
+    appending to its own ``<name>.<shard>.jsonl``; all files are read)."""
+    path = HERE / (f"{name}.jsonl" if shards == 1 else f"{name}.{shard}.jsonl")
+    table = stored(name)
+    spec = spec_of(name)
+    todo = []
+    seen = set(table)
+    space_keys = set()
+    for draw in enumerate_space(spec.space, spec.context):
+        if draw.draft is None:
+            continue
+        config = parse_config(draw.draft)
+        key = config_key(config_to_dict(config))
+        space_keys.add(key)
+        if key not in seen:
+            seen.add(key)
+            todo.append((key, config))
+    todo = todo[shard::shards]
+    if todo:
+        log.write(f"{name}: {len(table)} stored, {len(todo)} to evaluate\n")
+    with path.open("a", encoding="utf-8") as out:
+        for i, (key, config) in enumerate(todo):
+            row = evaluate(config)
+            out.write(json.dumps({"key": key, **row}) + "\n")
+            out.flush()
+            table[key] = row
+            if (i + 1) % 100 == 0:
+                log.write(f"{name}: {i + 1}/{len(todo)}\n")
+                log.flush()
+    return {k: v for k, v in table.items() if k in space_keys}
