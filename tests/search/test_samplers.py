@@ -18,8 +18,10 @@ import pytest
 from optuna.samplers.nsgaii._elite_population_selection_strategy import (
     NSGAIIElitePopulationSelectionStrategy,
 )
+from optuna.trial import TrialState
 
 import search
+from search.dedup import DUPLICATE_ATTR as DUPLICATE
 from search.samplers import GP_PACKAGES, NumericCmaEsSampler, make_sampler
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,9 +90,16 @@ def test_overflow_constraints_reach_nsga2(tmp_path: Path) -> None:
         chosen = {t.number for t in elite}
         if any(_infeasible(t) for t in elite):  # an overflow is kept only after every fit
             assert feasible <= chosen
-    # and they are counted as over memory, not as completed plans
+    # they end COMPLETE (what NSGA-II reads) but are counted as not simulated, beside the
+    # invalid draws and duplicates that stay pruned
+    trials = tuning.study.trials
+    overflows = [t for t in trials if _infeasible(t) and DUPLICATE not in t.user_attrs]
+    assert overflows and all(t.state == TrialState.COMPLETE for t in overflows)
     c = search.counts(tuning)
-    assert c["pruned"] == sum(_infeasible(t) for t in tuning.study.trials) > 0
+    assert c["pruned"] == sum(_infeasible(t) or t.state == TrialState.PRUNED for t in trials)
+    assert c["complete"] == sum(
+        t.state == TrialState.COMPLETE and not _infeasible(t) for t in trials
+    )
 
 
 def test_cmaes_learns_categorical_knobs_with_tpe_and_warns_once_without_numeric_ones() -> None:

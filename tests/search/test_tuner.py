@@ -118,8 +118,8 @@ seed = 1
         assert t.user_attrs["memory_overflow_bytes"] == pytest.approx(overflow)
         assert t.user_attrs["peak_memory_bytes"] > overflow
         assert "result" not in t.user_attrs  # stopped before the event simulation
-        assert t.values == [0.0]  # a plan that does not fit trains nothing
-        assert "GiB more than a device holds" in t.user_attrs["infeasible"]
+        assert t.values is None  # pruned (SPEC sec. 6): TPE reads the constraint of any state
+        assert t.user_attrs["pruned"] == "memory overflow"
     assert search.best_trial(tuning).constraints["memory_overflow_bytes"] <= 0
     for t in complete:
         assert t.constraints["memory_overflow_bytes"] <= 0
