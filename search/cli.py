@@ -119,9 +119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         install_sigterm()
-    quiet_optuna_logs()
     one_line_warnings()
     parser = build_parser(tuner=_tuner_needed(argv))
+    # after the tuner's commands imported Optuna, which adds its log handler then: the
+    # handler's filter is what keeps a failed trial's log to one line
+    quiet_optuna_logs()
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
