@@ -34,6 +34,7 @@ from palm.hardware.spec import (
     Mesh2DHardware,
     PeakTflops,
 )
+from palm.inputs import read_input
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -78,12 +79,7 @@ _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
 def load_config(path: str | Path, *, overrides: Iterable[str] = ()) -> SimConfig:
     """Read the TOML file at ``path``, apply ``section.field=value`` overrides, validate."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("config file", str(path), "an existing TOML file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("config file", str(path), f"a readable UTF-8 file ({exc})") from None
+    text = read_input(path, field="config file", kind="TOML file")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -264,11 +260,10 @@ def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
 
 
 def _read_hf(path: Path) -> dict[str, Any]:
+    text = read_input(path, field="model.hf_config", kind="config.json")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("model.hf_config", str(path), "an existing config.json") from None
-    except (OSError, ValueError) as exc:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError("model.hf_config", str(path), f"a readable JSON file ({exc})") from None
     if not isinstance(raw, dict):
         raise ConfigError("model.hf_config", str(path), "a JSON object")

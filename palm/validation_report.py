@@ -8,6 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
+from palm.errors import ConfigError
+from palm.inputs import read_input
 from palm.validation import run_cases
 from palm.validation_modern import load_modern_cases
 
@@ -30,8 +32,8 @@ def is_modern_file(path: str | Path) -> bool:
     """Whether ``path`` has the modern set's shape (a ``cases`` list) rather than
     ``gpu_training``; unreadable files are left to the Megatron loader's error."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_input(path, field="validation file", kind="JSON file"))
+    except (ConfigError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and "cases" in data and "gpu_training" not in data
 

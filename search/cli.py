@@ -97,12 +97,28 @@ def _storage_failure(exc: BaseException) -> str | None:
     return None
 
 
+def _broken_pipe() -> int:
+    """The reader of our output went away (``palm-tune ... | head``): stop quietly as a
+    process killed by SIGPIPE would, exit 141 (128 + SIGPIPE). The streams are pointed at
+    /dev/null so that Python's final flush does not complain; trials already told are kept."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):
+            pass
+    return 128 + signal.SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Exit codes: 0, 2 bad input, 1 internal error, 130 Ctrl-C (SIGINT),
-    143 SIGTERM; each failure is one line on stderr."""
+    141 output pipe closed, 143 SIGTERM; each failure is one line on stderr."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
         install_sigterm()
+    for name in ("stdout", "stderr"):  # started with the stream closed (``>&-``)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     quiet_optuna_logs()
     warnings.showwarning = _one_line_warning
     parser = build_parser()
@@ -126,7 +142,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("palm-tune: error: input nested too deeply to read", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        return 0
+        return _broken_pipe()
+    except MemoryError:
+        print(
+            "palm-tune: error: out of memory (an input too large for this machine?)",
+            file=sys.stderr,
+        )
+        return 1
     except OSError as exc:
         print(f"palm-tune: error: {_os_error(exc)}", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@ from search.storage import (
     open_storage,
     storage_file,
 )
-from search.study_file import SAMPLERS
+from search.study_file import SAMPLERS, check_seed
 
 __all__ = ["add_commands", "upload_best_artifacts"]
 
@@ -150,6 +150,8 @@ def _check_tune_options(args: argparse.Namespace) -> None:
         raise ConfigError("--timeout", args.timeout, "a finite number of seconds > 0")
     if args.workers < 1:
         raise ConfigError("--workers", args.workers, "an integer >= 1")
+    if args.seed is not None:
+        check_seed(args.seed, "--seed")
 
 
 def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:

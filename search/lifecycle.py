@@ -175,9 +175,9 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
     """Body of worker process ``index``: dies with its parent, turns SIGTERM and Ctrl-C into a
     quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
     install_sigterm()
-    _die_with_parent(parent)
-    quiet_optuna_logs()
     try:
+        _die_with_parent(parent)  # may raise Terminated at once: the parent is already gone
+        quiet_optuna_logs()
         run(*args)
     except KeyboardInterrupt:
         sys.exit(130)
