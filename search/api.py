@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.strategy import SimConfig
+from search.failures import WorkersFailed
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.objective import Objective, TrialFailed
 from search.samplers import make_sampler
@@ -243,7 +244,7 @@ def optimize(
     codes = supervise(procs, on_stop=lambda: sweep_stale_trials(tuning.study))
     bad = [c for c in codes if c]
     if bad:
-        raise RuntimeError(f"{len(bad)} worker(s) exited with codes {bad}")
+        raise WorkersFailed(f"{len(bad)} of {len(codes)} worker(s) failed (exit codes {bad})")
     return [p.pid for p in procs if p.pid is not None]
 
 

@@ -26,12 +26,13 @@ if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune":  # pr
     signal.signal(signal.SIGINT, _interrupted_early)
 
 import argparse  # noqa: E402
-import errno  # noqa: E402
+import contextlib  # noqa: E402
 
 import palm  # noqa: E402
 from palm.cli import add_commands as add_simulator_commands  # noqa: E402
 from palm.errors import ConfigError  # noqa: E402
 from search.commands import add_commands as add_tuner_commands  # noqa: E402
+from search.failures import WorkersFailed, os_error, storage_failure  # noqa: E402
 from search.lifecycle import Terminated, install_sigterm, quiet_optuna_logs  # noqa: E402
 
 __all__ = ["main", "build_parser"]
@@ -62,51 +63,14 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
     print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-_FULL = ("disk is full", "No space left", "File too large", "disk I/O error")
-
-
-def _os_error(exc: OSError) -> str:
-    where = f" ({exc.filename})" if exc.filename else ""
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-        return f"the disk is full{where}: {reason}; nothing was lost, free space and run again"
-    return f"{reason}{where}"
-
-
-def _storage_failure(exc: BaseException) -> str | None:
-    """One line for a storage that failed under us (a full disk, a lost database), instead
-    of Optuna's "invalid data in the commit": the root cause from the exception chain."""
-    chain: list[BaseException] = []
-    node: BaseException | None = exc
-    while node is not None and node not in chain:
-        chain.append(node)
-        node = node.__cause__ or node.__context__
-    for e in chain:
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            return _os_error(e)
-    text = " ".join(" ".join(str(e).split()) for e in chain)
-    if any(word in text for word in _FULL):
-        return (
-            "the storage's disk is full (or failed to write); the trials committed before "
-            "are kept: free space and run again"
-        )
-    if type(exc).__name__ == "StorageInternalError":
-        root = chain[-1]
-        message = " ".join(str(root).split())[:200]
-        return f"the storage failed: {type(root).__name__}: {message}"
-    return None
-
-
 def _broken_pipe() -> int:
     """The reader of our output went away (``palm-tune ... | head``): stop quietly as a
     process killed by SIGPIPE would, exit 141 (128 + SIGPIPE). The streams are pointed at
     /dev/null so that Python's final flush does not complain; trials already told are kept."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             os.dup2(devnull, stream.fileno())
-        except (OSError, ValueError):
-            pass
     return 128 + signal.SIGPIPE
 
 
@@ -150,12 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
     except OSError as exc:
-        print(f"palm-tune: error: {_os_error(exc)}", file=sys.stderr)
+        print(f"palm-tune: error: {os_error(exc)}", file=sys.stderr)
+        return 1
+    except WorkersFailed as exc:
+        print(f"palm-tune: error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, exit 1
         if os.environ.get("PALM_TUNE_DEBUG"):
             traceback.print_exc()
-        storage = _storage_failure(exc)
+        storage = storage_failure(exc)
         if storage:
             print(f"palm-tune: error: {storage}", file=sys.stderr)
             return 1

@@ -184,8 +184,9 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
     except BaseException as exc:  # noqa: BLE001 - one line instead of a worker traceback
         if isinstance(exc, SystemExit):
             raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        sys.stderr.write(f"palm-tune: worker {index}: {type(exc).__name__}: {message}\n")
+        from search.failures import failure_line
+
+        sys.stderr.write(f"palm-tune: worker {index}: {failure_line(exc)}\n")
         sys.exit(1)
 
 
