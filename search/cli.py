@@ -92,7 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.print_help()
             return 2
         code: int = args.handler(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
+    except SystemExit:  # --help, --version and usage errors: flushed here for the same reason
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _broken_pipe()
+        raise
     except ConfigError as exc:
         print(f"palm-tune: error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.robustness.cli_run import REPO, assert_usage_error, run
+from tests.cli_run import REPO, assert_usage_error, run
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,12 @@ from tests.robustness.cli_run import REPO, assert_usage_error, run
         ("--timeout", "inf"),
         ("--workers", "0"),
         ("--workers", "-3"),
+        ("--workers", "100000"),  # 100,000 processes would take the machine down
         ("--trials", "0"),
+        ("--trials", "nan"),
+        ("--seed", "-1"),
+        ("--seed", "4294967296"),
+        ("--study-name", ""),
     ],
 )
 def test_tune_options_are_refused_before_a_study_is_created(
@@ -31,6 +36,16 @@ def test_tune_options_are_refused_before_a_study_is_created(
     r = run("tune", str(small_study), "--storage", f"sqlite:///{db}", option, value, cwd=tmp_path)
     assert_usage_error(r, option)
     assert not db.exists() and not journal.exists()
+
+
+@pytest.mark.parametrize("command", ["tune", "best", "report", "dashboard"])
+def test_an_empty_storage_is_not_the_default(
+    small_study: Path, tmp_path: Path, command: str
+) -> None:
+    args = [str(small_study)] if command == "tune" else []
+    r = run(command, *args, "--storage", "", cwd=tmp_path)
+    assert_usage_error(r, "--storage")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.toml"]
 
 
 def test_workers_zero_without_storage_creates_nothing(small_study: Path, tmp_path: Path) -> None:
@@ -69,6 +84,40 @@ def test_dashboard_port_out_of_range(tmp_path: Path, port: str) -> None:
     r = run("dashboard", "--storage", f"sqlite:///{tmp_path}/x.db", "--port", port, cwd=tmp_path)
     assert_usage_error(r, "--port")
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("host", ["256.1.1.1", "no-such-host.invalid"])
+def test_dashboard_address_that_cannot_be_listened_on(tmp_path: Path, host: str) -> None:
+    r = run(
+        "dashboard",
+        "--storage",
+        f"sqlite:///{tmp_path}/x.db",
+        "--host",
+        host,
+        "--port",
+        "8999",
+        cwd=tmp_path,
+    )
+    assert_usage_error(r, "--host", host)
+    assert r.stdout == ""  # no banner of a server that never started
+
+
+def test_dashboard_port_already_taken(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run(
+            "dashboard",
+            "--storage",
+            f"sqlite:///{tmp_path}/x.db",
+            "--port",
+            str(port),
+            cwd=tmp_path,
+        )
+    assert_usage_error(r, "--port", str(port))
 
 
 @pytest.mark.parametrize("target", [0, -1.5, '"fast"', "null", "1e999"])

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.robustness.cli_run import REPO, assert_clean, run
+from tests.cli_run import REPO, assert_clean, run
 
 DGX = str(REPO / "examples" / "t18b-dgx-a100.toml")
 

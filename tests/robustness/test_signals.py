@@ -15,17 +15,13 @@ import pytest
 from optuna.trial import TrialState
 
 from search.storage import open_storage
-from tests.robustness.cli_run import assert_clean, run, spawn
+from tests.cli_run import assert_clean, run, spawn, trial_states
 
 pytestmark = pytest.mark.slow
 
 
 def _states(url: str) -> dict[str, int]:
-    study = optuna.load_study(study_name="slow", storage=open_storage(url))
-    out: dict[str, int] = {}
-    for t in study.get_trials(deepcopy=False):
-        out[t.state.name] = out.get(t.state.name, 0) + 1
-    return out
+    return trial_states(url, "slow")
 
 
 def _wait_until_simulating(url: str, journal: Path, proc: subprocess.Popen[str]) -> int:

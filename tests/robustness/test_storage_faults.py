@@ -7,61 +7,32 @@ process: its writes fail with ``EFBIG`` part-way through a record, as with ``ENO
 from __future__ import annotations
 
 import os
-import resource
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-import optuna
 import pytest
-from optuna.storages import JournalStorage
-from optuna.storages.journal import JournalFileBackend
 
-from tests.robustness.cli_run import _env, assert_clean, run
+from tests.cli_run import Run, assert_clean, run, trial_states
+
+
+def _tune_with_file_limit(study: Path, url: str, limit: int, cwd: Path) -> Run:
+    return run(
+        "tune",
+        str(study),
+        "--storage",
+        url,
+        "--trials",
+        "40",
+        "--no-progress",
+        cwd=cwd,
+        timeout_s=240,
+        file_bytes=limit,
+    )
 
 
 def _counts(url: str, name: str) -> dict[str, int]:
     """Trials by state, read with Optuna's own storages (which neither repair nor write)."""
-    storage: optuna.storages.BaseStorage | str = url
-    if not url.startswith("sqlite"):
-        path = url.removeprefix("journal:///")
-        storage = JournalStorage(JournalFileBackend(path))
-    study = optuna.load_study(study_name=name, storage=storage)
-    out: dict[str, int] = {}
-    for t in study.get_trials(deepcopy=False):
-        out[t.state.name] = out.get(t.state.name, 0) + 1
-    return out
-
-
-def _tune_with_file_limit(
-    study: Path, url: str, limit: int, cwd: Path
-) -> subprocess.CompletedProcess[str]:
-    def limits() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "search.cli",
-            "tune",
-            str(study),
-            "--storage",
-            url,
-            "--trials",
-            "40",
-            "--no-progress",
-        ],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        preexec_fn=limits,
-    )
+    return trial_states(url, name, raw=True)
 
 
 def _one_line_without_traceback(stderr: str, *words: str) -> None:
@@ -80,7 +51,7 @@ def test_a_full_disk_mid_record_loses_no_completed_trial(
     url = str(journal) if suffix == ".log" else f"journal:///{journal}"
     small_study.write_text(small_study.read_text().replace('"random"', '"random"\n'))
     r = _tune_with_file_limit(small_study, url, 12_000, tmp_path)
-    assert r.returncode == 1
+    assert r.code == 1
     _one_line_without_traceback(r.stderr, "disk is full")
     assert not journal.read_bytes().endswith(b"\n"), "the limit should have torn a record"
     before = _counts(url, "small")
@@ -185,7 +156,7 @@ def test_sqlite_on_a_full_disk_is_one_line(small_study: Path, tmp_path: Path) ->
     )
     before = _counts(url, "small")
     r = _tune_with_file_limit(small_study, url, db.stat().st_size + 4096, tmp_path)
-    assert r.returncode == 1
+    assert r.code == 1
     _one_line_without_traceback(r.stderr, "disk is full")
     after = _counts(url, "small")
     assert after.get("COMPLETE", 0) >= before.get("COMPLETE", 0)
