@@ -176,6 +176,7 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
     quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
     install_sigterm()
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while starting
         _die_with_parent(parent)  # may raise Terminated at once: the parent is already gone
         quiet_optuna_logs()
         run(*args)
@@ -190,8 +191,29 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
         sys.exit(1)
 
 
+def _block_interrupts() -> tuple[Any, set[int] | None]:
+    """Ctrl-C ignored by the processes started from now on (an ignored signal is inherited
+    across exec, a handler or a blocked mask is not) but kept pending for this one (blocked:
+    Linux keeps a blocked signal pending even while it is ignored). Returns what
+    :func:`_restore_interrupts` needs."""
+    mask = None
+    if hasattr(signal, "pthread_sigmask"):
+        mask = set(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}))
+    return signal.signal(signal.SIGINT, signal.SIG_IGN), mask
+
+
+def _restore_interrupts(saved: tuple[Any, set[int] | None]) -> None:
+    """Undo :func:`_block_interrupts`; a Ctrl-C received meanwhile is delivered now."""
+    handler, mask = saved
+    signal.signal(signal.SIGINT, handler)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _stop(procs: Sequence[multiprocessing.process.BaseProcess]) -> None:
-    """SIGTERM every live worker, wait up to STOP_GRACE_S, SIGKILL the rest."""
+    """SIGTERM every live worker, wait up to STOP_GRACE_S, SIGKILL the rest (a signal may
+    land before every worker has started)."""
+    procs = [p for p in procs if p.pid is not None]
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -212,8 +234,15 @@ def supervise(
     workers' exit codes."""
     previous = signal.getsignal(signal.SIGINT)
     try:
-        for p in procs:
-            p.start()
+        # Ctrl-C while a worker's interpreter starts would print "Fatal Python error" and a
+        # traceback from its site import: workers start with SIGINT ignored and take it back
+        # in worker_main; this process stops them all with SIGTERM (below)
+        saved = _block_interrupts()
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            _restore_interrupts(saved)
         for p in procs:
             p.join()
     except KeyboardInterrupt:

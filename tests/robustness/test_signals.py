@@ -115,3 +115,50 @@ def test_a_signal_stops_every_worker_and_loses_no_trial(
         assert_clean(r)
         after = _states(url)
     assert after.get("RUNNING", 0) == 0, after
+
+
+@pytest.mark.parametrize(
+    ("how", "code"), [("SIGTERM", 143), ("SIGINT-group", 130), ("SIGKILL", -9)]
+)
+def test_a_signal_while_the_workers_start(
+    slow_study: Path, tmp_path: Path, how: str, code: int
+) -> None:
+    """The signal lands while the worker processes are still importing (before any trial):
+    no traceback from a worker that finds its parent gone, no orphan, nothing left RUNNING."""
+    url = f"journal:///{tmp_path}/early.journal"
+    proc = spawn(
+        "tune",
+        str(slow_study),
+        "--storage",
+        url,
+        "--workers",
+        "2",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(proc.pid) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        kids = _children(proc.pid)
+        assert kids, "no worker started in 60 s"
+        if how == "SIGINT-group":
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            proc.send_signal(getattr(signal, how))
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr, stderr
+    assert len(stderr.strip().splitlines()) <= 1, stderr
+    deadline = time.monotonic() + 20
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(k) for k in kids), "orphan workers"
+    journal = tmp_path / "early.journal"
+    if journal.exists() and journal.stat().st_size:
+        r = run("best", "--storage", url, cwd=tmp_path)  # opens, sweeps nothing, says why
+        assert "Traceback" not in r.stderr
