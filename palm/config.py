@@ -667,7 +667,9 @@ def _validate_moe_model(m: ModelConfig) -> None:
     if m.experts:
         if m.experts > MAX_EXPERTS:
             raise ConfigError(
-                "model.experts", m.experts, f"at most {MAX_EXPERTS:,} (the tuner lists its divisors)"
+                "model.experts",
+                m.experts,
+                f"at most {MAX_EXPERTS:,} (the tuner lists its divisors)",
             )
         if not 1 <= m.top_k <= m.experts:
             raise ConfigError("model.top_k", m.top_k, f"an integer in 1..experts = {m.experts}")

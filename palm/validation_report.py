@@ -47,9 +47,11 @@ def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
     """Predicted vs published iteration time of every expressible row, as plain data."""
     data = load_modern_cases(path)
     results = run_cases(data.cases, engine=engine)
-    rows = []
+    rows: list[dict[str, Any]] = []
+    errors: list[float] = []
     by_gen: dict[str, list[float]] = defaultdict(list)
     for case, res in zip(data.cases, results, strict=True):
+        errors.append(res.error)
         gen = generation(case.config.hardware.name)
         by_gen[gen].append(res.error)
         rows.append(
@@ -66,7 +68,7 @@ def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
     return {
         "engine": engine,
         "cases": rows,
-        **(_stats([r["error"] for r in rows]) if rows else {"count": 0}),
+        **(_stats(errors) if errors else {"count": 0}),
         "by_generation": {g: _stats(e) for g, e in sorted(by_gen.items())},
         "left_out": [{"id": x.case_id, "reason": x.reason} for x in data.left_out],
     }
