@@ -44,9 +44,7 @@ def _shard(op: Op, *, attention: Kernel, cp: int, causal: bool) -> Op:
     return op
 
 
-def shard_workload(
-    workload: Workload, *, attention: Kernel, cp: int, causal: bool
-) -> Workload:
+def shard_workload(workload: Workload, *, attention: Kernel, cp: int, causal: bool) -> Workload:
     """``workload`` as one context-parallel rank runs it with the given attention kernel.
     ``tokens_per_sample`` stays the full sequence (a sample is still one sequence)."""
     if not workload.transformer:
