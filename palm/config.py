@@ -204,6 +204,8 @@ _GATED_MODEL_TYPES = frozenset(
     }
 )
 _GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python", "quick_gelu")
+#: element-wise activations of a two-matrix MLP: the same products as gelu
+_UNGATED_ACTS = ("relu", "relu2", "tanh", "sigmoid", "gelu_10", "gelu_accurate", "mish", "linear")
 
 
 def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
@@ -284,6 +286,13 @@ def _hf_mlp(raw: Mapping[str, Any], model_type: str) -> str:
         return "swiglu"
     if model_type in _GATED_MODEL_TYPES or act in ("geglu", "gegelu"):
         return "geglu" if act in (*_GELU_ACTS, "geglu", "gegelu") else "swiglu"
+    if act not in (*_GELU_ACTS, *_UNGATED_ACTS):
+        warnings.warn(
+            f"model.hf_config:{key} = {act!r} is not an activation palm knows; the MLP is "
+            "taken as ungated (two matrices, as gelu); set model.mlp to choose",
+            ConfigWarning,
+            stacklevel=5,
+        )
     return "gelu"
 
 

@@ -181,3 +181,37 @@ def test_journal_storage_spellings(small_study: Path, tmp_path: Path, form: str)
     assert _counts(url, "small") == {"COMPLETE": 1} or sum(_counts(url, "small").values()) == 1
     b = run("best", "--storage", url, cwd=tmp_path)
     assert b.code == 0, b.stderr
+
+
+def test_artifacts_and_report_on_a_full_disk_keep_every_trial(
+    small_study: Path, tmp_path: Path
+) -> None:
+    """The study fits on the disk, the best trial's trace and plots (hundreds of kB) do not:
+    one line, exit 1, and the trials are all there; then ``report`` on a full disk, the same."""
+    url = f"sqlite:///{tmp_path}/a.db"
+    r = run(
+        "tune",
+        str(small_study),
+        "--storage",
+        url,
+        "--no-progress",
+        cwd=tmp_path,
+        timeout_s=180,
+        file_bytes=300_000,
+    )
+    assert r.code == 1, r.stderr
+    _one_line_without_traceback(r.stderr, "disk is full")
+    assert _counts(url, "small") == {"COMPLETE": 3}
+    r = run(
+        "report",
+        "--storage",
+        url,
+        "--out",
+        str(tmp_path / "rep"),
+        cwd=tmp_path,
+        timeout_s=120,
+        file_bytes=20_000,
+    )
+    assert r.code in (1, 2), r.stderr
+    _one_line_without_traceback(r.stderr, "File too large")
+    assert _counts(url, "small") == {"COMPLETE": 3}
