@@ -162,3 +162,31 @@ def test_a_signal_while_the_workers_start(
     if journal.exists() and journal.stat().st_size:
         r = run("best", "--storage", url, cwd=tmp_path)  # opens, sweeps nothing, says why
         assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "message"),
+    [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")],
+)
+@pytest.mark.parametrize("delay_s", [0.3, 2.0])  # while modules load; while simulating
+def test_a_signal_to_a_long_simulation(
+    tmp_path: Path, how: str, code: int, message: str, delay_s: float
+) -> None:
+    from tests.cli_run import WAFER
+
+    proc = spawn(
+        "simulate", str(WAFER), "--set", "training.global_batch=8192", cwd=tmp_path, group=False
+    )
+    time.sleep(delay_s)
+    proc.send_signal(getattr(signal, how))
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (code, -getattr(signal, how)), stderr
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) <= 1, stderr
+    if proc.returncode == code:
+        assert lines == [] or lines[0].startswith(f"palm-tune: {message}"), stderr
