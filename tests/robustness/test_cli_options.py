@@ -183,3 +183,29 @@ def test_help_texts_cite_no_file_outside_the_repository() -> None:
         assert r.code == 0, r.stderr
         for absent in ("SPEC", "shared/"):
             assert absent not in r.stdout, (command, absent)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["plot", "{dgx}", "--out", "{file}"], "--out"),
+        (["simulate", "{dgx}", "--trace", "{dir}"], "--trace"),
+        (["simulate", "{dgx}", "--trace", "/dev/full"], "--trace"),
+        (["simulate", "{dgx}", "--set", "training.global_batch=nan"], "training.global_batch"),
+        (["simulate", "{dgx}", "--set", "parallelism.dp_bucket_mib=-inf"], "dp_bucket_mib"),
+        (["simulate", "{dgx}", "--set", "model"], "--set"),
+    ],
+)
+def test_simulator_options_with_unusable_values(
+    tmp_path: Path, args: list[str], option: str
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("x", encoding="utf-8")
+    values = {
+        "dgx": str(REPO / "examples" / "t18b-dgx-a100.toml"),
+        "file": str(taken),
+        "dir": str(tmp_path),
+    }
+    r = run(*[a.format(**values) for a in args], cwd=tmp_path)
+    assert_usage_error(r, option)
+    assert taken.read_text(encoding="utf-8") == "x"
