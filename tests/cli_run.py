@@ -33,6 +33,7 @@ __all__ = [
     "SLOW_STUDY",
     "Run",
     "run",
+    "tune",
     "spawn",
     "env",
     "assert_usage_error",
@@ -129,6 +130,31 @@ def run(
         preexec_fn=_limits(memory_bytes, file_bytes),
     )
     return Run(proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start)
+
+
+def tune(
+    study: Path | str,
+    storage: str,
+    *args: str,
+    trials: int | None = None,
+    cwd: Path | str = REPO,
+    timeout_s: float = 120.0,
+    file_bytes: int | None = None,
+) -> Run:
+    """``palm-tune tune STUDY --storage STORAGE [--trials N] --no-progress ARGS``."""
+    budget = ["--trials", str(trials)] if trials is not None else []
+    return run(
+        "tune",
+        str(study),
+        "--storage",
+        storage,
+        *budget,
+        "--no-progress",
+        *args,
+        cwd=cwd,
+        timeout_s=timeout_s,
+        file_bytes=file_bytes,
+    )
 
 
 def spawn(*args: str, cwd: Path | str = REPO, group: bool = True) -> subprocess.Popen[str]:

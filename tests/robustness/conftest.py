@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli_run import SMALL_STUDY, run
+from tests.cli_run import SMALL_STUDY, tune
 
 
 @pytest.fixture(scope="module")
@@ -15,6 +15,6 @@ def tuned_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     study = folder / "small.toml"
     study.write_text(SMALL_STUDY, encoding="utf-8")
     url = f"sqlite:///{folder}/tuned.db"
-    r = run("tune", str(study), "--storage", url, "--no-progress", cwd=folder, timeout_s=180)
+    r = tune(study, url, cwd=folder, timeout_s=180)
     assert r.code == 0, r.stderr
     return url

@@ -15,7 +15,7 @@ import pytest
 from optuna.trial import TrialState
 
 from search.storage import open_storage
-from tests.cli_run import assert_clean, run, spawn, trial_states
+from tests.cli_run import assert_clean, run, spawn, trial_states, tune
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +51,24 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _signal(proc: subprocess.Popen[str], how: str) -> str:
+    """Send ``how`` (``SIGINT-group`` is Ctrl-C: the whole process group, which spawn()
+    makes); returns stderr once the command has ended."""
+    if how == "SIGINT-group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(getattr(signal, how))
+    _, stderr = proc.communicate(timeout=60)
+    return stderr
+
+
+def _assert_no_orphans(kids: list[int]) -> None:
+    deadline = time.monotonic() + 20
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(k) for k in kids), "orphan workers"
+
+
 @pytest.mark.parametrize(
     ("how", "workers", "code", "message"),
     [
@@ -80,11 +98,7 @@ def test_a_signal_stops_every_worker_and_loses_no_trial(
         _wait_until_simulating(url, journal, proc)
         kids = _children(proc.pid)
         before = _states(url)
-        if how == "SIGINT-group":
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: spawn() starts a new group
-        else:
-            proc.send_signal(getattr(signal, how))
-        _, stderr = proc.communicate(timeout=60)
+        stderr = _signal(proc, how)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -93,24 +107,11 @@ def test_a_signal_stops_every_worker_and_loses_no_trial(
     if message:
         lines = stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"palm-tune: {message}"), stderr
-    deadline = time.monotonic() + 20
-    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(k) for k in kids), "orphan workers"
+    _assert_no_orphans(kids)
     after = _states(url)
     assert after.get("COMPLETE", 0) >= before.get("COMPLETE", 0)
     if how == "SIGKILL":  # the parent could not act; the workers failed their own trials
-        r = run(
-            "tune",
-            str(slow_study),
-            "--storage",
-            url,
-            "--trials",
-            "1",
-            "--no-progress",
-            cwd=tmp_path,
-            timeout_s=120,
-        )
+        r = tune(slow_study, url, trials=1, cwd=tmp_path, timeout_s=120)
         assert r.code == 0, r.stderr
         assert_clean(r)
         after = _states(url)
@@ -143,21 +144,14 @@ def test_a_signal_while_the_workers_start(
             time.sleep(0.02)
         kids = _children(proc.pid)
         assert kids, "no worker started in 60 s"
-        if how == "SIGINT-group":
-            os.killpg(proc.pid, signal.SIGINT)
-        else:
-            proc.send_signal(getattr(signal, how))
-        _, stderr = proc.communicate(timeout=60)
+        stderr = _signal(proc, how)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == code, stderr
     assert "Traceback" not in stderr, stderr
     assert len(stderr.strip().splitlines()) <= 1, stderr
-    deadline = time.monotonic() + 20
-    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(k) for k in kids), "orphan workers"
+    _assert_no_orphans(kids)
     journal = tmp_path / "early.journal"
     if journal.exists() and journal.stat().st_size:
         r = run("best", "--storage", url, cwd=tmp_path)  # opens, sweeps nothing, says why

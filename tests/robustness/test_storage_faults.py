@@ -12,22 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_run import Run, assert_clean, run, trial_states
+from tests.cli_run import Run, assert_clean, run, trial_states, tune
 
 
 def _tune_with_file_limit(study: Path, url: str, limit: int, cwd: Path) -> Run:
-    return run(
-        "tune",
-        str(study),
-        "--storage",
-        url,
-        "--trials",
-        "40",
-        "--no-progress",
-        cwd=cwd,
-        timeout_s=240,
-        file_bytes=limit,
-    )
+    return tune(study, url, trials=40, cwd=cwd, timeout_s=240, file_bytes=limit)
 
 
 def _counts(url: str, name: str) -> dict[str, int]:
@@ -55,17 +44,7 @@ def test_a_full_disk_mid_record_loses_no_completed_trial(
     _one_line_without_traceback(r.stderr, "disk is full")
     assert not journal.read_bytes().endswith(b"\n"), "the limit should have torn a record"
     before = _counts(url, "small")
-    resumed = run(
-        "tune",
-        str(small_study),
-        "--storage",
-        url,
-        "--trials",
-        "2",
-        "--no-progress",
-        cwd=tmp_path,
-        timeout_s=120,
-    )
+    resumed = tune(small_study, url, trials=2, cwd=tmp_path, timeout_s=120)
     assert resumed.code == 0, resumed.stderr
     assert "cut a torn last record" in resumed.stderr
     assert_clean(resumed)
@@ -83,12 +62,7 @@ def test_a_journal_poisoned_by_an_older_version_is_repaired(
 ) -> None:
     journal = tmp_path / "p.journal"
     url = f"journal:///{journal}"
-    assert (
-        run(
-            "tune", str(small_study), "--storage", url, "--no-progress", cwd=tmp_path, timeout_s=120
-        ).code
-        == 0
-    )
+    assert tune(small_study, url, cwd=tmp_path, timeout_s=120).code == 0
     before = _counts(url, "small")
     lines = journal.read_bytes().splitlines(keepends=True)
     # a torn record with the next append glued to it, as Optuna leaves it without repair
@@ -102,35 +76,12 @@ def test_a_journal_poisoned_by_an_older_version_is_repaired(
 def test_a_stale_lock_does_not_stall(small_study: Path, tmp_path: Path) -> None:
     journal = tmp_path / "l.journal"
     url = f"journal:///{journal}"
-    assert (
-        run(
-            "tune",
-            str(small_study),
-            "--storage",
-            url,
-            "--trials",
-            "1",
-            "--no-progress",
-            cwd=tmp_path,
-            timeout_s=120,
-        ).code
-        == 0
-    )
+    assert tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=120).code == 0
     lock = tmp_path / "l.journal.lock"
     os.symlink(journal, lock)  # what a worker killed inside append_logs leaves
     old = time.time() - 3600
     os.utime(lock, (old, old), follow_symlinks=False)
-    r = run(
-        "tune",
-        str(small_study),
-        "--storage",
-        url,
-        "--trials",
-        "1",
-        "--no-progress",
-        cwd=tmp_path,
-        timeout_s=120,
-    )
+    r = tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=120)
     assert r.code == 0, r.stderr
     assert "removed a stale lock" in r.stderr
     assert r.wall_s < 25  # Optuna's own grace period alone is 30 s
@@ -140,20 +91,7 @@ def test_a_stale_lock_does_not_stall(small_study: Path, tmp_path: Path) -> None:
 def test_sqlite_on_a_full_disk_is_one_line(small_study: Path, tmp_path: Path) -> None:
     db = tmp_path / "full.db"
     url = f"sqlite:///{db}"
-    assert (
-        run(
-            "tune",
-            str(small_study),
-            "--storage",
-            url,
-            "--trials",
-            "1",
-            "--no-progress",
-            cwd=tmp_path,
-            timeout_s=120,
-        ).code
-        == 0
-    )
+    assert tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=120).code == 0
     before = _counts(url, "small")
     r = _tune_with_file_limit(small_study, url, db.stat().st_size + 4096, tmp_path)
     assert r.code == 1
@@ -165,17 +103,7 @@ def test_sqlite_on_a_full_disk_is_one_line(small_study: Path, tmp_path: Path) ->
 @pytest.mark.parametrize("form", ["journal:///{}/a.journal", "{}/a.journal", "{}/a.log"])
 def test_journal_storage_spellings(small_study: Path, tmp_path: Path, form: str) -> None:
     url = form.format(tmp_path)
-    r = run(
-        "tune",
-        str(small_study),
-        "--storage",
-        url,
-        "--trials",
-        "1",
-        "--no-progress",
-        cwd=tmp_path,
-        timeout_s=120,
-    )
+    r = tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=120)
     assert r.code == 0, r.stderr
     assert_clean(r)
     assert _counts(url, "small") == {"COMPLETE": 1} or sum(_counts(url, "small").values()) == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli_run import DGX, REPO, WAFER, assert_clean, assert_usage_error, run
+from tests.cli_run import DGX, REPO, WAFER, assert_clean, assert_usage_error, run, tune
 
 MIXTRAL = REPO / "examples" / "mixtral-8x7b-h100.toml"  # 64 H100s, TP=1 PP=4 DP=16 EP=8
 
@@ -190,17 +190,7 @@ def test_a_never_drawn_interleave_is_named_in_a_warning(tmp_path: Path) -> None:
         tmp_path,
         'parallelism = true\nschedule = ["1f1b", "interleaved-1f1b"]\ninterleave = [3]',
     )
-    r = run(
-        "tune",
-        str(study),
-        "--storage",
-        f"sqlite:///{tmp_path}/x.db",
-        "--trials",
-        "1",
-        "--no-progress",
-        cwd=tmp_path,
-        timeout_s=120,
-    )
+    r = tune(study, f"sqlite:///{tmp_path}/x.db", trials=1, cwd=tmp_path, timeout_s=120)
     assert r.code == 0, r.stderr
     assert_clean(r)
     (warning,) = r.stderr.strip().splitlines()
