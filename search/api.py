@@ -244,6 +244,7 @@ def optimize(
     codes = supervise(procs, on_stop=lambda: sweep_stale_trials(tuning.study))
     bad = [c for c in codes if c]
     if bad:
+        sweep_stale_trials(tuning.study)  # a worker killed outright left its trial RUNNING
         raise WorkersFailed(f"{len(bad)} of {len(codes)} worker(s) failed (exit codes {bad})")
     return [p.pid for p in procs if p.pid is not None]
 

@@ -184,3 +184,37 @@ def test_a_signal_to_a_long_simulation(
     assert len(lines) <= 1, stderr
     if proc.returncode == code:
         assert lines == [] or lines[0].startswith(f"palm-tune: {message}"), stderr
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_one_worker_killed_by_hand(slow_study: Path, tmp_path: Path, how: str) -> None:
+    """An operator kills one worker (not the command): the other finishes its share, the
+    command says in one line that a worker failed (exit 1), and the killed worker's trial is
+    FAIL, not left RUNNING."""
+    slow_study.write_text(slow_study.read_text().replace("trials = 40", "trials = 2"))
+    url = f"journal:///{tmp_path}/hand.journal"
+    journal = tmp_path / "hand.journal"
+    proc = spawn(
+        "tune", str(slow_study), "--storage", url, "--workers", "2", "--no-progress", cwd=tmp_path
+    )
+    try:
+        _wait_until_simulating(url, journal, proc)
+        workers = [k for k in _children(proc.pid) if "spawn_main" in _cmdline(k)]
+        os.kill(workers[0], getattr(signal, how))
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, stderr
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("palm-tune: error: 1 of 2 worker(s) failed"), stderr
+    states = _states(url)
+    assert states.get("RUNNING", 0) == 0 and states.get("FAIL", 0) == 1, states
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
