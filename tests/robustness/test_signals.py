@@ -14,7 +14,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.storage import open_storage
+from search.storage import WORKER_ATTR, open_storage
 from tests.cli_run import assert_clean, run, spawn, trial_states, tune
 
 pytestmark = pytest.mark.slow
@@ -199,8 +199,13 @@ def test_one_worker_killed_by_hand(slow_study: Path, tmp_path: Path, how: str) -
     )
     try:
         _wait_until_simulating(url, journal, proc)
-        workers = [k for k in _children(proc.pid) if "spawn_main" in _cmdline(k)]
-        os.kill(workers[0], getattr(signal, how))
+        study = optuna.load_study(study_name="slow", storage=open_storage(url))
+        (busy,) = [  # the worker simulating a trial (the other may have finished its share)
+            t.user_attrs[WORKER_ATTR]
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if "config" in t.user_attrs
+        ][:1]
+        os.kill(int(busy.rsplit(":", 1)[1]), getattr(signal, how))
         _, stderr = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -210,11 +215,3 @@ def test_one_worker_killed_by_hand(slow_study: Path, tmp_path: Path, how: str) -
     assert line.startswith("palm-tune: error: 1 of 2 worker(s) failed"), stderr
     states = _states(url)
     assert states.get("RUNNING", 0) == 0 and states.get("FAIL", 0) == 1, states
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
