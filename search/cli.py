@@ -22,8 +22,15 @@ def _interrupted_early(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune":  # pragma: no cover
+_SCRIPT = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune"
+_MASKABLE = hasattr(signal, "pthread_sigmask")
+if _SCRIPT:  # pragma: no cover
     signal.signal(signal.SIGINT, _interrupted_early)
+    if _MASKABLE:
+        # the threads that libraries start while they load (OpenBLAS under numpy) inherit
+        # this mask: with SIGINT blocked in them, a Ctrl-C always reaches the main thread,
+        # also while search.lifecycle.supervise starts workers with Ctrl-C ignored
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
@@ -34,6 +41,9 @@ from palm.errors import ConfigError  # noqa: E402
 from search.commands import add_commands as add_tuner_commands  # noqa: E402
 from search.failures import WorkersFailed, os_error, storage_failure  # noqa: E402
 from search.lifecycle import Terminated, install_sigterm, quiet_optuna_logs  # noqa: E402
+
+if _SCRIPT and _MASKABLE:  # pragma: no cover - a Ctrl-C during the imports is handled now
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 __all__ = ["main", "build_parser"]
 
@@ -77,16 +87,16 @@ def _broken_pipe() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Exit codes: 0, 2 bad input, 1 internal error, 130 Ctrl-C (SIGINT),
     141 output pipe closed, 143 SIGTERM; each failure is one line on stderr."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        install_sigterm()
     for name in ("stdout", "stderr"):  # started with the stream closed (``>&-``)
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     quiet_optuna_logs()
     warnings.showwarning = _one_line_warning
-    parser = build_parser()
-    try:
+    try:  # from the moment the handlers raise, everything runs inside this try
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            install_sigterm()
+        parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
             parser.print_help()
