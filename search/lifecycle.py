@@ -36,6 +36,7 @@ __all__ = [
     "worker_main",
     "supervise",
     "guarded",
+    "interruptible",
     "stop_if_signalled",
     "trial_signals",
 ]
@@ -77,18 +78,30 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def guarded(objective: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``objective`` that a stop signal interrupts only while it runs (see :func:`_on_signal`)."""
+    """``objective`` that does not start after a stop signal; inside it, the signal interrupts
+    only the :func:`interruptible` blocks (see :func:`_on_signal`)."""
 
     def run(trial: Any) -> Any:
         if _Signals.pending is not None:
             raise _Signals.pending()
-        _Signals.inside = True
-        try:
-            return objective(trial)
-        finally:
-            _Signals.inside = False
+        return objective(trial)
 
     return run
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """A block of an objective that a stop signal interrupts at once (planning, simulating).
+    Elsewhere, e.g. while Optuna writes the trial's attributes, the signal waits until the
+    next such block or the end of the trial: a journal write cut in half would leave the
+    journal's lock held by a dead process."""
+    if _Signals.pending is not None:
+        raise _Signals.pending()
+    _Signals.inside = True
+    try:
+        yield
+    finally:
+        _Signals.inside = False
 
 
 def stop_if_signalled(study: Any, trial: Any) -> None:

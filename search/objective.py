@@ -26,6 +26,7 @@ from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
+from search.lifecycle import interruptible
 from search.storage import WORKER_ATTR, worker_id
 from search.study_file import StudySpec
 
@@ -103,7 +104,8 @@ class Objective:
         trial.set_user_attr("config", tables)
         try:
             started = time.perf_counter()
-            plan = plan_for(config, engine=self.spec.engine)
+            with interruptible():
+                plan = plan_for(config, engine=self.spec.engine)
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
             trial.set_user_attr("error", message)
@@ -120,7 +122,8 @@ class Objective:
         result = self._cache.get(key)
         if result is None:
             try:
-                result, _ = simulate_plan(plan, engine=self.spec.engine, started=started)
+                with interruptible():
+                    result, _ = simulate_plan(plan, engine=self.spec.engine, started=started)
             except Exception as exc:  # noqa: BLE001 - recorded, never hidden
                 message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
                 trial.set_user_attr("error", message)
