@@ -1,7 +1,7 @@
 """Crash and resume: a study stopped by SIGKILL, SIGTERM and SIGINT, and one whose journal is
 cut mid-record, resumes with every completed trial intact.
 
-    python benchmarks/crash_resume.py            # about a minute on two cores
+    python benchmarks/crash_resume.py            # 3 to 6 minutes on a busy two-core machine
 
 For each fault: ``palm-tune tune --workers 2`` on a journal file runs a study of about a second
 a trial; once at least two trials are complete and one is simulating, the fault is applied.

@@ -20,6 +20,7 @@ from palm.config import apply_overrides, config_to_dict, load_config, parse_conf
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS
 from palm.hardware.spec import GpuClusterHardware
+from palm.inputs import read_input
 from palm.result import Result
 from palm.strategy import SimConfig
 from palm.validation import load_cases
@@ -170,11 +171,10 @@ def load_config_or_result(path: str, overrides: list[str]) -> SimConfig:
     """A configuration from a TOML file, or the one stored in a ``simulate --json`` result."""
     if not path.endswith(".json"):
         return load_config(path, overrides=overrides)
+    text = read_input(path, field="result file", kind="JSON file")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("result file", path, "an existing JSON file") from None
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError("result file", path, f"valid JSON ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
         raise ConfigError(

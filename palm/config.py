@@ -34,6 +34,7 @@ from palm.hardware.spec import (
     Mesh2DHardware,
     PeakTflops,
 )
+from palm.inputs import read_input
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -78,12 +79,7 @@ _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
 def load_config(path: str | Path, *, overrides: Iterable[str] = ()) -> SimConfig:
     """Read the TOML file at ``path``, apply ``section.field=value`` overrides, validate."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError("config file", str(path), "an existing TOML file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("config file", str(path), f"a readable UTF-8 file ({exc})") from None
+    text = read_input(path, field="config file", kind="TOML file")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -208,6 +204,8 @@ _GATED_MODEL_TYPES = frozenset(
     }
 )
 _GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python", "quick_gelu")
+#: element-wise activations of a two-matrix MLP: the same products as gelu
+_UNGATED_ACTS = ("relu", "relu2", "tanh", "sigmoid", "gelu_10", "gelu_accurate", "mish", "linear")
 
 
 def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
@@ -264,11 +262,10 @@ def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
 
 
 def _read_hf(path: Path) -> dict[str, Any]:
+    text = read_input(path, field="model.hf_config", kind="config.json")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("model.hf_config", str(path), "an existing config.json") from None
-    except (OSError, ValueError) as exc:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError("model.hf_config", str(path), f"a readable JSON file ({exc})") from None
     if not isinstance(raw, dict):
         raise ConfigError("model.hf_config", str(path), "a JSON object")
@@ -289,6 +286,13 @@ def _hf_mlp(raw: Mapping[str, Any], model_type: str) -> str:
         return "swiglu"
     if model_type in _GATED_MODEL_TYPES or act in ("geglu", "gegelu"):
         return "geglu" if act in (*_GELU_ACTS, "geglu", "gegelu") else "swiglu"
+    if act not in (*_GELU_ACTS, *_UNGATED_ACTS):
+        warnings.warn(
+            f"model.hf_config:{key} = {act!r} is not an activation palm knows; the MLP is "
+            "taken as ungated (two matrices, as gelu); set model.mlp to choose",
+            ConfigWarning,
+            stacklevel=5,
+        )
     return "gelu"
 
 
@@ -672,7 +676,9 @@ def _validate_moe_model(m: ModelConfig) -> None:
     if m.experts:
         if m.experts > MAX_EXPERTS:
             raise ConfigError(
-                "model.experts", m.experts, f"at most {MAX_EXPERTS} (the tuner lists its divisors)"
+                "model.experts",
+                m.experts,
+                f"at most {MAX_EXPERTS:,} (the tuner lists its divisors)",
             )
         if not 1 <= m.top_k <= m.experts:
             raise ConfigError("model.top_k", m.top_k, f"an integer in 1..experts = {m.experts}")

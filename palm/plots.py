@@ -504,6 +504,9 @@ def _draw_dram(
     from matplotlib.transforms import offset_copy
 
     centre = _DRAM_GAP_PT + marker_pt / 2
+    # one scatter per side of the mesh (the offset transform is per side), so that drawing
+    # costs the same few artists whatever the channel count
+    sides: dict[tuple[float, float], list[tuple[float, float, float]]] = {}
     for (r, c), u in zip(cores.tolist(), utilisation, strict=True):
         # the edge point of the core's cell on its side of the mesh, and the outward direction
         if r == 0 and rows > 1:
@@ -516,11 +519,14 @@ def _draw_dram(
             x, y, dx, dy = -0.5, float(r), -1.0, 0.0
         else:
             x, y, dx, dy = float(c), -0.5, 0.0, 1.0
+        sides.setdefault((dx, dy), []).append((x, y, u))
+    for (dx, dy), points in sides.items():
+        xs, ys, us = zip(*points, strict=True)
         at = offset_copy(ax.transData, fig=fig, x=dx * centre, y=dy * centre, units="points")
         ax.scatter(
-            [x],
-            [y],
-            c=[u],
+            list(xs),
+            list(ys),
+            c=list(us),
             cmap=cmap,
             norm=norm,
             marker="s",
@@ -531,8 +537,13 @@ def _draw_dram(
             clip_on=False,
             zorder=3,
         )
-        if labelled:
-            out = centre + marker_pt / 2 + (3.0 if dx == 0 else 12.0)
+        if not labelled:
+            continue
+        out = centre + marker_pt / 2 + (3.0 if dx == 0 else 12.0)
+        label_at = offset_copy(
+            ax.transData, fig=fig, x=dx * out, y=dy * (out + 2.0), units="points"
+        )
+        for x, y, u in points:
             ax.text(
                 x,
                 y,
@@ -540,9 +551,7 @@ def _draw_dram(
                 ha="center",
                 va="center",
                 fontsize=7.5,
-                transform=offset_copy(
-                    ax.transData, fig=fig, x=dx * out, y=dy * (out + 2.0), units="points"
-                ),
+                transform=label_at,
                 clip_on=False,
             )
 

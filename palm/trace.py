@@ -32,6 +32,7 @@ from typing import Any
 
 from palm.engines.event.engine import Timeline
 from palm.errors import ConfigError
+from palm.inputs import read_input
 from palm.result import Result
 from palm.strategy import SimConfig
 
@@ -98,10 +99,7 @@ def load_chrome_trace(path: str | Path) -> dict[str, Any]:
     0``).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(_TRACE_FIELD, str(p), f"a readable UTF-8 file ({exc})") from exc
+    text = read_input(p, field=_TRACE_FIELD, kind="JSON file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

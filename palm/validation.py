@@ -19,6 +19,7 @@ from typing import Any
 from palm.api import simulate
 from palm.config import parse_config
 from palm.errors import ConfigError
+from palm.inputs import read_input
 from palm.strategy import SimConfig
 
 __all__ = ["ValidationCase", "CaseResult", "load_cases", "run_cases", "default_validation_file"]
@@ -104,11 +105,10 @@ def _published_time(value: Any, index: int) -> float:
 def load_cases(path: str | Path | None = None) -> list[ValidationCase]:
     """The ``gpu_training`` cases of a validation file (default: the packaged visible set)."""
     path = Path(path) if path is not None else default_validation_file()
+    text = read_input(path, field="validation file", kind="JSON file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("validation file", str(path), "an existing JSON file") from None
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError("validation file", str(path), f"valid JSON ({exc})") from None
     cases = data.get("gpu_training") if isinstance(data, dict) else None
     if not isinstance(cases, list) or not cases:

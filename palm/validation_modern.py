@@ -41,6 +41,7 @@ from typing import Any
 
 from palm.config import parse_config
 from palm.errors import ConfigError
+from palm.inputs import read_input
 from palm.validation import ValidationCase
 
 __all__ = [
@@ -329,11 +330,10 @@ def load_modern_cases(path: str | Path | None = None) -> ModernCases:
     """Every row of a modern validation file: the expressible ones as cases, the others with
     the reason they are left out."""
     path = Path(path) if path is not None else default_modern_file()
+    text = read_input(path, field="validation file", kind="JSON file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("validation file", str(path), "an existing JSON file") from None
-    except (OSError, ValueError) as exc:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError("validation file", str(path), f"valid JSON ({exc})") from None
     rows = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(rows, list) or not rows:

@@ -8,6 +8,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, TextIO
 
+from palm.errors import ConfigError
+from palm.inputs import read_input
 from palm.validation import run_cases
 from palm.validation_modern import load_modern_cases
 
@@ -30,8 +32,8 @@ def is_modern_file(path: str | Path) -> bool:
     """Whether ``path`` has the modern set's shape (a ``cases`` list) rather than
     ``gpu_training``; unreadable files are left to the Megatron loader's error."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_input(path, field="validation file", kind="JSON file"))
+    except (ConfigError, ValueError, RecursionError):
         return False
     return isinstance(data, dict) and "cases" in data and "gpu_training" not in data
 
@@ -46,8 +48,10 @@ def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
     data = load_modern_cases(path)
     results = run_cases(data.cases, engine=engine)
     rows: list[dict[str, Any]] = []
+    errors: list[float] = []
     by_gen: dict[str, list[float]] = defaultdict(list)
     for case, res in zip(data.cases, results, strict=True):
+        errors.append(res.error)
         gen = generation(case.config.hardware.name)
         by_gen[gen].append(res.error)
         rows.append(
@@ -64,7 +68,7 @@ def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
     return {
         "engine": engine,
         "cases": rows,
-        **(_stats([r["error"] for r in rows]) if rows else {"count": 0}),
+        **(_stats(errors) if errors else {"count": 0}),
         "by_generation": {g: _stats(e) for g, e in sorted(by_gen.items())},
         "left_out": [{"id": x.case_id, "reason": x.reason} for x in data.left_out],
     }

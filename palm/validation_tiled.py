@@ -27,6 +27,7 @@ from palm.config import parse_config
 from palm.errors import ConfigError
 from palm.hardware.presets import hardware_preset
 from palm.hardware.spec import Mesh2DHardware
+from palm.inputs import read_input
 from palm.network.tensix_noc import DramTransfer, dram_bandwidth_Bps
 from palm.strategy import SimConfig
 
@@ -73,11 +74,10 @@ def default_tiled_file() -> Path:
 
 
 def _read(path: Path) -> Any:
+    text = read_input(path, field="validation file", kind="JSON file")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("validation file", str(path), "an existing JSON file") from None
-    except (OSError, ValueError) as exc:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise ConfigError("validation file", str(path), f"valid JSON ({exc})") from None
 
 
@@ -85,8 +85,8 @@ def is_tiled_file(path: str | Path) -> bool:
     """Whether ``path`` has the tiled shape (``cases`` of kind ``gemm`` or ``dram``);
     unreadable files are left to the other loaders' errors."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_input(path, field="validation file", kind="JSON file"))
+    except (ConfigError, ValueError, RecursionError):
         return False
     cases = data.get("cases") if isinstance(data, dict) else None
     return (

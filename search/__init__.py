@@ -1,7 +1,9 @@
 """The tuner: objective, pruning, samplers, storages, study API and the ``palm-tune`` CLI.
 
 The names below load their modules (and Optuna) on first use (PEP 562), so that the
-simulator's commands of ``palm-tune`` (``simulate``, ``validate``...) never import Optuna.
+simulator's commands of ``palm-tune`` (``simulate``, ``validate``...) never import Optuna, and
+``python -m search.cli`` and the ``palm-tune`` script reach :mod:`search.cli` (which handles a
+Ctrl-C while the rest loads) before Optuna is imported.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from palm.errors import ConfigError
 from palm.strategy import SimConfig
 from search.artifacts import attach_when_best
 from search.dedup import NewConfigBudget, Unrepeating
+from search.failures import WorkersFailed
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.metrics import is_overflow, memory_unit_bytes, metric_names, report_overflow
 from search.objective import Objective, TrialFailed
@@ -280,7 +281,8 @@ def optimize(
         codes = supervise(procs, on_stop=lambda: sweep_stale_trials(tuning.study))
     bad = [c for c in codes if c]
     if bad:
-        raise RuntimeError(f"{len(bad)} worker(s) exited with codes {bad}")
+        sweep_stale_trials(tuning.study)  # a worker killed outright left its trial RUNNING
+        raise WorkersFailed(f"{len(bad)} of {len(codes)} worker(s) failed (exit codes {bad})")
     return [p.pid for p in procs if p.pid is not None]
 
 

@@ -21,21 +21,32 @@ def _interrupted_early(signum: int, frame: object) -> None:
     os._exit(130)
 
 
-if __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune":  # pragma: no cover
+_SCRIPT = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune"
+_MASKABLE = hasattr(signal, "pthread_sigmask")
+if _SCRIPT:  # pragma: no cover
     signal.signal(signal.SIGINT, _interrupted_early)
+    if _MASKABLE:
+        # the threads that libraries start while they load (OpenBLAS under numpy) inherit
+        # this mask: with SIGINT blocked in them, a Ctrl-C always reaches the main thread,
+        # also while search.lifecycle.supervise starts workers with Ctrl-C ignored
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
 
 import argparse  # noqa: E402
-import errno  # noqa: E402
+import contextlib  # noqa: E402
 
 import palm  # noqa: E402
 from palm.cli import add_commands as add_simulator_commands  # noqa: E402
 from palm.errors import ConfigError  # noqa: E402
+from search.failures import WorkersFailed, os_error, storage_failure  # noqa: E402
 from search.lifecycle import (  # noqa: E402
     Terminated,
     install_sigterm,
     one_line_warnings,
     quiet_optuna_logs,
 )
+
+if _SCRIPT and _MASKABLE:  # pragma: no cover - a Ctrl-C during the imports is handled now
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 __all__ = ["main", "build_parser"]
 
@@ -78,59 +89,45 @@ def _tuner_needed(argv: Sequence[str] | None) -> bool:
     return not args or args[0] not in _simulator_parser()[1].choices
 
 
-_FULL = ("disk is full", "No space left", "File too large", "disk I/O error")
-
-
-def _os_error(exc: OSError) -> str:
-    where = f" ({exc.filename})" if exc.filename else ""
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-        return f"the disk is full{where}: {reason}; nothing was lost, free space and run again"
-    return f"{reason}{where}"
-
-
-def _storage_failure(exc: BaseException) -> str | None:
-    """One line for a storage that failed under us (a full disk, a lost database), instead
-    of Optuna's "invalid data in the commit": the root cause from the exception chain."""
-    chain: list[BaseException] = []
-    node: BaseException | None = exc
-    while node is not None and node not in chain:
-        chain.append(node)
-        node = node.__cause__ or node.__context__
-    for e in chain:
-        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
-            return _os_error(e)
-    text = " ".join(" ".join(str(e).split()) for e in chain)
-    if any(word in text for word in _FULL):
-        return (
-            "the storage's disk is full (or failed to write); the trials committed before "
-            "are kept: free space and run again"
-        )
-    if type(exc).__name__ == "StorageInternalError":
-        root = chain[-1]
-        message = " ".join(str(root).split())[:200]
-        return f"the storage failed: {type(root).__name__}: {message}"
-    return None
+def _broken_pipe() -> int:
+    """The reader of our output went away (``palm-tune ... | head``): stop quietly as a
+    process killed by SIGPIPE would, exit 141 (128 + SIGPIPE). The streams are pointed at
+    /dev/null so that Python's final flush does not complain; trials already told are kept."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(devnull, stream.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Exit codes: 0, 2 bad input, 1 internal error, 130 Ctrl-C (SIGINT),
-    143 SIGTERM; each failure is one line on stderr."""
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        install_sigterm()
+    141 output pipe closed, 143 SIGTERM; each failure is one line on stderr."""
+    for name in ("stdout", "stderr"):  # started with the stream closed (``>&-``)
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     one_line_warnings()
-    parser = build_parser(tuner=_tuner_needed(argv))
-    # after the tuner's commands imported Optuna, which adds its log handler then: the
-    # handler's filter is what keeps a failed trial's log to one line
-    quiet_optuna_logs()
-    try:
+    try:  # from the moment the handlers raise, everything runs inside this try
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            install_sigterm()
+        parser = build_parser(tuner=_tuner_needed(argv))
+        # after the tuner's commands imported Optuna, which adds its log handler then: the
+        # handler's filter is what keeps a failed trial's log to one line
+        quiet_optuna_logs()
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
             parser.print_help()
             return 2
         code: int = args.handler(args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at interpreter exit
         return code
+    except SystemExit:  # --help, --version and usage errors: flushed here for the same reason
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _broken_pipe()
+        raise
     except ConfigError as exc:
         print(f"palm-tune: error: {exc}", file=sys.stderr)
         return 2
@@ -144,14 +141,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("palm-tune: error: input nested too deeply to read", file=sys.stderr)
         return 2
     except BrokenPipeError:
-        return 0
+        return _broken_pipe()
+    except MemoryError:
+        print(
+            "palm-tune: error: out of memory (an input too large for this machine?)",
+            file=sys.stderr,
+        )
+        return 1
     except OSError as exc:
-        print(f"palm-tune: error: {_os_error(exc)}", file=sys.stderr)
+        print(f"palm-tune: error: {os_error(exc)}", file=sys.stderr)
+        return 1
+    except WorkersFailed as exc:
+        print(f"palm-tune: error: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, exit 1
         if os.environ.get("PALM_TUNE_DEBUG"):
             traceback.print_exc()
-        storage = _storage_failure(exc)
+        storage = storage_failure(exc)
         if storage:
             print(f"palm-tune: error: {storage}", file=sys.stderr)
             return 1

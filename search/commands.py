@@ -6,6 +6,7 @@ import argparse
 import importlib.util
 import json
 import math
+import os
 import socket
 import sys
 from pathlib import Path
@@ -29,12 +30,15 @@ from search.storage import (
     open_storage,
     storage_file,
 )
-from search.study_file import SAMPLERS
+from search.study_file import SAMPLERS, check_seed
 
 __all__ = ["add_commands"]
 
 #: the storage of a multi-worker run: a plain journal path, as optuna-dashboard takes it
 _JOURNAL_FOR_WORKERS = "palm-tune.journal"
+#: worker processes on one machine (each holds a simulator and Optuna, about 200 MB):
+#: four per CPU
+MAX_WORKERS = 4 * (os.cpu_count() or 1)
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -108,6 +112,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     d.add_argument(
         "--storage",
         metavar="URL",
+        type=_nonempty,
         default=DEFAULT_STORAGE,
         help=f"storage URL (default: {DEFAULT_STORAGE})",
     )
@@ -116,10 +121,19 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     d.set_defaults(handler=_cmd_dashboard)
 
 
+def _nonempty(text: str) -> str:
+    """An option's value that must not be empty (an empty storage or name would silently mean
+    the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a non-empty value is required")
+    return text
+
+
 def _storage_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--storage",
         metavar="URL",
+        type=_nonempty,
         default=None,
         help=f"sqlite:///FILE (default {DEFAULT_STORAGE}), a journal file FILE.journal or "
         "FILE.log (several workers), or postgresql://...; optuna-dashboard takes each as is",
@@ -127,6 +141,7 @@ def _storage_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--study-name",
         metavar="NAME",
+        type=_nonempty,
         help="study in the storage (default: the study file's name, or the only study there)",
     )
 
@@ -192,8 +207,10 @@ def _check_tune_options(args: argparse.Namespace) -> None:
         raise ConfigError("--trials", args.trials, "an integer >= 1")
     if args.timeout is not None and not (math.isfinite(args.timeout) and args.timeout > 0):
         raise ConfigError("--timeout", args.timeout, "a finite number of seconds > 0")
-    if args.workers < 1:
-        raise ConfigError("--workers", args.workers, "an integer >= 1")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError("--workers", args.workers, f"an integer in 1..{MAX_WORKERS}")
+    if args.seed is not None:
+        check_seed(args.seed, "--seed")
 
 
 def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -393,6 +410,7 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
         ) from None
     if not 1 <= args.port <= 65535:
         raise ConfigError("--port", args.port, "a TCP port in 1..65535")
+    _check_address(args.host, args.port)
     storage = open_storage(args.storage)
     store_dir = artifact_dir(args.storage)
     store_dir.mkdir(parents=True, exist_ok=True)
@@ -408,3 +426,18 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
         artifact_store=ArtifactStore(store_dir),
     )
     return 0
+
+
+def _check_address(host: str, port: int) -> None:
+    """Refuse a host that does not resolve or a port already taken before the server starts
+    (the server would print its banner, then fail)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        family, kind, proto, _, address = infos[0]
+        with socket.socket(family, kind, proto) as probe:
+            probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            "--host/--port", f"{host}:{port}", f"an address to listen on ({reason})"
+        ) from None

@@ -39,6 +39,7 @@ __all__ = [
     "supervise",
     "guarded",
     "signals_deferred",
+    "interruptible",
     "stop_if_signalled",
     "trial_signals",
 ]
@@ -80,16 +81,13 @@ def _on_signal(signum: int, frame: Any) -> None:
 
 
 def guarded(objective: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``objective`` that a stop signal interrupts only while it runs (see :func:`_on_signal`)."""
+    """``objective`` that does not start after a stop signal; inside it, the signal interrupts
+    only the :func:`interruptible` blocks (see :func:`_on_signal`)."""
 
     def run(trial: Any) -> Any:
         if _Signals.pending is not None:
             raise _Signals.pending()
-        _Signals.inside = True
-        try:
-            return objective(trial)
-        finally:
-            _Signals.inside = False
+        return objective(trial)
 
     return run
 
@@ -113,6 +111,21 @@ def signals_deferred() -> Iterator[None]:
         signal.signal(signal.SIGINT, _ignore)
         signal.signal(signal.SIGTERM, _ignore)
         raise _Signals.pending()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """A block of an objective that a stop signal interrupts at once (planning, simulating).
+    Elsewhere, e.g. while Optuna writes the trial's attributes, the signal waits until the
+    next such block or the end of the trial: a journal write cut in half would leave the
+    journal's lock held by a dead process."""
+    if _Signals.pending is not None:
+        raise _Signals.pending()
+    _Signals.inside = True
+    try:
+        yield
+    finally:
+        _Signals.inside = False
 
 
 def stop_if_signalled(study: Any, trial: Any) -> None:
@@ -209,23 +222,46 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
     """Body of worker process ``index``: dies with its parent, turns SIGTERM and Ctrl-C into a
     quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
     install_sigterm()
-    _die_with_parent(parent)
-    quiet_optuna_logs()
-    one_line_warnings()
     try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while starting
+        _die_with_parent(parent)  # may raise Terminated at once: the parent is already gone
+        quiet_optuna_logs()
+        one_line_warnings()
         run(*args)
     except KeyboardInterrupt:
         sys.exit(130)
     except BaseException as exc:  # noqa: BLE001 - one line instead of a worker traceback
         if isinstance(exc, SystemExit):
             raise
-        message = " ".join(str(exc).split()) or type(exc).__name__
-        sys.stderr.write(f"palm-tune: worker {index}: {type(exc).__name__}: {message}\n")
+        from search.failures import failure_line
+
+        sys.stderr.write(f"palm-tune: worker {index}: {failure_line(exc)}\n")
         sys.exit(1)
 
 
+def _block_interrupts() -> tuple[Any, set[int] | None]:
+    """Ctrl-C ignored by the processes started from now on (an ignored signal is inherited
+    across exec, a handler or a blocked mask is not) but kept pending for this one (blocked:
+    Linux keeps a blocked signal pending even while it is ignored). Returns what
+    :func:`_restore_interrupts` needs."""
+    mask = None
+    if hasattr(signal, "pthread_sigmask"):
+        mask = set(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}))
+    return signal.signal(signal.SIGINT, signal.SIG_IGN), mask
+
+
+def _restore_interrupts(saved: tuple[Any, set[int] | None]) -> None:
+    """Undo :func:`_block_interrupts`; a Ctrl-C received meanwhile is delivered now."""
+    handler, mask = saved
+    signal.signal(signal.SIGINT, handler)
+    if mask is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _stop(procs: Sequence[multiprocessing.process.BaseProcess]) -> None:
-    """SIGTERM every live worker, wait up to STOP_GRACE_S, SIGKILL the rest."""
+    """SIGTERM every live worker, wait up to STOP_GRACE_S, SIGKILL the rest (a signal may
+    land before every worker has started)."""
+    procs = [p for p in procs if p.pid is not None]
     for p in procs:
         if p.is_alive():
             p.terminate()
@@ -246,8 +282,15 @@ def supervise(
     workers' exit codes."""
     previous = signal.getsignal(signal.SIGINT)
     try:
-        for p in procs:
-            p.start()
+        # Ctrl-C while a worker's interpreter starts would print "Fatal Python error" and a
+        # traceback from its site import: workers start with SIGINT ignored and take it back
+        # in worker_main; this process stops them all with SIGTERM (below)
+        saved = _block_interrupts()
+        try:
+            for p in procs:
+                p.start()
+        finally:
+            _restore_interrupts(saved)
         for p in procs:
             p.join()
     except KeyboardInterrupt:

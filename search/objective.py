@@ -35,6 +35,7 @@ from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, KEY_ATTR, SeenConfigs, config_key
+from search.lifecycle import interruptible
 from search.storage import WORKER_ATTR, worker_id
 from search.study_file import StudySpec
 from spaces import Infeasible
@@ -156,7 +157,8 @@ class Objective:
             raise optuna.TrialPruned(f"the configuration of trial {first.number}")
         trial.set_user_attr("config", tables)
         try:
-            memory = memory_check(config)
+            with interruptible():
+                memory = memory_check(config)
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
         excess = memory.overflow_bytes
@@ -168,7 +170,8 @@ class Objective:
             raise optuna.TrialPruned(f"needs {excess / 2**30:.2f} GiB more than a device holds")
         try:
             self.simulations += 1
-            result = self.simulate(config, self.spec.engine)
+            with interruptible():
+                result = self.simulate(config, self.spec.engine)
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,11 +32,20 @@ from typing import Any
 
 from palm.api import ENGINES
 from palm.config import config_to_dict, load_config, parse_config
-from palm.errors import ConfigError
+from palm.errors import ConfigError, ConfigWarning
+from palm.inputs import read_input
 from palm.strategy import SimConfig
 from spaces import Space, SpaceContext, space_from_table
 from spaces._math import divisors
-from spaces.parts import HardwareKnob, MicroBatch, Parallelism
+from spaces.parts import (
+    Choice,
+    ContextParallel,
+    ExpertParallelism,
+    HardwareKnob,
+    MicroBatch,
+    Parallelism,
+    Schedule,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,6 +60,8 @@ __all__ = [
     "study_from_tables",
     "check_space",
     "check_sampler",
+    "check_seed",
+    "MAX_SEED",
 ]
 
 #: objective name -> (direction, what it measures)
@@ -103,15 +115,22 @@ class StudySpec:
         return [OBJECTIVES[o] for o in self.objectives]
 
 
+#: samplers seed numpy's RandomState, which takes 0 .. 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: object, where: str) -> None:
+    """A sampler seed: an integer in 0 .. :data:`MAX_SEED`."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(where, seed, f"an integer in 0..{MAX_SEED}")
+
+
 def load_study(path: str | Path) -> StudySpec:
     """Read and validate a study file; every mistake is a one-line :class:`ConfigError`."""
     path = Path(path)
+    text = read_input(path, field="study file", kind="TOML file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("study file", str(path), "an existing TOML file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("study file", str(path), f"a readable file ({exc})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("study file", str(path), f"valid TOML ({exc})") from None
     except RecursionError:
@@ -163,8 +182,8 @@ def study_from_tables(
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ConfigError("study.trials", trials, "an integer >= 1")
     seed = study.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ConfigError("study.seed", seed, "an integer")
+    if seed is not None:
+        check_seed(seed, "study.seed")
     engine = study.get("engine", "event")
     if engine not in ENGINES:
         raise ConfigError("study.engine", engine, f"one of {', '.join(ENGINES)}")
@@ -180,7 +199,7 @@ def study_from_tables(
         raise ConfigError("space", space_table, "a [space] table")
     ctx = SpaceContext.of(base)
     space = space_from_table(space_table, ctx)
-    check_space(space, ctx)
+    check_space(space, ctx, given=tuple(space_table))
     check_sampler(space, sampler)
     # what makes two study files the same study: the resolved base, the space and objectives
     fingerprint = hashlib.sha256(
@@ -218,11 +237,13 @@ def _count(study: Mapping[str, Any], key: str, default: int, low: int) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-def check_space(space: Space, ctx: SpaceContext) -> None:
+def check_space(space: Space, ctx: SpaceContext, *, given: tuple[str, ...] = ()) -> None:
     """Refuse a space that cannot give a valid trial, with the one-line errors of a simulation
-    config: no part at all, parallelism lists that no degree satisfies, micro-batch sizes that
-    divide no per-replica batch, and hardware knobs whose bounds are not valid values of
-    their field."""
+    config: no part at all, parallelism lists that no degree satisfies, choices (micro-batch
+    sizes, context- and expert-parallel degrees, interleaving) that no draw of the other parts
+    admits and that a trial would silently replace, a schedule list that some draw leaves
+    empty, repeated choices, and hardware knobs whose bounds are not valid values of their
+    field. ``given``: the keys of the ``[space]`` table (defaults are not refused)."""
     if not space.parts:
         raise ConfigError(
             "space",
@@ -230,12 +251,26 @@ def check_space(space: Space, ctx: SpaceContext) -> None:
             "at least one part to search (an empty space has one configuration: "
             "run it with palm-tune simulate)",
         )
-    dps = _reachable_dps(space, ctx)
+    _check_distinct(space)
+    schedules = next((p.choices for p in space.parts if isinstance(p, Schedule)), ())
+    if "interleave" in given and "interleaved-1f1b" not in schedules:
+        raise ConfigError(
+            "space.interleave",
+            "...",
+            'choices only with space.schedule = [..., "interleaved-1f1b"] (it is ignored now)',
+        )
+    draws = _draws(space, ctx)
     for part in space.parts:
         if isinstance(part, MicroBatch):
-            _check_micro_batch(part, dps, ctx.global_batch)
+            _check_micro_batch(part, {d.dp for d in draws}, ctx.global_batch)
         elif isinstance(part, HardwareKnob):
             _check_knob(part, ctx)
+        elif isinstance(part, ContextParallel):
+            _check_cp(part, draws, ctx)
+        elif isinstance(part, Schedule):
+            _check_schedule(part, draws, ctx, interleave_given="interleave" in given)
+        elif isinstance(part, ExpertParallelism):
+            _check_experts(part, draws, ctx)
 
 
 def check_sampler(space: Space, sampler: str) -> None:
@@ -252,12 +287,51 @@ def check_sampler(space: Space, sampler: str) -> None:
             )
 
 
-def _reachable_dps(space: Space, ctx: SpaceContext) -> set[int]:
-    """The data-parallel degrees the space's parallelism part can draw (the base plan's when
-    parallelism is not searched); mirrors :class:`spaces.parts.Parallelism`."""
+def _check_distinct(space: Space) -> None:
+    """A choice listed twice is drawn twice as often (and enumerated twice by bruteforce)."""
+    named = {
+        MicroBatch: ("micro_batch", "choices"),
+        ContextParallel: ("cp", "choices"),
+        Schedule: ("schedule", "choices"),
+        Parallelism: ("parallelism", "tp"),
+    }
+    for part in space.parts:
+        fields: list[tuple[str, tuple[Any, ...]]] = []
+        if isinstance(part, Choice):
+            fields.append((part.field, part.choices))
+        elif isinstance(part, Parallelism):
+            fields += [("parallelism.tp", part.tp), ("parallelism.pp", part.pp)]
+        elif isinstance(part, Schedule):
+            fields += [("schedule", part.choices), ("interleave", part.interleave)]
+        elif isinstance(part, ExpertParallelism):
+            fields += [("ep", part.ep), ("etp", part.etp)]
+        elif type(part) in named:
+            key, attr = named[type(part)]
+            fields.append((key, getattr(part, attr)))
+        for key, values in fields:
+            if len(set(values)) != len(values):
+                raise ConfigError(f"space.{key}", list(values), "distinct choices")
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """One combination of the degrees that the parallelism, context-parallel and micro-batch
+    parts can draw (mirrors :mod:`spaces.parts`)."""
+
+    tp: int
+    pp: int
+    cp: int
+    dp: int
+    micro_batch: int
+
+
+def _pairs(space: Space, ctx: SpaceContext) -> set[tuple[int, int]]:
+    """The (tp, pp) pairs the space's parallelism part can draw (the base plan's when
+    parallelism is not searched); refuses tp / pp lists that nothing satisfies."""
     part = next((p for p in space.parts if isinstance(p, Parallelism)), None)
+    base = ctx.base.parallelism
     if part is None:
-        return {ctx.base.parallelism.dp}
+        return {(base.tp, base.pp)}
     n = ctx.devices
     valid_tp = [t for t in divisors(n) if ctx.tp_allowed(t)]
     for t in part.tp:
@@ -286,7 +360,133 @@ def _reachable_dps(space: Space, ctx: SpaceContext) -> set[int]:
                 p,
                 f"a pipeline depth that fits the layers, devices and batch: {valid_pp}",
             )
-    return {n // (t * p) for t, p in pairs if not part.pp or p in part.pp}
+    return {(t, p) for t, p in pairs if not part.pp or p in part.pp}
+
+
+def _cp_valid(c: int, ranks: int, ctx: SpaceContext) -> bool:
+    """Whether ContextParallel may draw ``c`` out of ``ranks`` data-parallel ranks."""
+    return (
+        not ctx.mesh
+        and ranks % c == 0
+        and ctx.global_batch % (ranks // c) == 0
+        and (c == 1 or (ctx.workload.transformer and ctx.base.model.seq_len % (2 * c) == 0))
+    )
+
+
+def _draws(space: Space, ctx: SpaceContext) -> list[_Draw]:
+    """Every (tp, pp, cp, dp, micro_batch) the first parts of the space can draw."""
+    base = ctx.base
+    cp_part = next((p for p in space.parts if isinstance(p, ContextParallel)), None)
+    mb_part = next((p for p in space.parts if isinstance(p, MicroBatch)), None)
+    searched = any(isinstance(p, Parallelism) for p in space.parts)
+    out = []
+    for t, p in sorted(_pairs(space, ctx)):
+        ranks = ctx.devices // (t * p)
+        if cp_part is None:
+            cps = [1 if searched else base.parallelism.cp]
+        else:
+            cps = [c for c in cp_part.choices if _cp_valid(c, ranks, ctx)] or [1]
+        for c in cps:
+            dp = ranks // c
+            if mb_part is None:
+                mbs = [base.training.micro_batch]
+            else:
+                per_replica = ctx.global_batch // dp
+                mbs = [m for m in mb_part.choices if per_replica % m == 0] or [1]
+            out += [_Draw(t, p, c, dp, m) for m in mbs]
+    return out
+
+
+def _check_cp(part: ContextParallel, draws: list[_Draw], ctx: SpaceContext) -> None:
+    for c in part.choices:
+        ranks = {(d.tp, d.pp): ctx.devices // (d.tp * d.pp) for d in draws}
+        if c != 1 and not any(_cp_valid(c, r, ctx) for r in ranks.values()):
+            if ctx.mesh:
+                allowed = "1: context parallelism is for GPU clusters"
+            else:
+                allowed = (
+                    f"a degree dividing the data-parallel ranks {sorted(set(ranks.values()))}, "
+                    f"keeping dp a divisor of global_batch = {ctx.global_batch} and "
+                    f"seq_len = {ctx.base.model.seq_len} a multiple of 2 cp"
+                )
+            raise ConfigError("space.cp", c, allowed)
+
+
+def _chunks(part: Schedule, d: _Draw, ctx: SpaceContext) -> list[int]:
+    """The interleaving factors Schedule may draw for ``d`` (mirrors spaces.parts.Schedule)."""
+    m = ctx.global_batch // (d.dp * d.micro_batch)
+    if not ctx.workload.transformer or m % d.pp:
+        return []
+    return [v for v in part.interleave if v > 1 and ctx.blocks % (d.pp * v) == 0]
+
+
+def _check_schedule(
+    part: Schedule, draws: list[_Draw], ctx: SpaceContext, *, interleave_given: bool
+) -> None:
+    interleaved = "interleaved-1f1b" in part.choices
+    deep = [d for d in draws if d.pp > 1]
+    if part.choices == ("interleaved-1f1b",):
+        for d in deep:
+            if not _chunks(part, d, ctx):
+                raise ConfigError(
+                    "space.schedule",
+                    list(part.choices),
+                    f"another schedule beside interleaved-1f1b: at tp = {d.tp}, pp = {d.pp}, "
+                    f"dp = {d.dp}, micro_batch = {d.micro_batch} no interleave among "
+                    f"{list(part.interleave)} divides the {ctx.blocks} layers into pp x "
+                    f"interleave chunks with a micro-batch count divisible by pp",
+                )
+    if not interleaved:
+        return
+    usable = {v for d in deep for v in _chunks(part, d, ctx)}
+    dead = [v for v in part.interleave if v not in usable]
+    if dead and interleave_given:
+        depths = sorted({d.pp for d in deep})
+        warnings.warn(
+            f"space.interleave = {dead} is never drawn: no drawn pipeline depth {depths} "
+            f"divides the {ctx.blocks} layers into pp x interleave chunks with a micro-batch "
+            "count divisible by pp" + ("; interleaved-1f1b is never drawn" if not usable else ""),
+            ConfigWarning,
+            stacklevel=2,
+        )
+    elif not usable:
+        warnings.warn(
+            "space.schedule = interleaved-1f1b is never drawn: no drawn pipeline depth "
+            "divides the layers into pp x interleave chunks with a micro-batch count "
+            "divisible by pp (set space.interleave)",
+            ConfigWarning,
+            stacklevel=2,
+        )
+
+
+def _check_experts(part: ExpertParallelism, draws: list[_Draw], ctx: SpaceContext) -> None:
+    m = ctx.base.model
+    stages = sorted({d.tp * d.cp * d.dp for d in draws})
+    eps = {e for g in stages for e in divisors(m.experts) if g % e == 0}
+    for e in part.ep:
+        if e not in eps:
+            raise ConfigError(
+                "space.ep",
+                e,
+                f"a divisor of model.experts = {m.experts} and of a stage's tp x cp x dp "
+                f"devices {stages}: {sorted(eps)}",
+            )
+    etps = {
+        t
+        for g in stages
+        for e in (part.ep or sorted(eps))
+        if g % e == 0
+        for t in divisors(g // e)
+        if m.moe_ffn_hidden % t == 0
+    }
+    for t in part.etp:
+        if t not in etps:
+            raise ConfigError(
+                "space.etp",
+                t,
+                f"a divisor of model.moe_ffn_hidden = {m.moe_ffn_hidden} and of tp x cp x dp "
+                f"/ ep: {sorted(etps)}",
+            )
 
 
 def _check_micro_batch(part: MicroBatch, dps: set[int], global_batch: int) -> None:

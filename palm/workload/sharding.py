@@ -17,24 +17,24 @@ from typing import Literal
 from palm.workload.model import Workload
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 
-__all__ = ["resolve_attention", "shard_workload"]
+__all__ = ["Kernel", "resolve_attention", "shard_workload"]
+
+#: an attention kernel a device runs (``model.attention`` without ``auto``)
+Kernel = Literal["flash", "unfused"]
 
 
-AttentionKernel = Literal["flash", "unfused"]
-
-
-def resolve_attention(attention: str, *, topology: str) -> AttentionKernel:
+def resolve_attention(attention: str, *, topology: str) -> Kernel:
     """The attention kernel in effect: ``auto`` is flash on a gpu-cluster, unfused on a mesh."""
+    if attention == "auto":
+        return "flash" if topology == "gpu-cluster" else "unfused"
     if attention == "flash":
         return "flash"
     if attention == "unfused":
         return "unfused"
-    if attention != "auto":
-        raise ValueError(f"attention kernel {attention!r}: one of auto, flash, unfused")
-    return "flash" if topology == "gpu-cluster" else "unfused"
+    raise ValueError(f"unknown attention kernel {attention!r}")  # parse_config refuses it
 
 
-def _shard(op: Op, *, attention: AttentionKernel, cp: int, causal: bool) -> Op:
+def _shard(op: Op, *, attention: Kernel, cp: int, causal: bool) -> Op:
     if isinstance(op, TransformerLayer):
         return dataclasses.replace(
             op, attention=attention, cp=cp, seq_len=op.seq_len // cp, causal=causal
@@ -44,9 +44,7 @@ def _shard(op: Op, *, attention: AttentionKernel, cp: int, causal: bool) -> Op:
     return op
 
 
-def shard_workload(
-    workload: Workload, *, attention: AttentionKernel, cp: int, causal: bool
-) -> Workload:
+def shard_workload(workload: Workload, *, attention: Kernel, cp: int, causal: bool) -> Workload:
     """``workload`` as one context-parallel rank runs it with the given attention kernel.
     ``tokens_per_sample`` stays the full sequence (a sample is still one sequence)."""
     if not workload.transformer:

@@ -499,7 +499,7 @@ def test_all_to_all_uses_the_member_with_the_fewest_local_peers() -> None:
 def test_expert_count_is_bounded() -> None:
     tables = mixtral(ep=1)
     tables["model"].update(experts=2**40, top_k=2)
-    with pytest.raises(ConfigError, match=r"^model.experts = 1099511627776 .*at most 65536"):
+    with pytest.raises(ConfigError, match=r"^model.experts = 1099511627776 .*at most 65,536"):
         parse_config(tables)
 
 

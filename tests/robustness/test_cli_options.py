@@ -8,7 +8,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from tests.robustness.cli_run import REPO, assert_usage_error, run
+from tests.cli_run import REPO, assert_usage_error, run
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,12 @@ from tests.robustness.cli_run import REPO, assert_usage_error, run
         ("--timeout", "inf"),
         ("--workers", "0"),
         ("--workers", "-3"),
+        ("--workers", "100000"),  # 100,000 processes would take the machine down
         ("--trials", "0"),
+        ("--trials", "nan"),
+        ("--seed", "-1"),
+        ("--seed", "4294967296"),
+        ("--study-name", ""),
     ],
 )
 def test_tune_options_are_refused_before_a_study_is_created(
@@ -31,6 +36,16 @@ def test_tune_options_are_refused_before_a_study_is_created(
     r = run("tune", str(small_study), "--storage", f"sqlite:///{db}", option, value, cwd=tmp_path)
     assert_usage_error(r, option)
     assert not db.exists() and not journal.exists()
+
+
+@pytest.mark.parametrize("command", ["tune", "best", "report", "dashboard"])
+def test_an_empty_storage_is_not_the_default(
+    small_study: Path, tmp_path: Path, command: str
+) -> None:
+    args = [str(small_study)] if command == "tune" else []
+    r = run(command, *args, "--storage", "", cwd=tmp_path)
+    assert_usage_error(r, "--storage")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.toml"]
 
 
 def test_workers_zero_without_storage_creates_nothing(small_study: Path, tmp_path: Path) -> None:
@@ -69,6 +84,40 @@ def test_dashboard_port_out_of_range(tmp_path: Path, port: str) -> None:
     r = run("dashboard", "--storage", f"sqlite:///{tmp_path}/x.db", "--port", port, cwd=tmp_path)
     assert_usage_error(r, "--port")
     assert not (tmp_path / "x.db").exists()
+
+
+@pytest.mark.parametrize("host", ["256.1.1.1", "no-such-host.invalid"])
+def test_dashboard_address_that_cannot_be_listened_on(tmp_path: Path, host: str) -> None:
+    r = run(
+        "dashboard",
+        "--storage",
+        f"sqlite:///{tmp_path}/x.db",
+        "--host",
+        host,
+        "--port",
+        "8999",
+        cwd=tmp_path,
+    )
+    assert_usage_error(r, "--host", host)
+    assert r.stdout == ""  # no banner of a server that never started
+
+
+def test_dashboard_port_already_taken(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = run(
+            "dashboard",
+            "--storage",
+            f"sqlite:///{tmp_path}/x.db",
+            "--port",
+            str(port),
+            cwd=tmp_path,
+        )
+    assert_usage_error(r, "--port", str(port))
 
 
 @pytest.mark.parametrize("target", [0, -1.5, '"fast"', "null", "1e999"])
@@ -134,3 +183,29 @@ def test_help_texts_cite_no_file_outside_the_repository() -> None:
         assert r.code == 0, r.stderr
         for absent in ("SPEC", "shared/"):
             assert absent not in r.stdout, (command, absent)
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["plot", "{dgx}", "--out", "{file}"], "--out"),
+        (["simulate", "{dgx}", "--trace", "{dir}"], "--trace"),
+        (["simulate", "{dgx}", "--trace", "/dev/full"], "--trace"),
+        (["simulate", "{dgx}", "--set", "training.global_batch=nan"], "training.global_batch"),
+        (["simulate", "{dgx}", "--set", "parallelism.dp_bucket_mib=-inf"], "dp_bucket_mib"),
+        (["simulate", "{dgx}", "--set", "model"], "--set"),
+    ],
+)
+def test_simulator_options_with_unusable_values(
+    tmp_path: Path, args: list[str], option: str
+) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("x", encoding="utf-8")
+    values = {
+        "dgx": str(REPO / "examples" / "t18b-dgx-a100.toml"),
+        "file": str(taken),
+        "dir": str(tmp_path),
+    }
+    r = run(*[a.format(**values) for a in args], cwd=tmp_path)
+    assert_usage_error(r, option)
+    assert taken.read_text(encoding="utf-8") == "x"

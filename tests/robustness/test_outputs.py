@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.robustness.cli_run import REPO, assert_clean, run
+from tests.cli_run import REPO, assert_clean, run
 
 DGX = str(REPO / "examples" / "t18b-dgx-a100.toml")
 
@@ -78,3 +78,41 @@ def test_heat_map_colour_scale_is_fixed() -> None:
         bars = [ax._colorbar for ax in fig.axes if getattr(ax, "_colorbar", None) is not None]
         norms = [im.norm for ax in fig.axes for im in ax.images] + [b.norm for b in bars]
         assert norms and all((n.vmin, n.vmax) == (0.0, 1.0) for n in norms), example
+
+
+@pytest.mark.parametrize(
+    ("act", "expected"),
+    [
+        ("swish7", "warning"),  # unknown: taken as two matrices, and said so
+        (["silu"], "error"),  # not a name
+        ("relu", None),  # an ungated element-wise activation: the same products as gelu
+    ],
+)
+def test_hugging_face_activation_is_read_or_named(tmp_path, act: object, expected: str | None):
+    config = {
+        "model_type": "gpt2",
+        "hidden_size": 1024,
+        "num_attention_heads": 16,
+        "num_hidden_layers": 4,
+        "intermediate_size": 4096,
+        "vocab_size": 32000,
+        "hidden_act": act,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    (tmp_path / "c.toml").write_text(
+        '[model]\nhf_config = "config.json"\nseq_len = 1024\n[hardware]\npreset = "dgx-a100"\n'
+        "[training]\nglobal_batch = 256\nmicro_batch = 1\n[parallelism]\ntp = 1\ndp = 256\n",
+        encoding="utf-8",
+    )
+    r = run("simulate", str(tmp_path / "c.toml"), "--engine", "analytical", cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    if expected == "error":
+        assert r.code == 2 and len(lines) == 1 and "hidden_act" in lines[0], r.stderr
+        return
+    assert r.code == 0, r.stderr
+    assert_clean(r)
+    if expected == "warning":
+        assert len(lines) == 1 and lines[0].startswith("palm-tune: warning: model.hf_config:")
+        assert "swish7" in lines[0]
+    else:
+        assert lines == [], r.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.robustness.cli_run import REPO, assert_clean, assert_usage_error, run
+from tests.cli_run import REPO, assert_clean, assert_usage_error, run
 
 DGX = REPO / "examples" / "t18b-dgx-a100.toml"  # precision fp16
 WAFER = REPO / "examples" / "wafer-t18b.toml"  # precision fp16

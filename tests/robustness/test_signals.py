@@ -14,18 +14,14 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from search.storage import open_storage
-from tests.robustness.cli_run import assert_clean, run, spawn
+from search.storage import WORKER_ATTR, open_storage
+from tests.cli_run import assert_clean, run, spawn, trial_states, tune
 
 pytestmark = pytest.mark.slow
 
 
 def _states(url: str) -> dict[str, int]:
-    study = optuna.load_study(study_name="slow", storage=open_storage(url))
-    out: dict[str, int] = {}
-    for t in study.get_trials(deepcopy=False):
-        out[t.state.name] = out.get(t.state.name, 0) + 1
-    return out
+    return trial_states(url, "slow")
 
 
 def _wait_until_simulating(url: str, journal: Path, proc: subprocess.Popen[str]) -> int:
@@ -53,6 +49,24 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def _signal(proc: subprocess.Popen[str], how: str) -> str:
+    """Send ``how`` (``SIGINT-group`` is Ctrl-C: the whole process group, which spawn()
+    makes); returns stderr once the command has ended."""
+    if how == "SIGINT-group":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        proc.send_signal(getattr(signal, how))
+    _, stderr = proc.communicate(timeout=60)
+    return stderr
+
+
+def _assert_no_orphans(kids: list[int]) -> None:
+    deadline = time.monotonic() + 20
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(k) for k in kids), "orphan workers"
 
 
 @pytest.mark.parametrize(
@@ -84,11 +98,7 @@ def test_a_signal_stops_every_worker_and_loses_no_trial(
         _wait_until_simulating(url, journal, proc)
         kids = _children(proc.pid)
         before = _states(url)
-        if how == "SIGINT-group":
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C does: spawn() starts a new group
-        else:
-            proc.send_signal(getattr(signal, how))
-        _, stderr = proc.communicate(timeout=60)
+        stderr = _signal(proc, how)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -97,25 +107,119 @@ def test_a_signal_stops_every_worker_and_loses_no_trial(
     if message:
         lines = stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"palm-tune: {message}"), stderr
-    deadline = time.monotonic() + 20
-    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(_alive(k) for k in kids), "orphan workers"
+    _assert_no_orphans(kids)
     after = _states(url)
     assert after.get("COMPLETE", 0) >= before.get("COMPLETE", 0)
     if how == "SIGKILL":  # the parent could not act; the workers failed their own trials
-        r = run(
-            "tune",
-            str(slow_study),
-            "--storage",
-            url,
-            "--trials",
-            "1",
-            "--no-progress",
-            cwd=tmp_path,
-            timeout_s=120,
-        )
+        r = tune(slow_study, url, trials=1, cwd=tmp_path, timeout_s=120)
         assert r.code == 0, r.stderr
         assert_clean(r)
         after = _states(url)
     assert after.get("RUNNING", 0) == 0, after
+
+
+@pytest.mark.parametrize(
+    ("how", "code"), [("SIGTERM", 143), ("SIGINT-group", 130), ("SIGKILL", -9)]
+)
+def test_a_signal_while_the_workers_start(
+    slow_study: Path, tmp_path: Path, how: str, code: int
+) -> None:
+    """The signal lands while the worker processes are still importing (before any trial):
+    no traceback from a worker that finds its parent gone, no orphan, nothing left RUNNING."""
+    url = f"journal:///{tmp_path}/early.journal"
+    proc = spawn(
+        "tune",
+        str(slow_study),
+        "--storage",
+        url,
+        "--workers",
+        "2",
+        "--no-progress",
+        cwd=tmp_path,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not _children(proc.pid) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.02)
+        kids = _children(proc.pid)
+        assert kids, "no worker started in 60 s"
+        if how == "SIGKILL":
+            # a SIGKILL within milliseconds of a spawn, before the parent has sent the worker
+            # its arguments, ends the worker with multiprocessing's own EOFError (documented
+            # in docs/tuning.md); the case here is a worker still loading when the parent dies
+            time.sleep(0.5)
+        stderr = _signal(proc, how)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stderr, stderr
+    assert len(stderr.strip().splitlines()) <= 1, stderr
+    _assert_no_orphans(kids)
+    journal = tmp_path / "early.journal"
+    if journal.exists() and journal.stat().st_size:
+        r = run("best", "--storage", url, cwd=tmp_path)  # opens, sweeps nothing, says why
+        assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "message"),
+    [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")],
+)
+@pytest.mark.parametrize("delay_s", [0.3, 2.0])  # while modules load; while simulating
+def test_a_signal_to_a_long_simulation(
+    tmp_path: Path, how: str, code: int, message: str, delay_s: float
+) -> None:
+    from tests.cli_run import WAFER
+
+    proc = spawn(
+        "simulate", str(WAFER), "--set", "training.global_batch=8192", cwd=tmp_path, group=False
+    )
+    time.sleep(delay_s)
+    proc.send_signal(getattr(signal, how))
+    try:
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode in (code, -getattr(signal, how)), stderr
+    assert "Traceback" not in stderr, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) <= 1, stderr
+    if proc.returncode == code:
+        assert lines == [] or lines[0].startswith(f"palm-tune: {message}"), stderr
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_one_worker_killed_by_hand(slow_study: Path, tmp_path: Path, how: str) -> None:
+    """An operator kills one worker (not the command): the other finishes its share, the
+    command says in one line that a worker failed (exit 1), and the killed worker's trial is
+    FAIL, not left RUNNING."""
+    slow_study.write_text(slow_study.read_text().replace("trials = 40", "trials = 2"))
+    url = f"journal:///{tmp_path}/hand.journal"
+    journal = tmp_path / "hand.journal"
+    proc = spawn(
+        "tune", str(slow_study), "--storage", url, "--workers", "2", "--no-progress", cwd=tmp_path
+    )
+    try:
+        _wait_until_simulating(url, journal, proc)
+        study = optuna.load_study(study_name="slow", storage=open_storage(url))
+        (busy,) = [  # the worker simulating a trial (the other may have finished its share)
+            t.user_attrs[WORKER_ATTR]
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if "config" in t.user_attrs
+        ][:1]
+        os.kill(int(busy.rsplit(":", 1)[1]), getattr(signal, how))
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, stderr
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("palm-tune: error: 1 of 2 worker(s) failed"), stderr
+    states = _states(url)
+    assert states.get("RUNNING", 0) == 0, states  # killed outright: failed when the command ends
+    assert sum(states.values()) == 2, states
+    if how == "SIGKILL":
+        assert states.get("FAIL", 0) == 1, states

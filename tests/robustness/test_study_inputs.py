@@ -7,16 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.robustness.cli_run import REPO, assert_usage_error, run
+from tests.cli_run import DGX, REPO, WAFER, assert_clean, assert_usage_error, run, tune
 
-WAFER = REPO / "examples" / "wafer-t18b.toml"  # 320 cores, t-18b (40 layers, 48 heads)
+MIXTRAL = REPO / "examples" / "mixtral-8x7b-h100.toml"  # 64 H100s, TP=1 PP=4 DP=16 EP=8
 
 
-def _study(tmp_path: Path, space: str, sampler: str = "tpe", batch: int = 32) -> Path:
+def _study(
+    tmp_path: Path,
+    space: str,
+    sampler: str = "tpe",
+    batch: int | None = 32,
+    base: Path = WAFER,
+    extra: str = "",
+) -> Path:
     path = tmp_path / "s.toml"
+    sets = f'["training.global_batch={batch}"]' if batch else "[]"
     path.write_text(
-        f'[study]\nbase = "{WAFER}"\nset = ["training.global_batch={batch}"]\n'
-        f'trials = 2\nsampler = "{sampler}"\n\n[space]\n{space}\n',
+        f'[study]\nbase = "{base}"\nset = {sets}\n'
+        f'trials = 2\nsampler = "{sampler}"\n{extra}\n[space]\n{space}\n',
         encoding="utf-8",
     )
     return path
@@ -74,6 +82,34 @@ CASES = {  # name: (space, sampler, field the error names)
         "space.micro_batch",
     ),
     "empty-space": ("", "tpe", "space"),
+    "interleave-only-where-none-fits": (  # 32 micro-batches, pp = 20: no interleaving fits
+        'schedule = ["interleaved-1f1b"]\ninterleave = [2]',
+        "tpe",
+        "space.schedule",
+    ),
+    "interleave-huge": (
+        'schedule = ["interleaved-1f1b"]\ninterleave = [1000000]',
+        "random",
+        "space.schedule",
+    ),
+    "interleave-without-the-schedule": (
+        'schedule = ["1f1b", "gpipe"]\ninterleave = [2]',
+        "tpe",
+        "space.interleave",
+    ),
+    "cp-on-a-mesh": ('cp = [2]\nrecompute = ["full"]', "tpe", "space.cp"),
+    "repeated-choices": ('recompute = ["full", "full"]', "bruteforce", "space.recompute"),
+    "repeated-tp": ("parallelism = { tp = [8, 8] }", "tpe", "space.parallelism.tp"),
+}
+
+#: spaces of a GPU cluster: (space, base, field the error names)
+GPU_CASES = {
+    "cp-divides-nothing": ("cp = [7]", DGX, "space.cp"),
+    "cp-beyond-the-ranks": ("cp = [1024]", DGX, "space.cp"),
+    "ep-not-an-expert-divisor": ("ep = [3]", MIXTRAL, "space.ep"),
+    "ep-beyond-the-experts": ("ep = [1024]", MIXTRAL, "space.ep"),
+    "etp-not-a-width-divisor": ("etp = [3]", MIXTRAL, "space.etp"),
+    "ep-on-a-dense-model": ("ep = [2]", DGX, "space.ep"),
 }
 
 
@@ -117,3 +153,56 @@ def test_an_integer_knob_runs_with_bruteforce(tmp_path: Path) -> None:
     )
     assert r.code == 0, r.stderr
     assert "2 completed" in r.stdout or "completed" in r.stdout
+
+
+@pytest.mark.parametrize("case", sorted(GPU_CASES))
+def test_bad_parallel_choices_are_refused_not_replaced(tmp_path: Path, case: str) -> None:
+    """A cp / ep / etp choice that no draw admits would be replaced by 1 in every trial."""
+    space, base, field = GPU_CASES[case]
+    study = _study(tmp_path, space, "random", batch=None, base=base)
+    db = tmp_path / "x.db"
+    r = run("tune", str(study), "--storage", f"sqlite:///{db}", "--no-progress", cwd=tmp_path)
+    assert_usage_error(r, field)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [
+        ("seed = -1", "study.seed"),
+        ("seed = 4294967296", "study.seed"),
+        ("seed = 1.5", "study.seed"),
+        ('seed = "0"', "study.seed"),
+    ],
+)
+def test_seeds_outside_what_the_samplers_take(tmp_path: Path, extra: str, option: str) -> None:
+    study = _study(tmp_path, 'recompute = ["full", "selective"]', extra=extra)
+    db = tmp_path / "x.db"
+    r = run("tune", str(study), "--storage", f"sqlite:///{db}", "--no-progress", cwd=tmp_path)
+    assert_usage_error(r, option)
+    assert not db.exists()
+
+
+def test_a_never_drawn_interleave_is_named_in_a_warning(tmp_path: Path) -> None:
+    """parallelism searched with interleave = [3] on 40 layers: 3 chunks never fit; the study
+    runs (other plans exist) and says so in one line."""
+    study = _study(
+        tmp_path,
+        'parallelism = true\nschedule = ["1f1b", "interleaved-1f1b"]\ninterleave = [3]',
+    )
+    r = tune(study, f"sqlite:///{tmp_path}/x.db", trials=1, cwd=tmp_path, timeout_s=120)
+    assert r.code == 0, r.stderr
+    assert_clean(r)
+    (warning,) = r.stderr.strip().splitlines()
+    assert warning.startswith("palm-tune: warning: space.interleave = [3] is never drawn")
+
+
+def test_shipped_studies_load_without_a_warning() -> None:
+    import warnings
+
+    from search.study_file import load_study
+
+    for path in sorted((REPO / "studies").glob("*.toml")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            load_study(path)

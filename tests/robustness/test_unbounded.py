@@ -9,12 +9,19 @@ import json
 
 import pytest
 
-from palm.config import MAX_DEVICES, MAX_DRAM_CHANNELS, MAX_LAYERS, MAX_PIPELINE_PASSES
+from palm.config import (
+    MAX_DEVICES,
+    MAX_DRAM_CHANNELS,
+    MAX_EXPERTS,
+    MAX_LAYERS,
+    MAX_PIPELINE_PASSES,
+)
 from palm.plan import MAX_DP_BUCKETS
-from tests.robustness.cli_run import REPO, assert_clean, assert_usage_error, run
+from tests.cli_run import REPO, assert_clean, assert_usage_error, run
 
 DGX = str(REPO / "examples" / "t18b-dgx-a100.toml")  # TP=8 PP=1 DP=32, gb 1024, mb 8
 WAFER = str(REPO / "examples" / "wafer-t18b.toml")  # TP=8 PP=20 DP=2 on 320 cores
+MIXTRAL = str(REPO / "examples" / "mixtral-8x7b-h100.toml")  # 8 experts, EP=8, 64 GPUs
 BOUNDED_S = 20.0
 
 
@@ -30,6 +37,15 @@ BOUNDED_S = 20.0
             "training.global_batch",
             MAX_PIPELINE_PASSES,
         ),
+        (
+            WAFER,  # interleaving multiplies the passes too
+            ["parallelism.schedule='interleaved-1f1b'", "parallelism.interleave=1000000"],
+            "training.global_batch",
+            MAX_PIPELINE_PASSES,
+        ),
+        (DGX, ["parallelism.cp=1000000"], "parallelism.tp*pp*dp", MAX_DEVICES),
+        (MIXTRAL, [f"model.experts={MAX_EXPERTS + 1}"], "model.experts", MAX_EXPERTS),
+        (WAFER, ["hardware.cores_per_tile=[1000, 1000]"], "hardware.tiles", MAX_DEVICES),
         (DGX, ["hardware.gpus=100000000"], "hardware.gpus", MAX_DEVICES),
         (
             DGX,
@@ -77,6 +93,46 @@ def test_gradient_buckets_are_capped(override: str) -> None:
     assert_clean(r)
     assert r.wall_s < BOUNDED_S
     assert json.loads(r.stdout)["iteration_time_s"] > 0
+
+
+@pytest.mark.parametrize(
+    ("path", "override"),
+    [  # sizes that enter the cost as numbers (flops, bytes), never as counts of objects
+        (DGX, "model.seq_len=1000000000000"),
+        (DGX, "model.ffn_hidden=1000000000000000"),
+        (DGX, "hardware.gpus_per_node=100000000"),
+        (MIXTRAL, "model.shared_experts=1000000000"),
+        (MIXTRAL, "model.moe_layer_freq=1000000000"),
+        (MIXTRAL, f"model.experts={MAX_EXPERTS}"),
+        (WAFER, "hardware.sram_per_core_mib=1000000000"),
+    ],
+)
+def test_sizes_that_are_only_numbers_cost_no_more(path: str, override: str) -> None:
+    r = run("simulate", path, "--set", override, "--json", timeout_s=30)
+    assert r.code == 0, r.stderr
+    assert_clean(r)
+    assert r.wall_s < BOUNDED_S
+    assert json.loads(r.stdout)["iteration_time_s"] > 0
+
+
+def test_a_plot_of_the_most_dram_channels_is_bounded(tmp_path: object) -> None:
+    """The heat map draws the DRAM channels as one marker set per side of the mesh (65,536
+    channels took 190 s as one scatter each)."""
+    pytest.importorskip("matplotlib")
+    r = run(
+        "plot",
+        WAFER,
+        "--set",
+        f"hardware.dram_channels={MAX_DRAM_CHANNELS}",
+        "--set",
+        "training.global_batch=32",
+        "--out",
+        str(tmp_path),
+        timeout_s=90,
+    )
+    assert r.code == 0, r.stderr
+    assert_clean(r)
+    assert r.wall_s < 60
 
 
 def test_bucket_cap_in_the_plan() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from search import storage
-from search.lifecycle import guarded, signals_deferred, trial_signals
+from search.lifecycle import guarded, interruptible, signals_deferred, trial_signals
 
 
 def test_a_signal_inside_a_deferred_block_is_raised_when_the_block_ends() -> None:
@@ -17,7 +17,7 @@ def test_a_signal_inside_a_deferred_block_is_raised_when_the_block_ends() -> Non
 
     def objective(trial: object) -> float:
         nonlocal reached_end_of_block
-        with signals_deferred():
+        with interruptible(), signals_deferred():
             os.kill(os.getpid(), signal.SIGINT)
             reached_end_of_block = True
         raise AssertionError("the deferred signal was not raised")
@@ -42,9 +42,10 @@ def test_a_signal_as_the_journal_lock_is_released_still_releases_it(
         real_rename(src, dst)
 
     def objective(trial: object) -> float:
-        lock.acquire()
-        monkeypatch.setattr(os, "rename", ctrl_c_then_rename)
-        lock.release()
+        with interruptible():  # e.g. a storage write from inside the simulation's block
+            lock.acquire()
+            monkeypatch.setattr(os, "rename", ctrl_c_then_rename)
+            lock.release()
         raise AssertionError("the deferred signal was not raised")
 
     with pytest.raises(KeyboardInterrupt) as caught, trial_signals():

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import optuna
@@ -22,10 +18,7 @@ from optuna.trial import TrialState
 
 import search
 from search.storage import HEARTBEAT_INTERVAL_S, artifact_dir, open_storage
-
-REPO = Path(__file__).resolve().parents[2]
-WAFER = REPO / "examples" / "wafer-t18b.toml"
-PG = "127.0.0.1:5432"
+from tests.cli_run import WAFER, Run, run, spawn
 
 pytestmark = pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -33,19 +26,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 
 
-def _palm_tune(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
-    # this tree's packages, not an installed copy, whatever the working directory
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return subprocess.run(
-        [sys.executable, "-m", "search.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=180,
-        check=False,
-    )
+def _palm_tune(*args: str, cwd: Path) -> Run:
+    return run(*args, cwd=cwd, timeout_s=180)
 
 
 def _small_study(tmp_path: Path) -> Path:
@@ -97,7 +79,7 @@ def _two_workers(tmp_path: Path, storage: str, n: int = 6) -> None:
         "--no-progress",
         cwd=tmp_path,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert f"{n} trials ({n} new)" in proc.stdout, proc.stdout
 
@@ -129,35 +111,13 @@ def test_an_absolute_journal_url_keeps_its_artifacts_next_to_the_file(tmp_path: 
     proc = _palm_tune(
         "tune", str(study_file), "--trials", "2", "--storage", url, "--no-progress", cwd=tmp_path
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.stderr
     assert any((tmp_path / "abs.journal.artifacts").iterdir())
 
 
 # ------------------------------------------------------------------------------------------
 # a worker killed mid-study
 # ------------------------------------------------------------------------------------------
-
-
-def _slow_study(tmp_path: Path) -> Path:
-    """About one second a trial: 512 micro-batches through 20 stages, a link bandwidth knob so
-    that no two trials share a cached result."""
-    path = tmp_path / "slow.toml"
-    path.write_text(
-        f"""
-[study]
-name = "slow"
-base = "{WAFER}"
-set = ["training.global_batch=1024"]
-sampler = "random"
-trials = 40
-seed = 0
-
-[space]
-hardware = {{ inter_tile_link_gbps = {{ low = 128, high = 512 }} }}
-""",
-        encoding="utf-8",
-    )
-    return path
 
 
 def _load(storage: str, name: str) -> optuna.Study | None:
@@ -168,31 +128,13 @@ def _load(storage: str, name: str) -> optuna.Study | None:
 
 
 def test_a_worker_killed_mid_study_loses_no_finished_trial_and_the_study_resumes(
-    tmp_path: Path,
+    tmp_path: Path, slow_study: Path
 ) -> None:
-    study_file = _slow_study(tmp_path)
+    study_file = slow_study
     journal = tmp_path / "kill.journal"
     url = f"journal:///{journal}"
-    log = (tmp_path / "worker.log").open("w")
-    env = {k: v for k, v in os.environ.items() if k != "PALM_TUNE_DEBUG"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "search.cli",
-            "tune",
-            str(study_file),
-            "--storage",
-            url,
-            "--trials",
-            "40",
-            "--no-progress",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    proc = spawn(
+        "tune", str(study_file), "--storage", url, "--trials", "40", "--no-progress", cwd=tmp_path
     )
     try:
         deadline = time.monotonic() + 90
@@ -215,7 +157,7 @@ def test_a_worker_killed_mid_study_loses_no_finished_trial_and_the_study_resumes
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        log.close()
+        proc.communicate()
 
     after_kill = _load(url, "slow")
     assert after_kill is not None
@@ -255,28 +197,6 @@ def test_a_worker_killed_mid_study_loses_no_finished_trial_and_the_study_resumes
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def postgres_db() -> Iterator[str]:
-    """A fresh database on the local server, dropped afterwards; skips without a server."""
-    psycopg2 = pytest.importorskip("psycopg2")
-    try:
-        admin = psycopg2.connect(
-            host="127.0.0.1", port=5432, user="postgres", dbname="postgres", connect_timeout=3
-        )
-    except Exception as exc:  # noqa: BLE001 - any failure to connect means: no server here
-        pytest.skip(f"no PostgreSQL server answers on {PG}: {' '.join(str(exc).split())}")
-    admin.autocommit = True
-    name = f"palm_tune_test_{uuid.uuid4().hex[:12]}"
-    with admin.cursor() as cur:
-        cur.execute(f"CREATE DATABASE {name}")
-    try:
-        yield name
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        admin.close()
-
-
 @pytest.mark.parametrize(
     "scheme",
     [
@@ -285,9 +205,9 @@ def postgres_db() -> Iterator[str]:
     ],
 )
 def test_two_workers_on_postgresql_complete_exactly_the_requested_trials(
-    tmp_path: Path, postgres_db: str, scheme: str
+    tmp_path: Path, postgres_url: str, scheme: str
 ) -> None:
-    url = f"{scheme}://postgres@{PG}/{postgres_db}"
+    url = scheme + postgres_url.removeprefix("postgresql")
     _two_workers(tmp_path, url)
     study = _assert_exactly_finished(url, "small", 6)
     workers = {t.user_attrs.get("palm_tune_worker") for t in study.trials}

@@ -1,0 +1,238 @@
+"""Run ``palm-tune`` as a user would, shared by tests/robustness and tests/search/test_workers.py:
+a subprocess with real files, bounded in time and memory, and the study files and storages
+those tests share.
+
+``run`` sets ``RLIMIT_AS`` (address space) in the child before it starts, so input that makes
+work grow with a value fails the test by running out of memory or time instead of taking the
+machine down; ``file_bytes`` sets ``RLIMIT_FSIZE`` (with ``SIGXFSZ`` ignored), so every write
+past it fails with ``EFBIG`` part-way through, as on a full disk. ``assert_usage_error`` is the
+one-line error contract (exit 2, one stderr line ``palm-tune: error: ...`` naming the field, no
+traceback). ``trial_states`` counts a study's trials by state, for "nothing lost" checks.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "REPO",
+    "WAFER",
+    "DGX",
+    "PG",
+    "SMALL_STUDY",
+    "SLOW_STUDY",
+    "Run",
+    "run",
+    "tune",
+    "spawn",
+    "env",
+    "assert_usage_error",
+    "assert_clean",
+    "trial_states",
+    "postgres_database",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+WAFER = REPO / "examples" / "wafer-t18b.toml"  # TP=8 PP=20 DP=2 on 320 cores, t-18b
+DGX = REPO / "examples" / "t18b-dgx-a100.toml"  # TP=8 PP=1 DP=32, gb 1024, mb 8
+PG = "127.0.0.1:5432"
+#: address-space limit of a CLI run: Python + numpy + optuna + sqlalchemy need ~1 GiB of
+#: mappings; anything that builds a structure per layer or per sample goes far beyond
+MEMORY_LIMIT_BYTES = 3 * 2**30
+
+#: three quick trials (T-18B on the wafer, global batch 32)
+SMALL_STUDY = f"""
+[study]
+name = "small"
+base = "{WAFER}"
+set = ["training.global_batch=32"]
+sampler = "random"
+trials = 3
+seed = 0
+
+[space]
+recompute = ["full", "selective"]
+tp_group = ["compact", "strided"]
+"""
+
+#: about a second a trial (512 micro-batches through 20 stages), every trial different (a link
+#: bandwidth knob, so that no two trials share a cached result)
+SLOW_STUDY = f"""
+[study]
+name = "slow"
+base = "{WAFER}"
+set = ["training.global_batch=1024"]
+sampler = "random"
+trials = 40
+seed = 0
+
+[space]
+hardware = {{ inter_tile_link_gbps = {{ low = 128, high = 512 }} }}
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+    wall_s: float
+
+
+def _limits(memory_bytes: int, file_bytes: int | None) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        if file_bytes is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+
+    return apply
+
+
+def env() -> dict[str, str]:
+    """The environment of a run: this tree's packages whatever the working directory, no
+    debug tracebacks, a headless matplotlib."""
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), out.get("PYTHONPATH")]))
+    out.pop("PALM_TUNE_DEBUG", None)
+    out["MPLBACKEND"] = "Agg"
+    return out
+
+
+def run(
+    *args: str,
+    cwd: Path | str = REPO,
+    timeout_s: float = 60.0,
+    memory_bytes: int = MEMORY_LIMIT_BYTES,
+    file_bytes: int | None = None,
+    stdin: str | None = None,
+) -> Run:
+    """``python -m search.cli ARGS`` in ``cwd``; fails the test if it outlives ``timeout_s``."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "search.cli", *args],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        input=stdin,
+        preexec_fn=_limits(memory_bytes, file_bytes),
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start)
+
+
+def tune(
+    study: Path | str,
+    storage: str,
+    *args: str,
+    trials: int | None = None,
+    cwd: Path | str = REPO,
+    timeout_s: float = 120.0,
+    file_bytes: int | None = None,
+) -> Run:
+    """``palm-tune tune STUDY --storage STORAGE [--trials N] --no-progress ARGS``."""
+    budget = ["--trials", str(trials)] if trials is not None else []
+    return run(
+        "tune",
+        str(study),
+        "--storage",
+        storage,
+        *budget,
+        "--no-progress",
+        *args,
+        cwd=cwd,
+        timeout_s=timeout_s,
+        file_bytes=file_bytes,
+    )
+
+
+def spawn(*args: str, cwd: Path | str = REPO, group: bool = True) -> subprocess.Popen[str]:
+    """Start ``palm-tune ARGS`` in the background (for signals and races); stdout/stderr are
+    pipes. ``group``: its own process group, as a shell job (``killpg`` = Ctrl-C)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "search.cli", *args],
+        cwd=cwd,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=group,
+        preexec_fn=_limits(MEMORY_LIMIT_BYTES, None),
+    )
+
+
+def assert_clean(r: Run) -> None:
+    """No traceback and no Python warning on either stream."""
+    for stream in (r.stdout, r.stderr):
+        assert "Traceback" not in stream, stream
+        assert "Error:" not in stream.replace("palm-tune: error:", ""), stream
+
+
+def assert_usage_error(r: Run, *names: str) -> None:
+    """Exit 2 and one stderr line ``palm-tune: error: ...`` that names each of ``names``."""
+    assert r.code == 2, (r.code, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr[-2000:]
+    assert lines[0].startswith("palm-tune: error:"), lines[0]
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+    assert_clean(r)
+
+
+def trial_states(url: str, name: str, *, raw: bool = False) -> dict[str, int]:
+    """Trials of study ``name`` by state. ``raw``: read a journal or SQLite file with Optuna's
+    own storages, which neither repair nor write (what another tool would see)."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from search.storage import open_storage, storage_file
+
+    storage: optuna.storages.BaseStorage | str
+    if raw and url.startswith("sqlite"):
+        storage = url
+    elif raw:
+        storage = JournalStorage(JournalFileBackend(str(storage_file(url))))
+    else:
+        storage = open_storage(url)
+    study = optuna.load_study(study_name=name, storage=storage)
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
+
+
+@contextmanager
+def postgres_database(prefix: str) -> Iterator[str]:
+    """A fresh database on the local PostgreSQL server (``postgresql://postgres@127.0.0.1``),
+    dropped afterwards; skips the test, with the reason, when no server answers."""
+    import pytest
+
+    psycopg2 = pytest.importorskip("psycopg2")
+    try:
+        admin = psycopg2.connect(
+            host="127.0.0.1", port=5432, user="postgres", dbname="postgres", connect_timeout=3
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means: no server here
+        pytest.skip(f"no PostgreSQL server answers on {PG}: {' '.join(str(exc).split())}")
+    admin.autocommit = True
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with admin.cursor() as cur:
+        cur.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"postgresql://postgres@{PG}/{name}"
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.close()
