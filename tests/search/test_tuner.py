@@ -506,7 +506,7 @@ objectives = ["throughput", "memory"]
     )
     with pytest.raises(ConfigError, match="study.objectives"):
         search.create_study(multi, storage=f"sqlite:///{db}")
-    assert len(optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}").trials) == 10
+    assert len(optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}").trials) == total
 
     # report
     proc = _palm_tune("report", "--storage", storage, "--out", "rep", cwd=tmp_path)
