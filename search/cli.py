@@ -43,6 +43,7 @@ from search.lifecycle import (  # noqa: E402
     install_sigterm,
     one_line_warnings,
     quiet_optuna_logs,
+    quiet_thread_errors,
 )
 
 if _SCRIPT and _MASKABLE:  # pragma: no cover - a Ctrl-C during the imports is handled now
@@ -107,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     one_line_warnings()
+    quiet_thread_errors()
     try:  # from the moment the handlers raise, everything runs inside this try
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.default_int_handler)

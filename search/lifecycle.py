@@ -34,6 +34,7 @@ __all__ = [
     "STOP_GRACE_S",
     "install_sigterm",
     "one_line_warnings",
+    "quiet_thread_errors",
     "quiet_optuna_logs",
     "worker_main",
     "supervise",
@@ -164,6 +165,24 @@ def one_line_warnings() -> None:
     warnings.showwarning = _one_line_warning
 
 
+def quiet_thread_errors() -> None:
+    """An exception that ends a background thread (Optuna's RDB heartbeat) as one line instead
+    of Python's traceback, and none when it is a storage failure (a full disk, a lost
+    database): the main thread meets the same storage and reports that failure in its one
+    line (``search.failures.storage_failure``)."""
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        from search.failures import failure_line, storage_failure
+
+        exc = args.exc_value
+        if args.exc_type is SystemExit or exc is None or storage_failure(exc):
+            return
+        name = args.thread.name if args.thread is not None else "a thread"
+        sys.stderr.write(f"palm-tune: warning: {name}: {failure_line(exc)}\n")
+
+    threading.excepthook = hook
+
+
 def install_sigterm() -> None:
     """Turn SIGTERM into :class:`Terminated` (main thread only)."""
     if threading.current_thread() is threading.main_thread():
@@ -227,6 +246,7 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
         _die_with_parent(parent)  # may raise Terminated at once: the parent is already gone
         quiet_optuna_logs()
         one_line_warnings()
+        quiet_thread_errors()
         run(*args)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from search import storage
-from search.lifecycle import guarded, interruptible, signals_deferred, trial_signals
+from search.lifecycle import (
+    guarded,
+    interruptible,
+    quiet_thread_errors,
+    signals_deferred,
+    trial_signals,
+)
 
 
 def test_a_signal_inside_a_deferred_block_is_raised_when_the_block_ends() -> None:
@@ -52,3 +58,26 @@ def test_a_signal_as_the_journal_lock_is_released_still_releases_it(
         guarded(objective)(None)
     assert type(caught.value) is KeyboardInterrupt  # not FileNotFoundError from a half release
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.journal"]  # no lock, no .rename
+
+
+def test_a_failing_background_thread_is_one_line_or_none_for_a_storage_failure(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+    import threading
+
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)  # restored afterwards
+    quiet_thread_errors()
+
+    def fail(exc: BaseException) -> None:
+        def body() -> None:
+            raise exc
+
+        t = threading.Thread(target=body, name="heartbeat")
+        t.start()
+        t.join()
+
+    fail(ValueError("bad\nvalue"))
+    assert capsys.readouterr().err == "palm-tune: warning: heartbeat: ValueError: bad value\n"
+    fail(OSError(errno.ENOSPC, "No space left on device"))  # the main thread reports it
+    assert capsys.readouterr().err == ""
