@@ -36,7 +36,7 @@ import argparse
 import dataclasses
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import palm
@@ -46,9 +46,11 @@ from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
-from _fit import leave_one_out  # noqa: E402 - likewise
+from _fit import golden, leave_one_out  # noqa: E402 - likewise
 from modern_accuracy import ARGUED_OUT  # noqa: E402 - likewise
 
+#: golden-section tolerance of one constant (coarser than _fit's default: 5 constants x rounds)
+_GOLDEN_TOL = 2e-3
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
 BOUNDS = {
@@ -80,23 +82,6 @@ def loss(cases: Sequence[ValidationCase], consts: dict[str, float]) -> float:
     return sum(math.log1p(e) ** 2 for e in errors(cases, consts, "analytical")) / len(cases)
 
 
-def golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 2e-3) -> float:
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    while b - a > tol:
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    return (a + b) / 2
-
-
 def fit(
     cases: Sequence[ValidationCase],
     start: dict[str, float],
@@ -111,7 +96,9 @@ def fit(
         before = dict(consts)
         for name in free if free is not None else list(consts):
             lo, hi = BOUNDS[name]
-            consts[name] = golden(lambda x, n=name: loss(cases, {**consts, n: x}), lo, hi)
+            consts[name] = golden(
+                lambda x, n=name: loss(cases, {**consts, n: x}), lo, hi, tol=_GOLDEN_TOL
+            )
         if all(abs(consts[k] - before[k]) < 5e-3 for k in consts):
             break
     return consts
