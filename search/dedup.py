@@ -118,7 +118,7 @@ class NewConfigBudget:
         if self.size is not None:
             keys = {
                 t.user_attrs.get(KEY_ATTR)
-                for t in study.get_trials(deepcopy=False)
+                for t in _trials(study)  # the per-trial copy: no storage read of its own
                 if DUPLICATE_ATTR not in t.user_attrs
             }
             self.exhausted = len(keys - {None}) >= self.size

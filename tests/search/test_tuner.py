@@ -506,7 +506,8 @@ objectives = ["throughput", "memory"]
     )
     with pytest.raises(ConfigError, match="study.objectives"):
         search.create_study(multi, storage=f"sqlite:///{db}")
-    assert len(optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}").trials) == total
+    stored = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
+    assert len(stored.trials) == total
 
     # report
     proc = _palm_tune("report", "--storage", storage, "--out", "rep", cwd=tmp_path)
@@ -581,3 +582,30 @@ screen_top = 3
 def test_a_mesh_study_is_not_screened_by_default() -> None:
     tuning_spec = search.study_file.load_study(QUICKSTART)
     assert tuning_spec.screen == 0  # analytical ~2x cheaper than the event engine on a mesh
+
+
+def test_a_run_stops_when_the_study_holds_every_configuration(tmp_path: Path) -> None:
+    """A space of four configurations with a budget of ten new ones: the run stops once the
+    study holds all four, each simulated once; the rest of the budget is not spent on
+    duplicates (search.dedup.NewConfigBudget)."""
+    path = _study_file(
+        tmp_path,
+        "four",
+        f"""
+name = "four"
+base = "{WAFER}"
+set = ["training.global_batch=32"]
+sampler = "tpe"
+trials = 10
+seed = 0
+""",
+        'recompute = ["full", "selective"]\ntp_group = ["compact", "strided"]',
+    )
+    tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/four.db")
+    search.optimize(tuning, progress=False)
+    trials = tuning.study.trials
+    new = [t for t in trials if "duplicate_of" not in t.user_attrs]
+    assert len(new) == 4
+    assert len({t.user_attrs["config_key"] for t in new}) == 4
+    assert all(t.state == TrialState.COMPLETE for t in new)
+    assert len(trials) - len(new) < 50  # stopped by exhaustion, not by the duplicate stall
