@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from palm.validation_tiled import TiledCases, predict_dram, predict_gemm
+from palm.validation_tiled import TiledCases, fidelity_conflicts, predict_dram, predict_gemm
 
 __all__ = ["tiled_report", "write_tiled_tables", "error_stats"]
 
@@ -28,6 +28,7 @@ def error_stats(rows: Sequence[Row], keep: Callable[[Row], bool] = lambda r: Tru
 
 def _gemm_rows(cases: TiledCases, engine: str) -> list[Row]:
     rows = []
+    conflicts = fidelity_conflicts(cases.gemm)
     for case in cases.gemm:
         model, hw = case.config.model, case.config.hardware
         predicted = predict_gemm(case, engine=engine)
@@ -40,6 +41,7 @@ def _gemm_rows(cases: TiledCases, engine: str) -> list[Row]:
             "traced": case.traced, "tuned": case.tuned,
             "predicted_s": predicted, "measured_s": case.measured_time_s,
             "error": predicted / case.measured_time_s - 1.0,
+            "fidelity_conflict_with": getattr(conflicts.get(case.case_id), "case_id", None),
             "source": case.source,
         })  # fmt: skip
     return rows
@@ -70,6 +72,7 @@ def tiled_report(cases: TiledCases, *, engine: str = "analytical") -> Row:
         "gemm": {
             "cases": gemm,
             "all": error_stats(gemm),
+            "consistent": error_stats(gemm, lambda r: r["fidelity_conflict_with"] is None),
             "tuned": error_stats(gemm, lambda r: r["tuned"]),
             "out_of_box": error_stats(gemm, lambda r: not r["tuned"]),
             "traced": error_stats(gemm, lambda r: r["traced"]),
@@ -113,8 +116,12 @@ def write_tiled_tables(out: TextIO, report: Row) -> None:
                 f"{r['measured_s'] * 1e6:>14.1f} {r['error']:>+7.1%}\n"
             )
         out.write("\n")
-        for name in ("all", "tuned", "out_of_box", "traced"):
+        for name in ("all", "consistent", "tuned", "out_of_box", "traced"):
             out.write(_stat_line(f"matmul {name}", gemm[name]))
+        for r in gemm["cases"]:
+            if r["fidelity_conflict_with"]:
+                out.write(f"  not consistent: {r['id']} measured slower than its HiFi4 twin "
+                          f"{r['fidelity_conflict_with']} (docs/validation.md, Wormhole)\n")  # fmt: skip
     if dram["cases"]:
         out.write(
             f"\n{'Wormhole n150 DRAM bandwidth':<50} {'predicted (GB/s)':>16} "
