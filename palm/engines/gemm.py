@@ -11,9 +11,10 @@ of one program launch (docs/model.md, "One matrix product"):
     t_noc    = (multicast + DRAM reads) / cores / (2 link)     two NoC ports in per core
     t_send   = S x (1 / (channel x memory_efficiency) + 1 / link)   the busiest sender
     t_reduce = (k_parts - 1) x tiles_m tiles_n x 1024 x 4 B / link   (fp32 partial sums)
-    t_dram   = Q / (channels x channel bandwidth x memory_efficiency)
-    t        = launch + t_core + t_dram                        (dispatch = "trace")
-             = max(host, launch + t_core + t_dram)             (dispatch = "host")
+    t_dram   = (Q - W) / (channels x channel bandwidth x memory_efficiency)
+    t_tail   = W / write_rate                                  the last output block
+    t        = launch + max(t_core, t_dram) + t_tail           (dispatch = "trace")
+             = max(host, launch + max(t_core, t_dram) + t_tail)  (dispatch = "host")
     host     = host_dispatch (+ host_sharded_output when C is L1-sharded)
 
 ``eta`` is ``matmul_efficiency``, the achievable fraction of the matrix engine's pipeline
@@ -21,8 +22,23 @@ of one program launch (docs/model.md, "One matrix product"):
 fidelity is low). ``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
 (:func:`palm.cost.blocking.product_traffic`: compulsory traffic when it fits, re-reads of
 output-stationary blocks when not; operands named in ``model.sram_resident`` move nothing).
-DRAM time is added to, not overlapped with, the compute: fitted on the visible Wormhole
-products, an overlap fraction comes out at 0.00 (benchmarks/calibrate_tiled.py).
+**Streaming and the output tail.** Operand blocks are double-buffered (tt-metal's circular
+buffers of two ``in0_block_w`` blocks), so the reads stream under the compute: the core time and
+the DRAM time of everything but the last output block overlap, ``max(t_core, t_dram)``. The
+output is different: a core packs an output block only after its last k-block
+(``bmm_large_block_zm_fused_bias_activation``) and its writer sends it to DRAM after that, so the
+last block's write ``W`` follows all the math (:func:`output_tail_bytes`). Its rate is not the
+DRAM's: the writer kernel runs on NoC 0 on Wormhole (the NoC tt-metal prefers for DRAM reads)
+and every core writes pages interleaved over all 12 channels, which the route-level NoC model
+puts at 74.9 GB/s for the 8 x 8 grid (:func:`palm.network.tensix_noc.interleaved_write_Bps`; no
+fitted constant); other chips write at the DRAM rate (their floorplan is not modelled). A core
+holds one output block with its partial sums in at most half its SRAM (the other half holds the
+double-buffered operand blocks): ``2 x tiles x 1024 e <= S / 2``, so a core's share of C is cut
+into ``ceil(share / cap)`` equal blocks, ``cap = floor(S / (4 x 1024 e))`` tiles (183 for bf16 on
+Wormhole's 1464 KiB), and ``W = cores x ceil(share / blocks) x 1024 e`` (at most all of C).
+An L1-resident (sharded) output has no tail. Against the earlier rule (all DRAM time added to
+the compute, fitted overlap 0.00) this brings the out-of-box products at m <= 1024 from 12-22%
+under to within about 15% (docs/validation.md, Wormhole).
 
 **Multicast senders.** Every multicast operand block is read from DRAM by one *sender* core and
 multicast from it (tt-metal's ``reader_bmm_tile_layout_in0_sender`` / ``in1_sender`` kernels): the
@@ -50,15 +66,25 @@ from dataclasses import dataclass
 
 from palm.cost.blocking import ProductTraffic, product_traffic
 from palm.hardware.spec import TILE_DIM, Mesh2DHardware
+from palm.network.tensix_noc import interleaved_write_Bps
 from palm.result import MemoryResult, OperatorResult, Result, StageResult
 from palm.strategy import SimConfig
 from palm.units import GB, bytes_per_element
 from palm.workload.gemm import GemmSplit, split_product
 
-__all__ = ["GemmTimes", "gemm_times", "host_cost_s", "run_gemm", "sender_bytes"]
+__all__ = [
+    "GemmTimes",
+    "gemm_times",
+    "host_cost_s",
+    "output_tail_bytes",
+    "output_write_Bps",
+    "run_gemm",
+    "sender_bytes",
+]
 
 _TILE_ELEMS = TILE_DIM * TILE_DIM
 _PARTIAL_BYTES = 4.0  # fp32 partial sums of a depth split
+_WRITER_NOC = 0  # tt-metal: the in1 reader/output writer runs on GetPreferredNOCForDRAMRead
 
 
 @dataclass(frozen=True)
@@ -72,6 +98,7 @@ class GemmTimes:
     reduce_s: float
     core_s: float
     dram_s: float
+    tail_s: float
     launch_s: float
     total_s: float
     split: GemmSplit
@@ -112,16 +139,47 @@ def gemm_times(config: SimConfig) -> GemmTimes:
         1.0 / one_core_read + 1.0 / link
     )
     core_s = max(max(math_s, feed_s) / hw.matmul_efficiency, noc_s, send_s) + reduce_s
-    dram_s = traffic.dram_bytes / (hw.dram_bandwidth_gbps * GB * hw.memory_efficiency)
+    tail = output_tail_bytes(split, e, hw.sram_per_core_mib * 2**20, traffic.dram_write_bytes)
+    dram_s = (traffic.dram_bytes - tail) / (hw.dram_bandwidth_gbps * GB * hw.memory_efficiency)
+    tail_s = tail / output_write_Bps(hw, split.m_parts * split.n_parts) if tail > 0 else 0.0
     launch_s = hw.launch_us * 1e-6
-    total = launch_s + core_s + dram_s
+    total = launch_s + max(core_s, dram_s) + tail_s
     if hw.dispatch == "host":
         total = max(host_cost_s(hw, frozenset(model.sram_resident)), total)
     return GemmTimes(
         math_s=math_s, feed_s=feed_s, noc_s=noc_s, send_s=send_s, reduce_s=reduce_s,
-        core_s=core_s, dram_s=dram_s, launch_s=launch_s, total_s=total, split=split,
+        core_s=core_s, dram_s=dram_s, tail_s=tail_s, launch_s=launch_s, total_s=total, split=split,
         traffic=traffic,
     )  # fmt: skip
+
+
+def output_tail_bytes(split: GemmSplit, e: float, sram_bytes: float, c_write_bytes: float) -> float:
+    """Bytes of C written after the last math (module docstring, "Streaming and the output
+    tail"): each of the ``m_parts x n_parts`` writing cores' last output block, the core's
+    share of ``tiles_m x tiles_n`` tiles cut into the fewest equal blocks that fit with their
+    partial sums in half the SRAM; at most ``c_write_bytes`` (0 when C stays in SRAM)."""
+    if c_write_bytes <= 0:
+        return 0.0
+    tile = _TILE_ELEMS * e
+    cap = max(1, int(sram_bytes // (4 * tile)))
+    share = split.tiles_m * split.tiles_n
+    block = -(-share // -(-share // cap))  # ceil(share / ceil(share / cap))
+    return min(c_write_bytes, split.m_parts * split.n_parts * block * tile)
+
+
+def output_write_Bps(hw: Mesh2DHardware, cores: int) -> float:
+    """Rate at which ``cores`` cores write an interleaved output: on Wormhole the route-level
+    NoC model of the writer's NoC (:func:`palm.network.tensix_noc.interleaved_write_Bps`),
+    elsewhere the achievable DRAM bandwidth."""
+    dram = hw.dram_bandwidth_gbps * GB * hw.memory_efficiency
+    if not hw.name.startswith("wormhole"):
+        return dram
+    rate = interleaved_write_Bps(
+        grid=hw.core_grid, cores=min(cores, hw.core_grid[0] * hw.core_grid[1]), noc=_WRITER_NOC,
+        link_gbps=hw.intra_tile_link_gbps, channel_gbps=hw.dram_channel_bandwidth_gbps
+        * hw.memory_efficiency,
+    )  # fmt: skip
+    return min(rate, dram)
 
 
 def sender_bytes(split: GemmSplit, e: float, resident: frozenset[str]) -> float:
@@ -176,8 +234,8 @@ def run_gemm(config: SimConfig) -> Result:
         f"{t.launch_s * us:.1f} us + core {t.core_s * us:.1f} us (math {t.math_s * us:.1f}, "
         f"operand feed {t.feed_s * us:.1f}, NoC {t.noc_s * us:.1f}, sender {t.send_s * us:.1f}, "
         f"reduce {t.reduce_s * us:.1f}) "
-        f"+ DRAM {t.dram_s * us:.1f} us ({t.traffic.dram_bytes / 2**20:.1f} MiB, "
-        f"{t.traffic.strategy}); dispatch {hw.dispatch}"
+        f"overlapping DRAM {t.dram_s * us:.1f} us ({t.traffic.dram_bytes / 2**20:.1f} MiB, "
+        f"{t.traffic.strategy}), then output tail {t.tail_s * us:.1f} us; dispatch {hw.dispatch}"
     )
     return Result(
         throughput_samples_per_s=1.0 / t.total_s,

@@ -26,6 +26,18 @@ whose route shares the least with the routes already taken (then the shortest); 
 numbers; the result is the mean over ``RANDOM_DRAWS`` seeded draws (the expected bandwidth;
 the measured one is a single draw). One-channel cases use channel 0.
 
+**Interleaved writes** (:func:`interleaved_write_Bps`): a tensor interleaved over the channels
+(tt-metal's default DRAM layout: page ``i`` in bank ``i mod 12``) is written by every core of a
+compute grid to every channel in turn; each core's bytes are twelve equal flows, one per
+channel. On NoC 0 every write leaves its core eastward then southward, so the flows from the
+grid's 64 cores crowd the links of the two DRAM columns: 74.9 GB/s against 256 GB/s for the
+mirror-image reads (the tables' random static-VC writes on NoC 0: 52-57 GB/s, on NoC 1:
+134-155 GB/s; no constant of its own). tt-metal's 2-D and 1-D multicast matmuls write their
+output from the in1 reader/writer kernel, which they put on the NoC preferred for DRAM reads,
+NoC 0 on Wormhole (``matmul_multicore_reuse_mcast_2d_program_factory.cpp``: "in1 is the reader
+of weights/output writer, and we choose to make it use the optimized reader noc";
+``GetPreferredNOCForDRAMRead`` returns ``NOC_0`` and ``...Write`` ``NOC_1``).
+
 Not modelled: the collapse of many-writer transfers with dynamic virtual-channel allocation
 that the tables show (7-80 GB/s where static allocation reaches 22-264): it is a property of
 the routers' buffer allocation, not of link or channel capacity.
@@ -36,6 +48,7 @@ from __future__ import annotations
 import random
 from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -51,6 +64,8 @@ __all__ = [
     "route",
     "channel_tile",
     "dram_bandwidth_Bps",
+    "compute_grid_cores",
+    "interleaved_write_Bps",
 ]
 
 Coord = tuple[int, int]
@@ -172,6 +187,32 @@ def _makespan(loads: list[dict[Hashable, float]], capacity: dict[Hashable, float
         remaining[active] -= rates * step
         active &= remaining > size * 1e-9
     return now
+
+
+def compute_grid_cores(grid: tuple[int, int]) -> tuple[Coord, ...]:
+    """The NoC coordinates of tt-metal's logical compute grid of ``rows x cols`` cores, row
+    by row (logical column ``j`` is the ``j``-th Tensix column, logical row ``i`` the ``i``-th
+    Tensix row); ``ValueError`` when the grid exceeds the chip's 10 x 8 Tensix cores."""
+    rows, cols = grid
+    if not (1 <= rows <= len(_TENSIX_Y) and 1 <= cols <= len(_TENSIX_X)):
+        raise ValueError(f"compute grid {grid} exceeds the 10 x 8 Tensix cores")
+    return tuple((_TENSIX_X[j], _TENSIX_Y[i]) for i in range(rows) for j in range(cols))
+
+
+@lru_cache(maxsize=64)
+def interleaved_write_Bps(
+    *, grid: tuple[int, int], cores: int, noc: int, link_gbps: float, channel_gbps: float
+) -> float:
+    """Aggregate rate (bytes/s) at which the first ``cores`` cores of the compute ``grid``
+    (row by row) write equal shares of a tensor interleaved over the 12 channels, over NoC
+    ``noc`` with ``link_gbps`` links and ports and channels of ``channel_gbps`` achievable
+    (module docstring, "Interleaved writes"). Deterministic; cached."""
+    sources = compute_grid_cores(grid)[:cores]
+    t = DramTransfer(cores=len(sources), channels=12, paired=False, noc=noc, write=True)
+    loads = [_flow(core, ch, t) for core in sources for ch in range(2 * len(DRAM_GROUPS))]
+    capacity = {r: (channel_gbps if _is_channel(r) else link_gbps) * 1e9 for f in loads for r in f}
+    size = 1.0 / (2 * len(DRAM_GROUPS))
+    return len(sources) / _makespan(loads, capacity, size)
 
 
 def _is_channel(resource: Hashable) -> bool:
