@@ -15,7 +15,7 @@ import pytest
 
 import palm
 from palm.config import parse_config
-from palm.engines.gemm import gemm_times
+from palm.engines.gemm import gemm_times, output_tail_bytes, output_write_Bps
 from palm.errors import ConfigError
 from palm.hardware.spec import Mesh2DHardware
 from palm.units import bytes_per_element
@@ -261,3 +261,44 @@ def test_out_of_box_example_runs_the_one_dimensional_multicast() -> None:
     t = gemm_times(config)
     assert (t.split.kind, t.split.cores) == ("1d-a", 32)
     assert t.core_s == t.send_s  # one sender streams A: it, not the matrix engine, binds
+
+
+# --- the output tail: the last output block is written after the math (hand-worked) ---------
+
+
+def test_output_tail_is_the_last_block_at_the_noc0_write_rate() -> None:
+    # 1024^3 out of box on 8 x 8: 4 x 4 tiles a core, far below the 183-tile cap
+    # (1464 KiB / (4 x 2 KiB)), so each core writes its whole share after the math: all of C
+    config = parse_config(_tables(m=1024, k=1024, n=1024, matmul_config="auto"))
+    t = gemm_times(config)
+    hw = config.hardware
+    assert isinstance(hw, Mesh2DHardware)
+    c_bytes = 1024 * 1024 * 2
+    rate = output_write_Bps(hw, 64)
+    assert rate == pytest.approx(74.93e9, rel=1e-3)  # 64 cores, NoC 0, interleaved pages
+    assert t.tail_s == pytest.approx(c_bytes / rate)  # 28.0 us
+    dram = hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency
+    assert t.dram_s == pytest.approx((t.traffic.dram_bytes - c_bytes) / dram)  # A and B stream
+    assert t.total_s == pytest.approx(t.launch_s + max(t.core_s, t.dram_s) + t.tail_s)
+
+
+def test_a_share_over_the_sram_cap_is_cut_into_equal_blocks() -> None:
+    split = split_product(m=4096, n=4096, k=4096, grid=(8, 8))  # 16 x 16 tiles a core
+    sram = 1464 * 1024
+    c_bytes = 4096 * 4096 * 2.0
+    # 256 tiles over a 183-tile cap: two blocks of 128, the last one (16 MiB in all) exposed
+    assert output_tail_bytes(split, 2.0, sram, c_bytes) == 64 * 128 * 2048
+    small = split_product(m=512, n=512, k=512, grid=(8, 8))
+    assert output_tail_bytes(small, 2.0, sram, 512 * 512 * 2.0) == 512 * 512 * 2  # all of C
+    assert output_tail_bytes(small, 2.0, sram, 0.0) == 0.0  # C in L1 (sharded): no tail
+
+
+def test_an_l1_output_has_no_tail_and_other_chips_write_at_the_dram_rate() -> None:
+    tables = _tables(m=1024, k=1024, n=1024)
+    tables["model"]["sram_resident"] = ["a", "c"]
+    assert gemm_times(parse_config(tables)).tail_s == 0.0
+    bh = parse_config(dict(_tables(), hardware={"preset": "blackhole-p150"})).hardware
+    assert isinstance(bh, Mesh2DHardware)
+    assert output_write_Bps(bh, 64) == pytest.approx(
+        bh.dram_bandwidth_gbps * 1e9 * bh.memory_efficiency
+    )

@@ -3,6 +3,7 @@ the report that ``palm-tune validate`` prints next to the GPU cases."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import random
@@ -18,9 +19,15 @@ from palm.network.tensix_noc import (
     DramTransfer,
     channel_tile,
     dram_bandwidth_Bps,
+    interleaved_write_Bps,
     route,
 )
-from palm.validation_tiled import default_tiled_file, load_tiled_cases
+from palm.validation_tiled import (
+    GemmCase,
+    default_tiled_file,
+    fidelity_conflicts,
+    load_tiled_cases,
+)
 from palm.validation_tiled_report import tiled_report
 from search.cli import build_parser
 
@@ -107,6 +114,51 @@ def test_faster_links_never_lower_the_bandwidth() -> None:
     assert len(random.Random(0).sample(TENSIX_CORES, 12)) == 12
 
 
+def _write_Bps(cores: int, noc: int = 0, link_gbps: float = 32.0) -> float:
+    return interleaved_write_Bps(
+        grid=(8, 8), cores=cores, noc=noc, link_gbps=link_gbps, channel_gbps=CHANNEL_BPS / 1e9
+    )
+
+
+def test_interleaved_writes_crowd_noc0_and_one_core_gets_its_port() -> None:
+    # one core writing to the 12 channels: its twelve flows share its NoC port (32 GB/s)
+    assert _write_Bps(1) == pytest.approx(32e9)
+    # the 8 x 8 grid on NoC 0: every write goes east then south into the two DRAM columns
+    assert _write_Bps(64) == pytest.approx(74.93e9, rel=1e-3)
+    assert _write_Bps(64, noc=1) == pytest.approx(256e9, rel=1e-3)  # the mirror image
+    assert _write_Bps(64) <= _write_Bps(64, link_gbps=64.0)  # monotone in the links
+    assert _write_Bps(64) == _write_Bps(64)  # deterministic (cached)
+
+
+def _twin(case: GemmCase, *, fidelity: str, measured_s: float) -> GemmCase:
+    hw = case.config.hardware
+    assert isinstance(hw, Mesh2DHardware)
+    config = dataclasses.replace(
+        case.config, hardware=dataclasses.replace(hw, math_fidelity=fidelity)
+    )
+    return dataclasses.replace(
+        case, case_id=f"{case.case_id}-{fidelity}-{measured_s}", config=config,
+        measured_time_s=measured_s,
+    )  # fmt: skip
+
+
+def test_fidelity_conflicts_flag_only_a_hifi2_row_far_slower_than_its_hifi4_twin() -> None:
+    base = next(c for c in load_tiled_cases().gemm if "hifi4_m2048_k2048_n2048_trace" in c.case_id)
+    hifi4 = _twin(base, fidelity="hifi4", measured_s=100e-6)
+    slow = _twin(base, fidelity="hifi2", measured_s=200e-6)  # 2x its twin: over 1.25 / 0.75
+    normal = _twin(base, fidelity="hifi2", measured_s=70e-6)  # faster, as HiFi2 should be
+    edge = _twin(base, fidelity="hifi2", measured_s=160e-6)  # 1.6x: within (1 + .25) / (1 - .25)
+    found = fidelity_conflicts([hifi4, slow, normal, edge])
+    assert list(found) == [slow.case_id] and found[slow.case_id] is hifi4
+    assert fidelity_conflicts([slow, normal]) == {}  # no HiFi4 twin, no conflict
+    assert list(fidelity_conflicts([hifi4, edge], tolerance=0.2)) == [edge.case_id]
+
+
+def test_the_visible_conflict_is_the_512_cube_untraced_hifi2_row() -> None:
+    found = fidelity_conflicts(load_tiled_cases().gemm)
+    assert list(found) == ["wh_n150_gemm_tuned_g8x8_bfloat16_hifi2_m512_k512_n512_notrace"]
+
+
 @pytest.fixture(scope="module")
 def report() -> dict:
     return tiled_report(load_tiled_cases())
@@ -120,6 +172,11 @@ def test_tiled_report_errors_are_guarded(report: dict) -> None:
     # regressions guards at the measured level (docs/validation.md)
     assert gemm["all"]["mean_abs_error"] < 0.11
     assert gemm["tuned"]["mean_abs_error"] < 0.09
+    # the consistent rows: all but the fidelity conflict, within the issue's target
+    conflicts = [r for r in gemm["cases"] if r["fidelity_conflict_with"]]
+    assert gemm["consistent"]["cases"] == 90 - len(conflicts) == 89
+    assert gemm["consistent"]["mean_abs_error"] <= 0.10
+    assert gemm["consistent"]["max_abs_error"] <= 0.25 < gemm["all"]["max_abs_error"]
     assert dram["reads"]["mean_abs_error"] < 0.05
 
 
