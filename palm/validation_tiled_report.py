@@ -120,8 +120,9 @@ def write_tiled_tables(out: TextIO, report: Row) -> None:
             out.write(_stat_line(f"matmul {name}", gemm[name]))
         for r in gemm["cases"]:
             if r["fidelity_conflict_with"]:
+                twin = r["fidelity_conflict_with"]
                 out.write(f"  not consistent: {r['id']} measured slower than its HiFi4 twin "
-                          f"{r['fidelity_conflict_with']} (docs/validation.md, Wormhole)\n")  # fmt: skip
+                          f"{twin} (docs/validation.md, Wormhole)\n")  # fmt: skip
     if dram["cases"]:
         out.write(
             f"\n{'Wormhole n150 DRAM bandwidth':<50} {'predicted (GB/s)':>16} "
