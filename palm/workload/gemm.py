@@ -30,6 +30,11 @@ too. Everything else takes the 2-D multicast with ``ceil(Mt / rows) x ceil(Nt / 
 core, as above. The 1-D multicast of A gives every core all ``Mt`` rows and ``per_core_N =
 ceil(ceil(n / cores) / 32)`` columns, so only ``ceil(Nt / per_core_N)`` cores work, and one
 sender core streams the whole of A to them (``palm/engines/gemm.py`` prices that stream).
+
+**Output blocks.** A core's ``tiles_m x tiles_n`` output share is computed in blocks that are
+packed only after their last k-block; the share is cut into the fewest equal blocks that fit,
+with their partial sums, in half the core's SRAM, and the last one is written to DRAM after
+the math (``palm/engines/gemm.py``, ``output_tail_bytes``; docs/model.md sec. 6b).
 """
 
 from __future__ import annotations
