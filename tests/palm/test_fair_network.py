@@ -107,27 +107,44 @@ def test_a_flow_ending_when_another_starts_leaves_first() -> None:
 
 def test_repeated_sets_of_flows_reuse_their_rates() -> None:
     # the same two overlapping flows, three times over: each round recomputes rates twice (B
-    # joins A; B leaves A alone), the first round fills both sets of flows, the other two find
-    # the answers memoised, and all three rounds end at the same offsets
+    # joins A and takes half of link 0 from it; B leaves and A speeds up), the first round
+    # fills both sets of flows, the other two find the answers memoised, and all three rounds
+    # end at the same offsets
     env = FlowEnvironment()
-    net = FairNetwork(env, [10.0, 4.0])
+    net = FairNetwork(env, [10.0, 8.0])
     a, b = net.route([0, 1], [1.0, 1.0]), net.route([0], [1.0])
     ends: dict[str, float] = {}
 
     def rounds() -> Generator[simpy.Event, None, None]:
         for k in range(3):
-            _start(env, net, a, 8.0, ends, f"a{k}")
+            _start(env, net, a, 16.0, ends, f"a{k}")
             _start(env, net, b, 8.0, ends, f"b{k}")
             yield env.timeout(10.0)
 
     env.process(rounds())
     env.run()
-    # A gets 4 (link 1 binds), B the other 6 of link 0: B ends at 8/6, then A alone at 4 B/s
+    # both get 5 of link 0: B ends at 8/5 = 1.6 (A has 8 B left), then A alone at 8 B/s
     for k in range(3):
-        assert ends[f"b{k}"] - 10.0 * k == pytest.approx(8.0 / 6.0)
-        assert ends[f"a{k}"] - 10.0 * k == pytest.approx(2.0)
+        assert ends[f"b{k}"] - 10.0 * k == pytest.approx(1.6)
+        assert ends[f"a{k}"] - 10.0 * k == pytest.approx(2.6)
     assert net.recomputes == 6
     assert len(net._filled) == 2  # noqa: SLF001 - the two sets of flows, filled once each
+
+
+def test_a_flow_in_the_room_another_leaves_changes_no_rate() -> None:
+    # A is held to 4 B/s by link 1; B joins it on link 0 and takes the 6 B/s A leaves there. A
+    # keeps its bottleneck and B gets one (it fills link 0, and A is no faster there), so the
+    # rates are max-min fair without a recompute; when B leaves, A, slower than B on link 0,
+    # still has its bottleneck on link 1: no recompute either
+    env = FlowEnvironment()
+    net = FairNetwork(env, [10.0, 4.0])
+    a, b = net.route([0, 1], [1.0, 1.0]), net.route([0], [1.0])
+    ends: dict[str, float] = {}
+    _start(env, net, a, 8.0, ends, "a")
+    _start(env, net, b, 8.0, ends, "b")
+    env.run()
+    assert ends == {"b": pytest.approx(8.0 / 6.0), "a": pytest.approx(2.0)}
+    assert net.recomputes == 0
 
 
 def test_the_fair_network_needs_its_clock() -> None:
