@@ -36,6 +36,13 @@ def _cases() -> list[tuple[str, palm.SimConfig]]:
         for t, dp in (((10, 8), 8), ((20, 16), 32))
     ]
     cases += [(path.name, palm.load_config(path)) for path in sorted(EXAMPLES.glob("*.toml"))]
+    # every link a resource of its own (routes of many links: the numpy filling)
+    for name, cfg in (
+        cases[0],
+        ("wafer-t18b.toml", palm.load_config(EXAMPLES / "wafer-t18b.toml")),
+    ):
+        comm = dataclasses.replace(cfg.communication, noc_granularity="link")
+        cases.append((f"{name} link", dataclasses.replace(cfg, communication=comm)))
     out = []
     for name, cfg in cases:
         for model in ("fair", "exclusive"):
