@@ -143,12 +143,13 @@ def scaling_table(repeats: int) -> str:
 def simpy_per_event_us(events: int, processes: int) -> tuple[float, int]:
     """Microseconds per event of plain SimPy on the engine's pattern, and its event count:
     ``processes`` actors (one per pipeline rank), each waiting alternately on an event its
-    neighbour triggers (a hand-off's or a flow's arrival) and on a timeout (a compute phase or a
-    flow's end), about ``events`` events in all (two per actor and round). Only the run is
-    timed: the events the actors wait on are made beforehand, as the engine makes its arrival
-    events beforehand (the engine's timing includes its set-up, which only makes it slower)."""
+    neighbour triggers (a hand-off's or a flow's arrival) and on a timeout (a compute phase or
+    a flow's end), about ``events`` events in all (two per actor and round, one for the first
+    actor, which waits on no neighbour). Only the run is timed: the events the actors wait on
+    are made beforehand, as the engine makes its arrival events beforehand (the engine's
+    timing includes its set-up, which only makes it look slower)."""
     env = simpy.Environment()
-    rounds = max(1, events // (2 * processes))
+    rounds = max(1, events // (2 * processes - 1))  # the first actor waits on no inbox
     inbox = [[env.event() for _ in range(rounds)] for _ in range(processes)]
 
     def actor(i: int):  # type: ignore[no-untyped-def]
