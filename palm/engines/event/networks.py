@@ -180,7 +180,7 @@ class FairNet:
         carried = self.fabric.nbytes
         for r, load in booked:  # Fabric.book, inlined
             carried[r] += load * nbytes
-        if route.empty:  # never: some resource of a flow always binds (binding_links)
+        if not route.pairs:  # never: some resource of a flow always binds (binding_links)
             to.succeed_in(duration)
         else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
             self.net.start(route, duration * route.alone_Bps, latency_s=0.0, done=to)
