@@ -150,3 +150,42 @@ def test_a_flow_in_the_room_another_leaves_changes_no_rate() -> None:
 def test_the_fair_network_needs_its_clock() -> None:
     with pytest.raises(TypeError, match="FlowEnvironment"):
         FairNetwork(simpy.Environment(), [1.0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rates_after_every_start_and_end_are_max_min_fair(seed: int) -> None:
+    # random flows on four resources, starting at random times: after every start and every
+    # end, whether the network recomputed or kept the rates (a flow fitting in the room others
+    # leave, a flow leaving that held nobody back), each flow in flight moves at the rate a
+    # from-scratch progressive filling (palm.network.flows.max_min_rates) gives the set
+    import random
+
+    from palm.network.flows import max_min_rates
+
+    rng = random.Random(seed)
+    capacity = [10.0, 4.0, 7.0, 5.0]
+    env = FlowEnvironment()
+    net = FairNetwork(env, capacity)
+    shapes = [rng.sample(range(4), rng.randint(1, 3)) for _ in range(8)]
+    routes = [net.route(r, [rng.choice((0.5, 1.0, 2.0)) for _ in r]) for r in shapes]
+    checked = [0]
+    pace = 2.0 if seed % 2 else 0.3  # starts per second: many flows in flight, or a few
+
+    def check() -> None:
+        flows = list(net._active)  # noqa: SLF001 - the flows in flight
+        loads = [dict(f.route.pairs) for f in flows]
+        want = max_min_rates(loads=loads, capacity_Bps=dict(enumerate(capacity)))
+        assert [f.rate for f in flows] == pytest.approx(want, rel=1e-9)
+        checked[0] += 1
+
+    def starter() -> Generator[simpy.Event, None, None]:
+        for _ in range(40):
+            done = Arrival(env)
+            done.callbacks.append(lambda _e: check())
+            net.start(rng.choice(routes), rng.uniform(1.0, 20.0), latency_s=0.0, done=done)
+            check()
+            yield env.timeout(rng.expovariate(pace))
+
+    env.process(starter())
+    env.run()
+    assert checked[0] == 80
