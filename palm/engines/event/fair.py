@@ -269,7 +269,9 @@ class FairNetwork:
         self._count_bytes = count_bytes
         self._since = [0.0] * n
         self._users = [0] * n
-        self._used = [0.0] * n  # sum of load x rate of the flows in flight
+        # sum of load x rate of the flows in flight, by resource (a dict, so that a recompute
+        # sets the resources it filled in one update)
+        self._used: dict[int, float] = dict.fromkeys(range(n), 0.0)
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
         self._active: dict[_Flow, None] = {}  # in start order
         # the same flows ordered by route (ties: start order): the memo's key without a sort
@@ -385,7 +387,7 @@ class FairNetwork:
         filled = self._filled.get(routes)
         if filled is None:
             filled = self._fill(routes)
-        rates, room = filled
+        rates, used = filled
         for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
             old = f.rate
             if rate != old:
@@ -395,12 +397,10 @@ class FairNetwork:
                 f.rate = rate
                 f.end = now + f.remaining / rate
         # the group holds every flow on its resources: what they use is what is not left
-        used, capacity = self._used, self.capacity
-        for r, left in room.items():
-            used[r] = capacity[r] - left
+        self._used.update(used)
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
-        """Rates of flows on ``routes`` and the capacity left on each resource, memoised."""
+        """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
         if len(routes) == 1:
             route = routes[0]
             rates = [route.alone_Bps]
@@ -413,10 +413,12 @@ class FairNetwork:
                     room[r] = room.get(r, self.capacity[r]) - a * rate
         else:
             rates, room = self._filler.fill(routes)
+        capacity = self.capacity
+        used = {r: capacity[r] - left for r, left in room.items()}
         if len(self._filled) >= _MEMO_SIZE:
             self._filled.clear()
-        self._filled[routes] = (rates, room)
-        return rates, room
+        self._filled[routes] = (rates, used)
+        return rates, used
 
     def _fire(self) -> None:
         """The first flow to end is through (the clock is at its end)."""
