@@ -107,29 +107,85 @@ def test_a_flow_ending_when_another_starts_leaves_first() -> None:
 
 def test_repeated_sets_of_flows_reuse_their_rates() -> None:
     # the same two overlapping flows, three times over: each round recomputes rates twice (B
-    # joins A; B leaves A alone), the first round fills both sets of flows, the other two find
-    # the answers memoised, and all three rounds end at the same offsets
+    # joins A and takes half of link 0 from it; B leaves and A speeds up), the first round
+    # fills both sets of flows, the other two find the answers memoised, and all three rounds
+    # end at the same offsets
     env = FlowEnvironment()
-    net = FairNetwork(env, [10.0, 4.0])
+    net = FairNetwork(env, [10.0, 8.0])
     a, b = net.route([0, 1], [1.0, 1.0]), net.route([0], [1.0])
     ends: dict[str, float] = {}
 
     def rounds() -> Generator[simpy.Event, None, None]:
         for k in range(3):
-            _start(env, net, a, 8.0, ends, f"a{k}")
+            _start(env, net, a, 16.0, ends, f"a{k}")
             _start(env, net, b, 8.0, ends, f"b{k}")
             yield env.timeout(10.0)
 
     env.process(rounds())
     env.run()
-    # A gets 4 (link 1 binds), B the other 6 of link 0: B ends at 8/6, then A alone at 4 B/s
+    # both get 5 of link 0: B ends at 8/5 = 1.6 (A has 8 B left), then A alone at 8 B/s
     for k in range(3):
-        assert ends[f"b{k}"] - 10.0 * k == pytest.approx(8.0 / 6.0)
-        assert ends[f"a{k}"] - 10.0 * k == pytest.approx(2.0)
+        assert ends[f"b{k}"] - 10.0 * k == pytest.approx(1.6)
+        assert ends[f"a{k}"] - 10.0 * k == pytest.approx(2.6)
     assert net.recomputes == 6
     assert len(net._filled) == 2  # noqa: SLF001 - the two sets of flows, filled once each
+
+
+def test_a_flow_in_the_room_another_leaves_changes_no_rate() -> None:
+    # A is held to 4 B/s by link 1; B joins it on link 0 and takes the 6 B/s A leaves there. A
+    # keeps its bottleneck and B gets one (it fills link 0, and A is no faster there), so the
+    # rates are max-min fair without a recompute; when B leaves, A, slower than B on link 0,
+    # still has its bottleneck on link 1: no recompute either
+    env = FlowEnvironment()
+    net = FairNetwork(env, [10.0, 4.0])
+    a, b = net.route([0, 1], [1.0, 1.0]), net.route([0], [1.0])
+    ends: dict[str, float] = {}
+    _start(env, net, a, 8.0, ends, "a")
+    _start(env, net, b, 8.0, ends, "b")
+    env.run()
+    assert ends == {"b": pytest.approx(8.0 / 6.0), "a": pytest.approx(2.0)}
+    assert net.recomputes == 0
 
 
 def test_the_fair_network_needs_its_clock() -> None:
     with pytest.raises(TypeError, match="FlowEnvironment"):
         FairNetwork(simpy.Environment(), [1.0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rates_after_every_start_and_end_are_max_min_fair(seed: int) -> None:
+    # random flows on four resources, starting at random times: after every start and every
+    # end, whether the network recomputed or kept the rates (a flow fitting in the room others
+    # leave, a flow leaving that held nobody back), each flow in flight moves at the rate a
+    # from-scratch progressive filling (palm.network.flows.max_min_rates) gives the set
+    import random
+
+    from palm.network.flows import max_min_rates
+
+    rng = random.Random(seed)
+    capacity = [10.0, 4.0, 7.0, 5.0]
+    env = FlowEnvironment()
+    net = FairNetwork(env, capacity)
+    shapes = [rng.sample(range(4), rng.randint(1, 3)) for _ in range(8)]
+    routes = [net.route(r, [rng.choice((0.5, 1.0, 2.0)) for _ in r]) for r in shapes]
+    checked = [0]
+    pace = 2.0 if seed % 2 else 0.3  # starts per second: many flows in flight, or a few
+
+    def check() -> None:
+        flows = list(net._active)  # noqa: SLF001 - the flows in flight
+        loads = [dict(f.route.pairs) for f in flows]
+        want = max_min_rates(loads=loads, capacity_Bps=dict(enumerate(capacity)))
+        assert [f.rate for f in flows] == pytest.approx(want, rel=1e-9)
+        checked[0] += 1
+
+    def starter() -> Generator[simpy.Event, None, None]:
+        for _ in range(40):
+            done = Arrival(env)
+            done.callbacks.append(lambda _e: check())
+            net.start(rng.choice(routes), rng.uniform(1.0, 20.0), latency_s=0.0, done=done)
+            check()
+            yield env.timeout(rng.expovariate(pace))
+
+    env.process(starter())
+    env.run()
+    assert checked[0] == 80

@@ -251,7 +251,7 @@ class _Run:
                     if not ahead.processed:
                         yield ahead
                 self.started[g][mb].succeed()
-            t0 = float(self.env.now)
+            t0 = self.env._now  # noqa: SLF001 - the clock (a float), without the property
             if forward and g == 0 and self.plan.chunks[0].fetch_s > 0:
                 yield from self.net.wait(self.net.read(s, self.plan.chunks[0].fetch_bytes))
             if index == last_backward and self.plan.stages[s].dp_buckets:
@@ -262,7 +262,7 @@ class _Run:
                 yield from self._pass(s, params)
             elif delay > 0:
                 yield self.env.timeout(delay)
-            now = float(self.env.now)
+            now = self.env._now  # noqa: SLF001
             stage_busy += now - t0
             if self.keep:
                 self.timeline.raw_phases.append((s, j, mb, kind, t0, now))
@@ -286,7 +286,7 @@ class _Run:
         without a generator of its own (most passes on GPUs); None for any other pass."""
         if x.stream > 0 or x.zero3 > 0 or (x.comm > 0 and not self.flows.tp_exclusive[s]):
             return None
-        now = float(self.env.now)
+        now = self.env._now  # noqa: SLF001
         end = now + x.compute
         if x.comm > 0:  # folded, as in _pass
             self._fold(s, end, x)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from bisect import bisect_right
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -178,8 +179,21 @@ class _Flow:
         self.done = done
 
 
+def _tops(flows: dict[_Flow, None], new: _Flow, rate: float) -> bool:
+    """No flow of ``flows`` but ``new`` is faster than ``rate`` (up to rounding)."""
+    top = rate * (1.0 + _TIGHT)
+    return all(g.rate <= top for g in flows if g is not new)
+
+
+def _slower(flows: dict[_Flow, None], leaving: _Flow, rate: float) -> bool:
+    """Every flow of ``flows`` but ``leaving`` is clearly slower than ``rate``."""
+    below = rate * (1.0 - _SLACK)
+    return all(g.rate < below for g in flows if g is not leaving)
+
+
 _END = attrgetter("end")
 _ORDER = attrgetter("order")
+_ROUTE = attrgetter("route")
 _RESOURCES = attrgetter("resources")
 
 
@@ -203,11 +217,20 @@ class FlowEnvironment(simpy.Environment):
         if net is None:
             super().run()
             return
-        queue, step, fire = self._queue, self.step, net._fire  # noqa: SLF001 - our network
+        queue, pop, fire = self._queue, heapq.heappop, net._fire  # noqa: SLF001 - our network
         while True:
             end = net.next_end
             if queue and queue[0][0] < end:
-                step()
+                # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
+                # per event
+                self._now, _, _, event = pop(queue)
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
+                    exc = type(event._value)(*event._value.args)  # noqa: SLF001
+                    exc.__cause__ = event._value  # noqa: SLF001
+                    raise exc
             elif end < _INF:
                 self._now = end
                 self.flow_events += 1
@@ -246,9 +269,14 @@ class FairNetwork:
         self._count_bytes = count_bytes
         self._since = [0.0] * n
         self._users = [0] * n
-        self._used = [0.0] * n  # sum of load x rate of the flows in flight
+        # sum of load x rate of the flows in flight, by resource (a dict, so that a recompute
+        # sets the resources it filled in one update)
+        self._used: dict[int, float] = dict.fromkeys(range(n), 0.0)
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
         self._active: dict[_Flow, None] = {}  # in start order
+        # the same flows ordered by route (ties: start order): the memo's key without a sort
+        # per change
+        self._sorted: list[_Flow] = []
         #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
         self._first: _Flow | None = None
@@ -272,15 +300,20 @@ class FairNetwork:
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
         flow = _Flow(route, nbytes, now, latency_s, done)
         self._active[flow] = None
+        self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
-        # it can run at its lone rate without touching a full resource: nobody's rate changes
-        # (every other flow keeps its full bottleneck), so no filling is needed
-        fits = True
+        # the rate it gets from the room the flows in flight leave, and the resource that
+        # holds it there (None: none, it runs at its lone rate)
+        rate, tight, room = alone, None, True
         for r, a in route.pairs:
             on[r][flow] = None
-            if fits and used[r] + a * alone > capacity[r] * (1.0 + _TIGHT):
-                fits = False
+            left = capacity[r] - used[r]
+            if left < a * rate:
+                if left <= capacity[r] * _SLACK:
+                    room = False  # a full resource: someone has to make room
+                elif left < a * alone * (1.0 - _TIGHT):
+                    rate, tight = left / a, r
         if self._count_bytes:
             for r, a in route.pairs:
                 carried[r] += a * nbytes
@@ -288,11 +321,15 @@ class FairNetwork:
             if not users[r]:
                 since[r] = now
             users[r] += 1
-        if fits:
+        if room and (tight is None or _tops(on[tight], flow, rate)):
+            # every flow in flight keeps its bottleneck (none is on a resource of the new flow,
+            # which were not full), and the new one gets one: the resource it fills, on which
+            # no flow is faster (or it runs alone); that is the max-min fair allocation, so
+            # no filling is needed (Bertsekas & Gallager, sec. 6.5.2)
             for r, a in route.pairs:
-                used[r] += a * alone
-            flow.rate = alone
-            flow.end = end = now + nbytes / alone
+                used[r] += a * rate
+            flow.rate = rate
+            flow.end = end = now + nbytes / rate
             if end < self.next_end:  # on a tie the flow started earlier ends first
                 self.next_end, self._first = end, flow
         else:
@@ -341,15 +378,16 @@ class FairNetwork:
         # recomputing every flow in flight is cheaper than finding the connected ones; the
         # others' rates come out the same (max-min fairness splits over connected groups)
         if len(active) <= _ALL_BELOW or len(changed) > 16:
-            group = list(active)
+            group = self._sorted
+            routes = tuple(map(_ROUTE, group))
         else:
             group = self._connected(changed)
-        group.sort(key=_ORDER)
-        routes = tuple([f.route for f in group])
+            group.sort(key=_ORDER)
+            routes = tuple(map(_ROUTE, group))
         filled = self._filled.get(routes)
         if filled is None:
             filled = self._fill(routes)
-        rates, room = filled
+        rates, used = filled
         for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
             old = f.rate
             if rate != old:
@@ -359,12 +397,10 @@ class FairNetwork:
                 f.rate = rate
                 f.end = now + f.remaining / rate
         # the group holds every flow on its resources: what they use is what is not left
-        used, capacity = self._used, self.capacity
-        for r, left in room.items():
-            used[r] = capacity[r] - left
+        self._used.update(used)
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
-        """Rates of flows on ``routes`` and the capacity left on each resource, memoised."""
+        """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
         if len(routes) == 1:
             route = routes[0]
             rates = [route.alone_Bps]
@@ -377,16 +413,19 @@ class FairNetwork:
                     room[r] = room.get(r, self.capacity[r]) - a * rate
         else:
             rates, room = self._filler.fill(routes)
+        capacity = self.capacity
+        used = {r: capacity[r] - left for r, left in room.items()}
         if len(self._filled) >= _MEMO_SIZE:
             self._filled.clear()
-        self._filled[routes] = (rates, room)
-        return rates, room
+        self._filled[routes] = (rates, used)
+        return rates, used
 
     def _fire(self) -> None:
         """The first flow to end is through (the clock is at its end)."""
         f = self._first
         assert f is not None
         del self._active[f]
+        self._sorted.remove(f)  # flows compare by identity
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
             self._users,
@@ -394,14 +433,20 @@ class FairNetwork:
             self._used,
             self.capacity,
         )
-        # if every resource it leaves was its alone or had room, no other flow was held back
-        # by it, so no rate changes
+        # if on every resource it leaves it was alone, or there was room, or every other flow
+        # was slower (so held by a bottleneck elsewhere), no other flow was held back by it,
+        # so no rate changes
         alone = True
         rate = f.rate
         route = f.route
         if self._active:
             for r, a in route.pairs:
-                if alone and len(on[r]) > 1 and used[r] >= capacity[r] * (1.0 - _SLACK):
+                if (
+                    alone
+                    and len(on[r]) > 1
+                    and used[r] >= capacity[r] * (1.0 - _SLACK)
+                    and not _slower(on[r], f, rate)
+                ):
                     alone = False
                 used[r] -= a * rate
                 del on[r][f]
@@ -417,4 +462,7 @@ class FairNetwork:
         if self._active and not alone:
             self._reschedule(route.resources, now)
         self._next()
-        f.done.succeed_in(f.latency)
+        # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
+        done = f.done
+        done._ok, done._value = True, None  # noqa: SLF001
+        self.env.schedule(done, simpy.events.NORMAL, f.latency)

@@ -16,7 +16,7 @@ waited for later, so that it overlaps the compute it feeds).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,44 +126,61 @@ class FairNet:
             capacity += [1.0] * self._channels.count  # one resource per channel class
         self.net = FairNetwork(env, capacity, count_bytes=False)  # the fabric counts them
         self._n_links = n_links
-        self._same = binding_links(fabric, flows)
-        self._routes: dict[int, Route] = {}
-        self._reads: list[Route] = []
+        # the reads' loads on the channel classes, beside their NoC loads
+        reads: list[tuple[Sequence[int], Sequence[float]]] = []
         if plan.dram is not None and flows.dram is not None:
             assert self._channels is not None
             for s, limits in enumerate(self._channels.limits):
-                noc = self._kept(flows.dram[s].noc)
-                resources = [*noc[0], *(n_links + k for k, _ in limits)]
-                loads = [*noc[1], *(1.0 / limit for _, limit in limits)]
-                passive = self._passive(flows.dram[s].noc)
-                self._reads.append(self.net.route(resources, loads, passive=passive))
+                noc = flows.dram[s].noc
+                reads.append(
+                    (
+                        [*noc.resources, *(n_links + k for k, _ in limits)],
+                        [*noc.loads, *(1.0 / limit for _, limit in limits)],
+                    )
+                )
+        table: list[tuple[Sequence[int], Sequence[float]]] = [
+            (f.resources, f.loads) for f in (*flows.tp, *flows.dp, *flows.send, *flows.grad)
+        ]
+        self._same = binding_links(capacity, table + reads)
+        self._routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
+        self._reads = [
+            self.net.route(*self._kept(*read), passive=self._passive(read[0])) for read in reads
+        ]
 
-    def _kept(self, flow: Flow) -> tuple[list[int], list[float]]:
-        """The resources of ``flow`` that can bind (see :func:`binding_links`)."""
+    def _kept(
+        self, resources: Sequence[int], loads: Sequence[float]
+    ) -> tuple[list[int], list[float]]:
+        """The resources of a flow that can bind (see :func:`binding_links`)."""
         same = self._same
-        pairs = [(r, a) for r, a in zip(flow.resources, flow.loads, strict=True) if same[r] == r]
+        pairs = [(r, a) for r, a in zip(resources, loads, strict=True) if same[r] == r]
         return [r for r, _ in pairs], [a for _, a in pairs]
 
-    def _passive(self, flow: Flow) -> list[int]:
-        """Resources of ``flow`` that never bind but keep their own busy time."""
-        return [r for r in flow.resources if self._same[r] == -1]
+    def _passive(self, resources: Sequence[int]) -> list[int]:
+        """Links of a flow that never bind but keep their own busy time (a channel class's
+        busy time is not reported, so one that never binds is dropped)."""
+        return [r for r in resources if self._same[r] == -1 and r < self._n_links]
 
     @property
     def channels(self) -> ChannelClasses | None:
         return self._channels
 
-    def _route(self, flow: Flow) -> Route:
-        route = self._routes.get(id(flow))
-        if route is None:
-            route = self._routes[id(flow)] = self.net.route(
-                *self._kept(flow), passive=self._passive(flow)
+    def _route(self, flow: Flow) -> tuple[Route, tuple[tuple[int, float], ...]]:
+        """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
+        cached = self._routes.get(id(flow))
+        if cached is None:
+            route = self.net.route(
+                *self._kept(flow.resources, flow.loads), passive=self._passive(flow.resources)
             )
-        return route
+            booked = tuple(zip(flow.resources, flow.booked, strict=True))
+            cached = self._routes[id(flow)] = (route, booked)
+        return cached
 
     def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        route = self._routes.get(id(flow)) or self._route(flow)
-        self.fabric.book(flow, nbytes)
-        if route.empty:  # never: some resource of a flow always binds (binding_links)
+        route, booked = self._routes.get(id(flow)) or self._route(flow)
+        carried = self.fabric.nbytes
+        for r, load in booked:  # Fabric.book, inlined
+            carried[r] += load * nbytes
+        if not route.pairs:  # never: some resource of a flow always binds (binding_links)
             to.succeed_in(duration)
         else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
             self.net.start(route, duration * route.alone_Bps, latency_s=0.0, done=to)
@@ -217,25 +234,29 @@ class FairNet:
         fair_busy = self.net.busy_s
         busy = [
             a + fair_busy[r if r >= 0 else i]
-            for i, (a, r) in enumerate(zip(self.fabric.busy_s, self._same, strict=True))
+            for i, (a, r) in enumerate(
+                zip(self.fabric.busy_s, self._same[: self._n_links], strict=True)
+            )
         ]
         return busy, self.fabric.nbytes
 
 
-def binding_links(fabric: Fabric, flows: FlowTable) -> list[int]:
-    """For every resource: itself if it can bind a max-min rate; else, if another resource used
+def binding_links(
+    capacity: Sequence[float], table: Sequence[tuple[Sequence[int], Sequence[float]]]
+) -> list[int]:
+    """For every resource (capacities ``capacity``, loaded by the flows of ``table``, each its
+    resources and loads): itself if it can bind a max-min rate; else, if another resource used
     by exactly the same flows can never fill later, that one (whose busy time it shares); else
     -1 (it never binds, but its busy time is tracked on its own). Resource ``l`` never binds when
     some ``l'`` carries, flow by flow, at least ``l``'s load per capacity: ``l'`` fills no later,
-    and when it fills every flow on ``l`` freezes, so dropping ``l`` changes no rate."""
-    table = [*flows.tp, *flows.dp, *flows.send, *flows.grad]
-    table += [d.noc for d in flows.dram or ()]
-    n = len(fabric.capacity_Bps)
+    and when it fills every flow on ``l`` freezes, so dropping ``l`` changes no rate. (A DRAM
+    channel class usually never binds: the mesh links to the channels fill first.)"""
+    n = len(capacity)
     v = np.zeros((n, max(1, len(table))))
-    for j, flow in enumerate(table):
-        for r, a in zip(flow.resources, flow.loads, strict=True):
+    for j, (resources, loads) in enumerate(table):
+        for r, a in zip(resources, loads, strict=True):
             v[r, j] += a
-    v /= np.asarray(fabric.capacity_Bps)[:, None]
+    v /= np.asarray(capacity)[:, None]
     used = v > 0
     same = list(range(n))
     kept: list[int] = []
