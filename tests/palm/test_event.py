@@ -423,3 +423,22 @@ def test_run_event_takes_the_network_model_from_the_plans_config() -> None:
     assert run_event(plan, record=False)[0].iteration_time_s == (
         palm.simulate(exclusive).iteration_time_s
     )
+
+
+def test_each_stage_books_only_its_own_tensor_parallel_time() -> None:
+    """The busy time booked on a stage's tensor-parallel links is that stage's collectives:
+    micro-batches x the forward and backward collective time of its chunks (Megatron 76.1B:
+    TP 8, PP 4, interleaved x3; each pipeline stage is one NVSwitch link group ``sw_out[s]``).
+    All stages once booked one running total, ~PP times too much."""
+    case = next(c for c in load_cases() if "76.1b" in c.case_id)
+    plan = build_plan(case.config)
+    result = palm.simulate(case.config, engine="event")
+    p = case.config.parallelism.pp
+    expected = [0.0] * p
+    for g, ch in enumerate(plan.chunks):
+        forward = ch.tp_forward_s + ch.recv_forward_s
+        per_micro_batch = forward + ch.tp_backward_s + ch.recv_backward_s
+        expected[g % p] += plan.micro_batches * per_micro_batch
+    booked = {link.name: link.busy_fraction * result.iteration_time_s for link in result.links}
+    for s in range(p):
+        assert booked[f"sw_out[{s}]"] == pytest.approx(expected[s], rel=1e-9)

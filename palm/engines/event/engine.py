@@ -176,6 +176,8 @@ class _Run:
         p = self.p
         self.pipe_end, self.stage_end = [0.0] * p, [0.0] * p
         self.busy, self.sent_bytes, self.received = [0.0] * p, [0.0] * p, [0.0] * p
+        # tensor-parallel time and bytes folded into each stage's passes (one total per stage)
+        self._tp_busy, self._tp_bytes = [0.0] * p, [0.0] * p
         self.done_last: list[float] = []
         self.group = par.tp * par.data_ranks
         self.forward, self.backward = self._pass_params()
@@ -233,7 +235,6 @@ class _Run:
             training=self.training,
         )
         last_backward = max((i for i, op in enumerate(program) if op[0] == "B"), default=-1)
-        self._tp_busy = self._tp_bytes = 0.0
         stage_busy = 0.0
         dp_proc = None
         for index, (kind, j, mb) in enumerate(program):
@@ -273,8 +274,8 @@ class _Run:
             elif forward:
                 self.done_last.append(now)
         self.busy[s] = stage_busy
-        if self._tp_busy:
-            self.net.account(self.flows.tp[s], self._tp_busy, self._tp_bytes)
+        if self._tp_busy[s]:
+            self.net.account(self.flows.tp[s], self._tp_busy[s], self._tp_bytes[s])
         self.pipe_end[s] = float(self.env.now)
         if dp_proc is not None:
             yield dp_proc
@@ -319,8 +320,8 @@ class _Run:
             yield from net.blocking(self.flows.dp[s], x.zero3, 0.0, s)
 
     def _fold(self, s: int, start: float, x: _PassParams) -> None:
-        self._tp_busy += x.comm
-        self._tp_bytes += x.sent
+        self._tp_busy[s] += x.comm
+        self._tp_bytes[s] += x.sent
         if self.keep:
             flow = self.flows.tp[s]
             self.timeline.raw_flows.append(("tp", flow.resources, start, start + x.comm, s))
