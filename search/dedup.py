@@ -37,10 +37,13 @@ __all__ = [
     "STALL_AFTER",
     "Unrepeating",
     "PerTrialView",
+    "INVALID_CONSTRAINT",
 ]
 
 KEY_ATTR = "config_key"
 DUPLICATE_ATTR = "duplicate_of"
+#: the constraint of a draw whose choices contradict each other (search.objective)
+INVALID_CONSTRAINT = "invalid_choices"
 
 
 def config_key(tables: dict[str, Any]) -> str:
@@ -167,7 +170,7 @@ def configuration_counts(study: optuna.Study) -> dict[str, int]:
         elif t.state == optuna.trial.TrialState.FAIL:
             out["failed"] += 1
         elif t.state == optuna.trial.TrialState.PRUNED:
-            invalid = "invalid_choices" in t.constraints
+            invalid = INVALID_CONSTRAINT in t.constraints
             out["invalid" if invalid else "overflow"] += 1
     return out
 
@@ -216,8 +219,10 @@ class Unrepeating(optuna.samplers.BaseSampler):
     proposes it again. So the search becomes the base's choice with one decision moved
     (a local step around what it believes best), widening while it keeps hitting known
     configurations. Duplicates are recognised by the user attribute that
-    :class:`search.objective.Objective` sets. Constraint handling, multi-objective support
-    and seeding are the base's; the base reads the trials through :class:`PerTrialView`.
+    :class:`search.objective.Objective` sets; for a base that reads completed trials only
+    (GP, NSGA-II, CMA-ES), an invalid draw it proposed before counts as a duplicate too.
+    Constraint handling, multi-objective support and seeding are the base's; the base reads
+    the trials through :class:`PerTrialView`.
     """
 
     def __init__(self, base: optuna.samplers.BaseSampler, *, seed: int | None = None) -> None:
@@ -227,6 +232,12 @@ class Unrepeating(optuna.samplers.BaseSampler):
         self._rng = random.Random(seed)
         self._step = 0  # parameters to mutate in the next trial
         self._mutate: set[str] = set()
+        from search.samplers import learns_from_pruned  # samplers imports nothing of ours
+
+        #: the base reads completed trials only (GP, NSGA-II, CMA-ES): it never sees an
+        #: invalid draw, which is pruned, and proposes it again and again
+        self._blind = not learns_from_pruned(base)
+        self._invalid: set[tuple[tuple[str, Any], ...]] = set()
 
     def __str__(self) -> str:
         return f"Unrepeating({self.base})"
@@ -257,7 +268,7 @@ class Unrepeating(optuna.samplers.BaseSampler):
 
     def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
         self.base.after_trial(study, trial, state, values)
-        if DUPLICATE_ATTR in trial.user_attrs:
+        if DUPLICATE_ATTR in trial.user_attrs or self._repeated_invalid(trial):
             self._step = max(1, 2 * self._step)
         elif self._step:
             self._step = max(1, self._step // 2)
@@ -266,6 +277,16 @@ class Unrepeating(optuna.samplers.BaseSampler):
             self._mutate = set(self._rng.sample(names, min(len(names), self._step)))
         else:
             self._mutate = set()
+
+    def _repeated_invalid(self, trial: FrozenTrial) -> bool:
+        """``trial`` is an invalid draw the base proposed before, and the base cannot see
+        invalid draws: steered off it as off a duplicate."""
+        if not self._blind or INVALID_CONSTRAINT not in trial.constraints:
+            return False
+        params = tuple(sorted(trial.params.items()))
+        seen = params in self._invalid
+        self._invalid.add(params)
+        return seen
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()

@@ -37,7 +37,7 @@ from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
-from search.dedup import DUPLICATE_ATTR, KEY_ATTR, SeenConfigs, config_key
+from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT, KEY_ATTR, SeenConfigs, config_key
 from search.lifecycle import interruptible
 from search.storage import WORKER_ATTR, worker_id
 from search.study_file import StudySpec
@@ -146,7 +146,7 @@ class Objective:
         try:
             draft = self.spec.space.sample(trial, self.spec.context)
         except Infeasible as exc:
-            trial.set_constraint("invalid_choices", INVALID_PENALTY)
+            trial.set_constraint(INVALID_CONSTRAINT, INVALID_PENALTY)
             trial.set_user_attr("pruned", f"invalid choices: {exc}")
             raise optuna.TrialPruned(str(exc)) from None
         try:
