@@ -660,3 +660,28 @@ def test_a_trials_result_attribute_holds_the_results_fields() -> None:
     stored = search.objective._result_attrs(result)
     assert stored == {k: data[k] for k in RESULT_FIELDS}
     assert json.loads(json.dumps(stored)) == stored
+
+
+def test_a_sampler_blind_to_pruned_trials_is_steered_off_a_repeated_invalid_draw() -> None:
+    """GP, NSGA-II and CMA-ES read completed trials only: an invalid draw (pruned) is never
+    seen and, GP's acquisition being deterministic, proposed again for every trial.
+    Unrepeating treats the repeat as a duplicate and moves a decision at random."""
+
+    class Stuck(optuna.samplers.NSGAIISampler):  # reads COMPLETE trials only, as GP
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return {}
+
+        def sample_independent(self, study: Any, trial: Any, name: str, dist: Any) -> Any:
+            return dist.choices[0]
+
+    def objective(trial: optuna.Trial) -> float:
+        if trial.suggest_categorical("x", [0, 1, 2, 3]) == 0:
+            trial.set_constraint("invalid_choices", 2.0**50)
+            raise optuna.TrialPruned("invalid choices")
+        return 1.0
+
+    study = optuna.create_study(sampler=Unrepeating(Stuck(seed=0), seed=0))
+    study.optimize(objective, n_trials=12)
+    xs = [t.params["x"] for t in study.trials]
+    assert xs[:2] == [0, 0]  # the base's own proposal, twice
+    assert xs.count(0) < 8, xs  # then steered off it
