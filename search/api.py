@@ -173,12 +173,13 @@ def _optimize_here(
         bar = Progress(total=n_trials, first=len(tuning.study.trials), stream=sys.stderr)
         callbacks.append(bar)
     size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
-    callbacks.append(NewConfigBudget(n_trials, size=size))
+    simulator = Objective(tuning.spec)
+    callbacks.append(NewConfigBudget(n_trials, size=size, seen=simulator.seen))
     if not isinstance(tuning.study.sampler, Unrepeating):
         tuning.study.sampler = Unrepeating(tuning.study.sampler, seed=tuning.spec.seed)
     objective = attach_when_best(
         report_overflow(
-            Objective(tuning.spec),
+            simulator,
             tuning.spec.objectives,
             memory_unit=memory_unit_bytes(tuning.study),
             complete=not learns_from_pruned(tuning.study.sampler),

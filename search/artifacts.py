@@ -194,8 +194,9 @@ def attach_when_best(
         values = [out] if isinstance(out, (int, float)) else out
         if not best:
             best.append(_BestSoFar(trial.study, objectives))
-        fits = trial.user_attrs.get("memory_overflow_bytes", 0.0) <= 0
-        if fits and "config" in trial.user_attrs and best[0].beaten_by(trial.study, values):
+        attrs = trial.user_attrs  # a deep copy of them all: read once
+        fits = attrs.get("memory_overflow_bytes", 0.0) <= 0
+        if fits and "config" in attrs and best[0].beaten_by(trial.study, values):
             _attach(trial, store_dir)
         return out
 

@@ -6,6 +6,13 @@ already evaluated, or is it evaluating, this configuration?" from the study's st
 worker processes and resumed runs share the answer. It indexes each finished trial once and
 re-reads only trials that were unfinished or new (Optuna's cached RDB storage and the journal
 storage both serve those incrementally).
+
+Reads of the trials cost a storage query each on an RDB storage (SQLite, PostgreSQL); the
+tuner reads them once per trial. The look-up and the stop rules use Optuna's per-trial copy
+(``Study._get_trials(use_cache=True)``, filled at the trial's first read), and
+:class:`Unrepeating` shows its base sampler the study through :class:`PerTrialView`, so that
+Optuna's TPE with ``constant_liar`` (Optuna 5's default), which otherwise reads the storage
+for every parameter it samples, reads that copy too.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import optuna
 from optuna.trial import FrozenTrial
@@ -29,10 +36,14 @@ __all__ = [
     "configuration_counts",
     "STALL_AFTER",
     "Unrepeating",
+    "PerTrialView",
+    "INVALID_CONSTRAINT",
 ]
 
 KEY_ATTR = "config_key"
 DUPLICATE_ATTR = "duplicate_of"
+#: the constraint of a draw whose choices contradict each other (search.objective)
+INVALID_CONSTRAINT = "invalid_choices"
 
 
 def config_key(tables: dict[str, Any]) -> str:
@@ -67,6 +78,8 @@ class SeenConfigs:
     def __init__(self) -> None:
         self._finished: dict[str, Seen] = {}
         self._done: set[int] = set()
+        #: the key of every finished trial that was not a duplicate (failed ones included)
+        self.keys: set[str] = set()
 
     def lookup(self, study: optuna.Study, key: str, *, number: int) -> Seen | None:
         """The earliest other trial of ``study`` with configuration ``key`` (not itself a
@@ -77,12 +90,20 @@ class SeenConfigs:
                 continue
             k = t.user_attrs.get(KEY_ATTR)
             if t.state.is_finished():
-                self._done.add(t.number)
-                if k is not None and DUPLICATE_ATTR not in t.user_attrs:
-                    self._remember(k, t)
+                self.add(t)
             elif k == key and (running is None or t.number < running.number):
                 running = Seen(t.number, t.state, {})
         return self._finished.get(key) or running
+
+    def add(self, t: FrozenTrial) -> None:
+        """Index the finished trial ``t`` (once; a later call for it does nothing)."""
+        if t.number in self._done:
+            return
+        self._done.add(t.number)
+        k = t.user_attrs.get(KEY_ATTR)
+        if k is not None and DUPLICATE_ATTR not in t.user_attrs:
+            self.keys.add(k)
+            self._remember(k, t)
 
     def _remember(self, key: str, t: FrozenTrial) -> None:
         if t.state == optuna.trial.TrialState.FAIL:
@@ -101,11 +122,20 @@ class NewConfigBudget:
     """Optuna callback: stop ``optimize`` once ``n`` new configurations (trials that are
     not duplicates) were evaluated in this process, once the study holds every one of the
     space's ``size`` configurations (when known), or after :data:`STALL_AFTER` duplicate
-    proposals in a row. ``n = None``: only the other two rules (a run bounded by a timeout)."""
+    proposals in a row. ``n = None``: only the other two rules (a run bounded by a timeout).
 
-    def __init__(self, n: int | None, *, size: int | None = None) -> None:
+    ``seen``: the objective's :class:`SeenConfigs` (its look-up already indexed the trials
+    of every worker as the trial began, so the count costs no storage read; another worker's
+    trial that finished since is counted one trial later). Without it the callback indexes
+    the study's trials itself, after every trial."""
+
+    def __init__(
+        self, n: int | None, *, size: int | None = None, seen: SeenConfigs | None = None
+    ) -> None:
         self.n, self.size, self.new, self.duplicates, self._in_row = n, size, 0, 0, 0
         self.stalled = self.exhausted = False
+        self._own = seen is None
+        self.seen = SeenConfigs() if seen is None else seen
 
     def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
         if DUPLICATE_ATTR in trial.user_attrs:
@@ -116,12 +146,12 @@ class NewConfigBudget:
             self._in_row = 0
         self.stalled = self._in_row >= STALL_AFTER
         if self.size is not None:
-            keys = {
-                t.user_attrs.get(KEY_ATTR)
-                for t in _trials(study)  # the per-trial copy: no storage read of its own
-                if DUPLICATE_ATTR not in t.user_attrs
-            }
-            self.exhausted = len(keys - {None}) >= self.size
+            if self._own:
+                for t in _trials(study):
+                    if t.state.is_finished():
+                        self.seen.add(t)
+            self.seen.add(trial)
+            self.exhausted = len(self.seen.keys) >= self.size
         if self.stalled or self.exhausted or (self.n is not None and self.new >= self.n):
             study.stop()
 
@@ -140,9 +170,42 @@ def configuration_counts(study: optuna.Study) -> dict[str, int]:
         elif t.state == optuna.trial.TrialState.FAIL:
             out["failed"] += 1
         elif t.state == optuna.trial.TrialState.PRUNED:
-            invalid = "invalid_choices" in t.constraints
+            invalid = INVALID_CONSTRAINT in t.constraints
             out["invalid" if invalid else "overflow"] += 1
     return out
+
+
+class PerTrialView:
+    """``study`` as a sampler sees it while it samples one trial: every read of the trials is
+    served from Optuna's per-trial copy (``Study._get_trials(use_cache=True)``, which Optuna
+    refreshes when a trial is asked for and told), everything else is the study's.
+
+    Optuna's TPE with ``constant_liar`` (Optuna 5's default) reads the storage anew for every
+    parameter (to see other workers' RUNNING trials), a query each on an RDB storage. The copy
+    was read at the trial's first read of the trials, after the trial was created, so it holds
+    every RUNNING trial of every worker as of that moment, milliseconds earlier; with one
+    worker it holds exactly what the fresh reads would."""
+
+    def __init__(self, study: optuna.Study) -> None:
+        self._study = study
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _get_trials(
+        self, deepcopy: bool = True, states: Any = None, use_cache: bool = False
+    ) -> list[FrozenTrial]:
+        get = getattr(self._study, "_get_trials", None)
+        if get is None:  # pragma: no cover - an Optuna without the per-trial cache
+            return self._study.get_trials(deepcopy=deepcopy, states=states)
+        return list(get(deepcopy=deepcopy, states=states, use_cache=True))
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
+        return self._get_trials(deepcopy=deepcopy, states=states)
+
+
+def _view(study: optuna.Study) -> optuna.Study:
+    return cast(optuna.Study, PerTrialView(study))
 
 
 class Unrepeating(optuna.samplers.BaseSampler):
@@ -156,8 +219,10 @@ class Unrepeating(optuna.samplers.BaseSampler):
     proposes it again. So the search becomes the base's choice with one decision moved
     (a local step around what it believes best), widening while it keeps hitting known
     configurations. Duplicates are recognised by the user attribute that
-    :class:`search.objective.Objective` sets. Constraint handling, multi-objective support
-    and seeding are the base's.
+    :class:`search.objective.Objective` sets; for a base that reads completed trials only
+    (GP, NSGA-II, CMA-ES), an invalid draw it proposed before counts as a duplicate too.
+    Constraint handling, multi-objective support and seeding are the base's; the base reads
+    the trials through :class:`PerTrialView`.
     """
 
     def __init__(self, base: optuna.samplers.BaseSampler, *, seed: int | None = None) -> None:
@@ -167,25 +232,31 @@ class Unrepeating(optuna.samplers.BaseSampler):
         self._rng = random.Random(seed)
         self._step = 0  # parameters to mutate in the next trial
         self._mutate: set[str] = set()
+        from search.samplers import learns_from_pruned  # samplers imports nothing of ours
+
+        #: the base reads completed trials only (GP, NSGA-II, CMA-ES): it never sees an
+        #: invalid draw, which is pruned, and proposes it again and again
+        self._blind = not learns_from_pruned(base)
+        self._invalid: set[tuple[tuple[str, Any], ...]] = set()
 
     def __str__(self) -> str:
         return f"Unrepeating({self.base})"
 
     def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
-        return self.base.infer_relative_search_space(study, trial)
+        return self.base.infer_relative_search_space(_view(study), trial)
 
     def sample_relative(
         self, study: Any, trial: Any, search_space: dict[str, Any]
     ) -> dict[str, Any]:
-        out = dict(self.base.sample_relative(study, trial, search_space))
-        for name in self._mutate & set(out):
+        out = dict(self.base.sample_relative(_view(study), trial, search_space))
+        for name in sorted(self._mutate & set(out)):  # in a fixed order: one RNG stream
             out[name] = self._random.sample_independent(study, trial, name, search_space[name])
         return out
 
     def sample_independent(self, study: Any, trial: Any, name: str, dist: Any) -> Any:
         if name in self._mutate:
             return self._random.sample_independent(study, trial, name, dist)
-        return self.base.sample_independent(study, trial, name, dist)
+        return self.base.sample_independent(_view(study), trial, name, dist)
 
     def before_trial(self, study: Any, trial: Any) -> None:
         self.base.before_trial(study, trial)
@@ -197,7 +268,7 @@ class Unrepeating(optuna.samplers.BaseSampler):
 
     def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
         self.base.after_trial(study, trial, state, values)
-        if DUPLICATE_ATTR in trial.user_attrs:
+        if DUPLICATE_ATTR in trial.user_attrs or self._repeated_invalid(trial):
             self._step = max(1, 2 * self._step)
         elif self._step:
             self._step = max(1, self._step // 2)
@@ -206,6 +277,16 @@ class Unrepeating(optuna.samplers.BaseSampler):
             self._mutate = set(self._rng.sample(names, min(len(names), self._step)))
         else:
             self._mutate = set()
+
+    def _repeated_invalid(self, trial: FrozenTrial) -> bool:
+        """``trial`` is an invalid draw the base proposed before, and the base cannot see
+        invalid draws: steered off it as off a duplicate."""
+        if not self._blind or INVALID_CONSTRAINT not in trial.constraints:
+            return False
+        params = tuple(sorted(trial.params.items()))
+        seen = params in self._invalid
+        self._invalid.add(params)
+        return seen
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()

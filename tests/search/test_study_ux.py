@@ -101,6 +101,7 @@ def test_a_studys_objective_names_show_in_best_json(
     assert throughput == data["throughput_samples_per_s"]
     assert memory_gib == pytest.approx(data["peak_memory_bytes"] / 2**30)  # GiB, not bytes
     assert 0.01 < memory_gib < 1000
+    assert data["fits_memory"] is True and data["memory_overflow_bytes"] <= 0  # from `result`
 
 
 def test_the_python_api_takes_what_create_study_returns_and_optunas_arguments(
