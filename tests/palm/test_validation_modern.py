@@ -71,3 +71,17 @@ def test_table_corrections_take_the_recipe_layout_and_say_so() -> None:
     assert b200.parallelism.ep == 64 and b200.training.micro_batch == 4
     h100 = by_id["mb2511-h100-gpt-oss-120b-64g-bf16"]
     assert h100.training.micro_batch == 1 and h100.parallelism.ep == 8 and h100.parallelism.pp == 4
+
+
+def test_dgx_b300_rows_run_their_nics_at_400_gbps_and_the_preset_keeps_the_datasheet() -> None:
+    """docs/validation.md, "Network of the DGX B300": a mapping override, not a preset edit."""
+    from palm.hardware.presets import hardware_preset
+    from palm.hardware.spec import GpuClusterHardware
+
+    data = load_modern_cases()
+    b300 = [c.config.hardware for c in data.cases if c.config.hardware.name == "dgx-b300"]
+    assert b300 and all(
+        isinstance(h, GpuClusterHardware) and h.inter_node_bandwidth_gbps == 50.0 for h in b300
+    )
+    preset = hardware_preset("dgx-b300")
+    assert isinstance(preset, GpuClusterHardware) and preset.inter_node_bandwidth_gbps == 100.0
