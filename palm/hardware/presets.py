@@ -60,10 +60,10 @@ _DGX_B300 = replace(
     name="dgx-b300",
     hbm_gib=288e9 / 2**30,
     inter_node_bandwidth_gbps=100.0,
-    fp8_matmul_efficiency=0.551,
-    attention_efficiency=0.549,
-    grouped_gemm_efficiency=0.463,
-    grouped_gemm_expert_us=2.339,
+    fp8_matmul_efficiency=0.544,
+    attention_efficiency=0.581,
+    grouped_gemm_efficiency=0.474,
+    grouped_gemm_expert_us=0.001,
 )
 
 HARDWARE_PRESETS: dict[str, Hardware] = {
