@@ -5,7 +5,8 @@ MosaicML llm-foundry, torchtitan, Megatron-LM) with its model, cluster and plan.
 turns a row into a :class:`~palm.strategy.SimConfig` with the hardware preset of its GPU, or
 says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each one line:
 
-* GPU -> preset (:data:`GPU_PRESETS`); A100 40 GB rows override the memory size and bandwidth;
+* GPU -> preset (:data:`GPU_PRESETS`); A100 40 GB rows override the memory size and bandwidth,
+  DGX B300 rows the NIC rate (400 Gb/s, as measured; the preset keeps the datasheet's 800);
 * precision: every FP8 recipe (Transformer Engine delayed / current scaling, MXFP8, torchao
   float8) -> ``fp8``; ``NVFP4`` has no precision in the simulator yet (left out);
   unstated (Megatron-LM README) -> ``bf16``, which its MFU implies;
@@ -24,6 +25,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   dropless with forced balanced routing (the page's footnote) -> ``load_imbalance = 1.0``.
   Both price the same busiest-device load (1.0); the dropless dispatcher's host
   synchronisation is not modelled (docs/validation.md, "Rows measured twice");
+* two Megatron-Bridge 25.11 rows whose layout columns contradict the workload config at the
+  table's own commit take the config's value (:data:`TABLE_CORRECTIONS`, each with its
+  evidence; docs/validation.md, "Layout columns corrected");
 * rows whose recipe uses DeepEP or HybridEP (``moe_flex_dispatcher_backend`` in the workload
   config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``, and those that
   overlap the expert all-to-all with another micro-batch (DeepSeek-V3 on H100 in 25.09)
@@ -46,6 +50,7 @@ from palm.validation import ValidationCase
 
 __all__ = [
     "GPU_PRESETS",
+    "TABLE_CORRECTIONS",
     "LeftOut",
     "ModernCases",
     "default_modern_file",
@@ -66,8 +71,30 @@ GPU_PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     # power-of-two jobs on NVL72 racks run in NVLink segments of 16 trays = 64 GPUs (SLURM
     # --segment, as NVIDIA's GB200 recipes launch them), so no pipeline stage straddles racks
     "GB200": ("gb200-nvl72", {"gpus_per_node": 64}),
-    "B300": ("dgx-b300", {}),
+    # the DGX B300 of the Megatron-Bridge tables runs its ConnectX-8 NICs at 400 Gb/s (50 GB/s
+    # per GPU), not the datasheet's "up to 800": its archived 26.02 run of gpt-oss-120B at
+    # EP 64 (the all-to-all crosses the NICs) measures 8359 tokens/s/GPU against 8047 on
+    # DGX B200 with the same plan and release (docs/validation.md, "Network of the DGX B300")
+    "B300": ("dgx-b300", {"inter_node_bandwidth_gbps": 50.0}),
     "GB300": ("gb300-nvl72", {"gpus_per_node": 64}),
+}
+
+#: Rows whose layout columns contradict both the Megatron-Bridge workload config at the
+#: table's own commit and the same plan measured in a later release: row id -> (the config's
+#: values as ``"table.field"`` -> value, the evidence). Each is marked as an assumption.
+TABLE_CORRECTIONS: dict[str, tuple[dict[str, Any], str]] = {
+    "mb2511-b200-gpt-oss-120b-64g-bf16": (
+        {"parallelism.ep": 64, "training.recompute": "selective"},
+        "ep 64 and recompute layernorm,moe_act from GPT_OSS_120B_PRETRAIN_CONFIG_B200_BF16 "
+        "@5776a6d9 (the table's EP 8 repeats the H100 row; 26.02 archive: B200 at EP 64 "
+        "8047 tokens/s/GPU as this row's 8213, at EP 8 13722)",
+    ),
+    "mb2511-h100-gpt-oss-120b-64g-bf16": (
+        {"training.micro_batch": 1, "training.recompute": "selective"},
+        "micro_batch 1 and recompute layernorm,moe_act from "
+        "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16 @5776a6d9 (the table's GA 2 contradicts its "
+        "MBS 4, which needs GA 8; 26.02 archive: the same plan at MBS 1, 5993 tokens/s/GPU)",
+    ),
 }
 
 _FP8_WORDS = ("fp8", "float8")
@@ -239,6 +266,12 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         },
         "parallelism": parallelism,
     }
+    if row["id"] in TABLE_CORRECTIONS:
+        values, why = TABLE_CORRECTIONS[row["id"]]
+        for key, value in values.items():
+            table, name = key.split(".")
+            tables[table][name] = value
+        assumed.append(f"layout corrected: {why}")
     return tables, tuple(assumed)
 
 

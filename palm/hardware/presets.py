@@ -45,8 +45,8 @@ _DGX_B200 = GpuClusterHardware(
     matmul_efficiency=0.671,
     fp8_matmul_efficiency=0.472,
     attention_efficiency=0.380,
-    grouped_gemm_efficiency=0.453,
-    grouped_gemm_expert_us=23.654,
+    grouped_gemm_efficiency=0.489,
+    grouped_gemm_expert_us=25.006,
 )
 
 # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
@@ -60,10 +60,10 @@ _DGX_B300 = replace(
     name="dgx-b300",
     hbm_gib=288e9 / 2**30,
     inter_node_bandwidth_gbps=100.0,
-    fp8_matmul_efficiency=0.551,
-    attention_efficiency=0.549,
-    grouped_gemm_efficiency=0.463,
-    grouped_gemm_expert_us=2.339,
+    fp8_matmul_efficiency=0.544,
+    attention_efficiency=0.581,
+    grouped_gemm_efficiency=0.474,
+    grouped_gemm_expert_us=0.001,
 )
 
 HARDWARE_PRESETS: dict[str, Hardware] = {
@@ -112,8 +112,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.626,
-        grouped_gemm_expert_us=20.434,
+        grouped_gemm_efficiency=0.521,
+        grouped_gemm_expert_us=9.147,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -133,8 +133,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.567,
         fp8_matmul_efficiency=0.535,
         attention_efficiency=0.178,
-        grouped_gemm_efficiency=0.626,
-        grouped_gemm_expert_us=20.434,
+        grouped_gemm_efficiency=0.521,
+        grouped_gemm_expert_us=9.147,
     ),
     "dgx-b200": _DGX_B200,  # sources above the constant
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 
-from palm.validation_modern import default_modern_file, load_modern_cases
+from palm.validation_modern import TABLE_CORRECTIONS, default_modern_file, load_modern_cases
 from palm.validation_report import generation, modern_report
 from search.cli import build_parser
 
@@ -53,3 +53,35 @@ def test_report_groups_by_generation_and_cli_prints_both_sets() -> None:
     out = io.StringIO()
     assert args.handler(args, out) == 0
     assert json.loads(out.getvalue())["engine"] == "event"
+
+
+def test_table_corrections_take_the_recipe_layout_and_say_so() -> None:
+    """Each correction names a row of the set and real fields, changes what it says, and is
+    listed among the row's assumptions (docs/validation.md, "Layout columns corrected")."""
+    data = load_modern_cases()
+    by_id = {c.case_id: c.config for c in data.cases}
+    for case_id, (values, why) in TABLE_CORRECTIONS.items():
+        assert case_id in by_id and why
+        config = by_id[case_id]
+        for key, value in values.items():
+            table, name = key.split(".")
+            assert getattr(getattr(config, table), name) == value
+        assert any(a.startswith("layout corrected:") for a in data.assumptions[case_id])
+    b200 = by_id["mb2511-b200-gpt-oss-120b-64g-bf16"]
+    assert b200.parallelism.ep == 64 and b200.training.micro_batch == 4
+    h100 = by_id["mb2511-h100-gpt-oss-120b-64g-bf16"]
+    assert h100.training.micro_batch == 1 and h100.parallelism.ep == 8 and h100.parallelism.pp == 4
+
+
+def test_dgx_b300_rows_run_their_nics_at_400_gbps_and_the_preset_keeps_the_datasheet() -> None:
+    """docs/validation.md, "Network of the DGX B300": a mapping override, not a preset edit."""
+    from palm.hardware.presets import hardware_preset
+    from palm.hardware.spec import GpuClusterHardware
+
+    data = load_modern_cases()
+    b300 = [c.config.hardware for c in data.cases if c.config.hardware.name == "dgx-b300"]
+    assert b300 and all(
+        isinstance(h, GpuClusterHardware) and h.inter_node_bandwidth_gbps == 50.0 for h in b300
+    )
+    preset = hardware_preset("dgx-b300")
+    assert isinstance(preset, GpuClusterHardware) and preset.inter_node_bandwidth_gbps == 100.0
