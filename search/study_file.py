@@ -11,7 +11,7 @@ trials = 40                    # new configurations (duplicate proposals are not
 seed = 0
 engine = "event"
 screen = 200                   # analytical screening first (default 200 on GPUs; on meshes
-                               # min(100, trials))
+                               # min(100, trials), none under 20 trials)
 screen_top = 10                # screened configurations simulated first
 
 [space]                        # see spaces.space_from_table
@@ -92,10 +92,13 @@ DEFAULT_SCREEN_TOP = 10
 
 
 def default_screen(base: SimConfig, *, trials: int) -> int:
-    """Configurations screened analytically when the study file does not say."""
-    if base.hardware.topology == "mesh2d":
-        return min(DEFAULT_SCREEN_MESH, trials)
-    return DEFAULT_SCREEN
+    """Configurations screened analytically when the study file does not say. On a mesh none
+    for a study of fewer than ``2 * DEFAULT_SCREEN_TOP`` trials: its screening (one
+    configuration per trial) would be little more than an order for the enqueued half of
+    its budget."""
+    if base.hardware.topology != "mesh2d":
+        return DEFAULT_SCREEN
+    return min(DEFAULT_SCREEN_MESH, trials) if trials >= 2 * DEFAULT_SCREEN_TOP else 0
 
 
 @dataclass(frozen=True)

@@ -581,14 +581,19 @@ screen_top = 3
 
 def test_a_mesh_study_screens_one_configuration_per_trial_by_default() -> None:
     # on a mesh a screening is cheap only in a batch (palm.network.memo): at most one
-    # analytical run per event trial of the budget, and at most 100
+    # analytical run per event trial of the budget, at most 100, none under 20 trials
     tuning_spec = search.study_file.load_study(QUICKSTART)
     assert tuning_spec.trials == 40 and tuning_spec.screen == 40
 
 
 @pytest.mark.parametrize(
     ("base", "trials", "screen"),
-    [("wafer-t18b.toml", 300, 100), ("wafer-t18b.toml", 7, 7), ("t18b-dgx-a100.toml", 7, 200)],
+    [
+        ("wafer-t18b.toml", 300, 100),
+        ("wafer-t18b.toml", 20, 20),
+        ("wafer-t18b.toml", 19, 0),  # a small study: no screening
+        ("t18b-dgx-a100.toml", 7, 200),
+    ],
 )
 def test_the_default_screening_size(tmp_path: Path, base: str, trials: int, screen: int) -> None:
     path = _study_file(tmp_path, "sized", f'base = "{REPO / "examples" / base}"\ntrials = {trials}')
