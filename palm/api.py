@@ -11,7 +11,7 @@ from palm.engines.event.engine import Timeline, run_event
 from palm.engines.gemm import run_gemm
 from palm.errors import ConfigError, SimulationError
 from palm.plan import Plan, build_plan
-from palm.plan.context import plan_context
+from palm.plan.context import PlanContext, plan_context
 from palm.plan.memory import recompute_mode, stage_memory, stage_params
 from palm.result import Result
 from palm.strategy import SimConfig
@@ -22,6 +22,7 @@ __all__ = [
     "plan_for",
     "simulate_plan",
     "memory_check",
+    "analytical_if_fits",
     "MemoryCheck",
     "ENGINES",
     "DEFAULT_ENGINE",
@@ -89,9 +90,17 @@ def memory_check(config: SimConfig) -> MemoryCheck:
     (:mod:`palm.plan.memory`: parameters, optimizer states, stashed activations,
     ``recompute = "auto"``), without pricing the products, rings and flows of the plan (the
     larger share of building it), so a caller can reject a plan that does not fit first."""
+    return _memory_check(_context(config))
+
+
+def _context(config: SimConfig) -> PlanContext:
     if config.model.family == "gemm":
         raise ConfigError("model.family", "gemm", "a model with a pipeline plan")
-    ctx = plan_context(config, with_links=False)
+    return plan_context(config, with_links=False)
+
+
+def _memory_check(ctx: PlanContext) -> MemoryCheck:
+    config = ctx.config
     params = stage_params(ctx)
     mode = recompute_mode(ctx, params)
     peak = max(
@@ -99,6 +108,18 @@ def memory_check(config: SimConfig) -> MemoryCheck:
         for s in range(config.parallelism.pp)
     )
     return MemoryCheck(peak_bytes=peak, capacity_bytes=config.hardware.device_memory_bytes)
+
+
+def analytical_if_fits(config: SimConfig) -> Result | None:
+    """The analytical engine's result of ``config``, or ``None`` when it does not fit in
+    memory (:func:`memory_check`): the check and the plan share one
+    :func:`~palm.plan.context.plan_context` (for a screening of many configurations)."""
+    ctx = _context(config)
+    if _memory_check(ctx).overflow_bytes > 0:
+        return None
+    start = time.perf_counter()
+    plan = build_plan(config, context=ctx)
+    return simulate_plan(plan, engine="analytical", started=start)[0]
 
 
 def simulate_plan(

@@ -15,6 +15,7 @@ the device count, ...) are in :func:`validate`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -492,8 +493,15 @@ _NONNEG_INTS = {
 _T = typing.TypeVar("_T")
 
 
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved field types of a config dataclass (resolving them is most of the cost
+    of parsing a configuration; a class's hints never change)."""
+    return typing.get_type_hints(cls)
+
+
 def _build(cls: type[_T], table: dict[str, Any], section: str, *, base: _T | None = None) -> _T:
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)  # type: ignore[arg-type]  # a class is hashable
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     values: dict[str, Any] = {}
     for key, raw in table.items():

@@ -237,7 +237,9 @@ def optimize(
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
     if tuning.spec.screen:  # once per study, before any worker starts
-        screen(tuning.study, tuning.spec, budget=tuning.spec.screen, top=tuning.spec.screen_top)
+        # no more enqueued than this run simulates (none left waiting after it)
+        top = tuning.spec.screen_top if n is None else min(tuning.spec.screen_top, n)
+        screen(tuning.study, tuning.spec, budget=tuning.spec.screen, top=top)
     if workers == 1:
         _optimize_here(tuning, n, timeout, progress)
         return [os.getpid()]

@@ -6,10 +6,12 @@ configurations at a fraction of the event engine's cost (measured in docs/tuning
 screening draws ``budget`` distinct configurations (every one when the space is that small,
 else a seeded random sample of them), drops those that do not fit in memory (the memory
 check is the same for both engines and builds no plan), ranks the rest by the analytical
-value of the study's first objective and enqueues the ``top`` best into the study
-(``study.enqueue_trial``): the event engine evaluates them first, and the sampler (TPE) starts
-from them instead of from random draws. The screening runs once per study; its size, wall
-time and the enqueued configurations are stored as the study's user attribute ``screening``.
+value of the study's first objective (the candidates' plans sharing their routes through
+:func:`palm.network.memo.shared_geometry`, which leaves every value unchanged) and enqueues
+the ``top`` best into the study (``study.enqueue_trial``): the event engine evaluates them
+first, and the sampler (TPE) starts from them instead of from random draws. The screening
+runs once per study; its size, wall time and the enqueued configurations are stored as the
+study's user attribute ``screening``.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from typing import Any
 
 import optuna
 
-from palm.api import memory_check
-from palm.config import config_to_dict, parse_config
+from palm.api import analytical_if_fits, memory_check
+from palm.config import parse_config
 from palm.errors import ConfigError
+from palm.network.memo import shared_geometry
 from palm.strategy import SimConfig
-from search.dedup import config_key
 from search.objective import Simulator, run_engine
 from search.study_file import StudySpec
 from spaces import ContinuousSpace, Infeasible, enumerate_space
@@ -51,12 +53,21 @@ class Screening:
 
 def analytical_value(
     spec: StudySpec, *, simulate: Simulator = run_engine
-) -> Callable[[SimConfig], float]:
-    """The study's first objective under the analytical engine, larger is better."""
+) -> Callable[[SimConfig], float | None]:
+    """The study's first objective under the analytical engine, larger is better; ``None``
+    when the configuration does not fit in memory. With the real engine the memory check
+    and the plan share one context (:func:`palm.api.analytical_if_fits`)."""
     name = spec.objectives[0]
 
-    def value(config: SimConfig) -> float:
-        result = simulate(config, "analytical")
+    def value(config: SimConfig) -> float | None:
+        if simulate is run_engine:
+            result = analytical_if_fits(config)
+            if result is None:
+                return None
+        else:
+            if memory_check(config).overflow_bytes > 0:
+                return None
+            result = simulate(config, "analytical")
         if name == "throughput":
             return result.throughput_samples_per_s
         if name == "memory":
@@ -80,9 +91,7 @@ def _random_draws(spec: StudySpec, seed: int) -> Iterator[tuple[dict[str, Any], 
         yield dict(trial.params), draft
 
 
-def _candidates(
-    spec: StudySpec, budget: int, seed: int
-) -> list[tuple[dict[str, Any], SimConfig, str]]:
+def _candidates(spec: StudySpec, budget: int, seed: int) -> list[tuple[dict[str, Any], SimConfig]]:
     """Up to ``budget`` distinct feasible draws: all of them when the space has at most
     ``budget``, else a seeded random sample. Drafts are compared before any is parsed (a
     draw costs a fraction of a millisecond, parsing a configuration several)."""
@@ -111,14 +120,14 @@ def _candidates(
     return _parsed(list(found.values()))
 
 
-def _parsed(draws: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], SimConfig, str]]:
+def _parsed(draws: list[tuple[dict[str, Any], Any]]) -> list[tuple[dict[str, Any], SimConfig]]:
     out = []
     for params, draft in draws:
         try:
             config = parse_config(draft)
         except ConfigError:
             continue
-        out.append((params, config, config_key(config_to_dict(config))))
+        out.append((params, config))
     return out
 
 
@@ -141,13 +150,14 @@ def screen(
     value = analytical_value(spec, simulate=simulate)
     ranked: list[tuple[float, dict[str, Any]]] = []
     candidates = _candidates(spec, budget, 0 if seed is None else seed)
-    for params, config, _ in candidates:
-        try:
-            if memory_check(config).overflow_bytes > 0:
+    with shared_geometry():  # the candidates share most of their routes (palm.network.memo)
+        for params, config in candidates:
+            try:
+                v = value(config)
+            except Exception:  # noqa: BLE001 - the event engine will record it
                 continue
-            ranked.append((value(config), params))
-        except Exception:  # noqa: BLE001 - the event engine will record it
-            continue
+            if v is not None:
+                ranked.append((v, params))
     ranked.sort(key=lambda vp: -vp[0])
     best = tuple(params for _, params in ranked[:top])
     for params in best:

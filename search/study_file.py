@@ -10,7 +10,8 @@ sampler = "tpe"                # tpe, random, cmaes, nsga2, gp, bruteforce
 trials = 40                    # new configurations (duplicate proposals are not counted)
 seed = 0
 engine = "event"
-screen = 200                   # analytical screening first (default 200 on GPUs, 0 on meshes)
+screen = 200                   # analytical screening first (default 200 on GPUs; on meshes
+                               # min(100, trials), none under 20 trials)
 screen_top = 10                # screened configurations simulated first
 
 [space]                        # see spaces.space_from_table
@@ -80,17 +81,24 @@ _STUDY_KEYS = (
     "screen_top",
 )
 #: analytical screening before the event trials (search.screen): configurations ranked and
-#: how many of the best are simulated first, on a GPU cluster (where the analytical engine is
-#: 10-30 times cheaper than the event engine) and on a mesh (where both are dominated by
-#: building the plan, under 2 times); measured in benchmarks/sampler_efficiency.py
+#: how many of the best are simulated first. On a GPU cluster the analytical engine is 10-70
+#: times cheaper than the event engine; on a mesh both build the same plan, and a screening
+#: is cheap only because its plans share their routes (palm.network.memo), so it is capped at
+#: one configuration per trial of the study's budget. Measured in
+#: benchmarks/sampler_efficiency.py (docs/results.md, docs/tuning.md)
 DEFAULT_SCREEN = 200
-DEFAULT_SCREEN_MESH = 0
+DEFAULT_SCREEN_MESH = 100
 DEFAULT_SCREEN_TOP = 10
 
 
-def default_screen(base: SimConfig) -> int:
-    """Configurations screened analytically when the study file does not say."""
-    return DEFAULT_SCREEN_MESH if base.hardware.topology == "mesh2d" else DEFAULT_SCREEN
+def default_screen(base: SimConfig, *, trials: int) -> int:
+    """Configurations screened analytically when the study file does not say. On a mesh none
+    for a study of fewer than ``2 * DEFAULT_SCREEN_TOP`` trials: its screening (one
+    configuration per trial) would be little more than an order for the enqueued half of
+    its budget."""
+    if base.hardware.topology != "mesh2d":
+        return DEFAULT_SCREEN
+    return min(DEFAULT_SCREEN_MESH, trials) if trials >= 2 * DEFAULT_SCREEN_TOP else 0
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,7 @@ def study_from_tables(
     if engine not in ENGINES:
         raise ConfigError("study.engine", engine, f"one of {', '.join(ENGINES)}")
     screen, screen_top = (
-        _count(study, "screen", default_screen(base), 0),
+        _count(study, "screen", default_screen(base, trials=trials), 0),
         _count(study, "screen_top", DEFAULT_SCREEN_TOP, 1),
     )
     name = study.get("name", default_name)

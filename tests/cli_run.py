@@ -75,6 +75,7 @@ set = ["training.global_batch=1024"]
 sampler = "random"
 trials = 40
 seed = 0
+screen = 0
 
 [space]
 hardware = {{ inter_tile_link_gbps = {{ low = 128, high = 512 }} }}

@@ -52,10 +52,12 @@ from palm.network.loads import (
     Profile,
     link_bandwidth_Bps,
     link_is_inter_tile,
+    mesh_link_key,
     mesh_profile,
     nearest_channel,
     route_latency_ns,
 )
+from palm.network.memo import remember
 from palm.network.region import CoreRegion
 
 __all__ = [
@@ -491,7 +493,10 @@ def interleaved_access(
     if with_links or rows < 3 or cols < 3:
         return interleaved_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
     n = region.count
-    return _interleaved(hw, n, _interleaved_lines(hw, region, channels_at))
+    key = ("dram_lines", mesh_link_key(hw), region.rects.tobytes(), channels_at.tobytes())
+    # remembered inside palm.network.memo.shared_geometry
+    lines = remember(key, lambda: _interleaved_lines(hw, region, channels_at))
+    return _interleaved(hw, n, lines)
 
 
 def interleaved_access_per_core(

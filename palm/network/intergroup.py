@@ -28,7 +28,8 @@ import numpy as np
 
 from palm.cost.collectives import collective_time
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import Profile, mesh_profile, ring_orders
+from palm.network.loads import Profile, mesh_link_key, mesh_profile, ring_orders
+from palm.network.memo import remember
 from palm.workload.ops import Collective
 
 __all__ = ["HandOff", "hand_off", "choose_adapters", "INTER_GROUP_STRATEGIES"]
@@ -84,6 +85,20 @@ def _at(points: np.ndarray, index: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class _Routes:
+    """The geometry of one hand-off, independent of its size: the profiles of its parts
+    (``None``: the part is skipped), the group size ``n`` and the adapter count ``a``."""
+
+    transfer: Profile
+    broadcast: Profile
+    source_ring: Profile | None
+    reduce: Profile | None
+    adapters_ring: Profile | None
+    n: int
+    a: int
+
+
 def hand_off(
     hw: Mesh2DHardware,
     *,
@@ -97,11 +112,67 @@ def hand_off(
 ) -> HandOff:
     """Time of handing ``nbytes`` (one replica's activation) from every replica's source group
     ``src[d]`` to its destination group ``dst[d]`` (arrays of shape ``(replicas, n, 2)``). All
-    replicas are handled at once (numpy over the replica axis)."""
+    replicas are handled at once (numpy over the replica axis). The routes are remembered
+    inside :func:`palm.network.memo.shared_geometry` (without link loads)."""
     if strategy not in INTER_GROUP_STRATEGIES:
         raise ValueError(f"unknown inter-group strategy {strategy!r}")
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
+
+    def routes() -> _Routes:
+        return _routes(
+            hw,
+            src,
+            dst,
+            strategy=strategy,
+            adapters=adapters,
+            partial=partial,
+            with_links=with_links,
+        )
+
+    if with_links:
+        r = routes()
+    else:
+        key = (
+            "hand_off",
+            mesh_link_key(hw),
+            src.shape,
+            src.tobytes(),
+            dst.shape,
+            dst.tobytes(),
+            strategy,
+            adapters,
+            partial,
+        )
+        r = remember(key, routes)
+    reduce_s = adapters_ar = 0.0
+    if r.source_ring is not None:
+        reduce_s = collective_time(Collective("all-reduce", nbytes), n=r.n, step=r.source_ring)
+    if r.reduce is not None:
+        reduce_s = r.reduce.time(nbytes)
+    if r.adapters_ring is not None:
+        adapters_ar = collective_time(Collective("all-reduce", nbytes), n=r.a, step=r.adapters_ring)
+    parts = (r.source_ring, r.reduce, r.adapters_ring)
+    return HandOff(
+        reduce_s=reduce_s,
+        transfer_s=r.transfer.time(nbytes),
+        adapters_allreduce_s=adapters_ar,
+        broadcast_s=r.broadcast.time(nbytes),
+        profiles=(r.transfer, r.broadcast, *(p for p in parts if p is not None)),
+    )
+
+
+def _routes(
+    hw: Mesh2DHardware,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    strategy: str,
+    adapters: int,
+    partial: bool,
+    with_links: bool,
+) -> _Routes:
+    """The profiles of :func:`hand_off`'s parts (Eq. 7, 8; see the module's docstring)."""
     n = src.shape[1]
     a = max(1, min(adapters, n, dst.shape[1]))
     # adapters of every replica, paired in a consistent spatial order
@@ -109,12 +180,6 @@ def hand_off(
     d_ad = _spatial(dst, choose_adapters(dst, src, a))
     cross = [(s_ad.reshape(-1, 2), d_ad.reshape(-1, 2))]
     bcast = [(_at(d_ad, _serving(dst, d_ad)).reshape(-1, 2), dst.reshape(-1, 2))]
-    reduce_pairs: list[tuple[np.ndarray, np.ndarray]] = []
-    source_rings = adapter_rings = np.zeros((0, 0, 2), dtype=np.int64)
-    if partial:
-        reduce_pairs.append((src.reshape(-1, 2), _at(s_ad, _serving(src, s_ad)).reshape(-1, 2)))
-        source_rings = ring_orders(src) if n >= 4 else src
-        adapter_rings = ring_orders(d_ad) if a >= 4 else d_ad
 
     def prof(pairs: list[tuple[np.ndarray, np.ndarray]]) -> Profile:
         return mesh_profile(
@@ -132,28 +197,19 @@ def hand_off(
             with_links=with_links,
         )
 
-    transfer_p, broadcast_p = prof(cross), prof(bcast)
-    profiles = [transfer_p, broadcast_p]
-    reduce_s = adapters_ar = 0.0
-    if partial:
-        if strategy == "allreduce-broadcast":
-            source_p = ring(source_rings)
-            profiles.append(source_p)
-            reduce_s = collective_time(Collective("all-reduce", nbytes), n=n, step=source_p)
-        else:
-            reduce_p = prof(reduce_pairs)
-            profiles.append(reduce_p)
-            reduce_s = reduce_p.time(nbytes)
-            if a > 1:
-                adapters_p = ring(adapter_rings)
-                profiles.append(adapters_p)
-                adapters_ar = collective_time(
-                    Collective("all-reduce", nbytes), n=a, step=adapters_p
-                )
-    return HandOff(
-        reduce_s=reduce_s,
-        transfer_s=transfer_p.time(nbytes),
-        adapters_allreduce_s=adapters_ar,
-        broadcast_s=broadcast_p.time(nbytes),
-        profiles=tuple(profiles),
+    source_p = reduce_p = adapters_p = None
+    if partial and strategy == "allreduce-broadcast":
+        source_p = ring(ring_orders(src) if n >= 4 else src)
+    elif partial:
+        reduce_p = prof([(src.reshape(-1, 2), _at(s_ad, _serving(src, s_ad)).reshape(-1, 2))])
+        if a > 1:
+            adapters_p = ring(ring_orders(d_ad) if a >= 4 else d_ad)
+    return _Routes(
+        transfer=prof(cross),
+        broadcast=prof(bcast),
+        source_ring=source_p,
+        reduce=reduce_p,
+        adapters_ring=adapters_p,
+        n=n,
+        a=a,
     )

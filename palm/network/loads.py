@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware
+from palm.network.memo import remember
 
 __all__ = [
     "Profile",
     "LinkLoad",
     "mesh_profile",
+    "mesh_link_key",
     "cluster_profile",
     "profile",
     "dram_channel_cores",
@@ -110,8 +112,32 @@ def _as_array(points: np.ndarray | list[tuple[int, int]]) -> np.ndarray:
 def mesh_profile(
     hw: Mesh2DHardware, src: np.ndarray, dst: np.ndarray, *, with_links: bool = False
 ) -> Profile:
-    """Profile of simultaneous XY transfers ``src[i] -> dst[i]`` (core coordinates)."""
+    """Profile of simultaneous XY transfers ``src[i] -> dst[i]`` (core coordinates);
+    remembered inside :func:`palm.network.memo.shared_geometry` (without link loads)."""
     src, dst = _as_array(src), _as_array(dst)
+    if with_links:
+        return _mesh_profile(hw, src, dst, with_links=True)
+    key = ("mesh_profile", mesh_link_key(hw), src.tobytes(), dst.tobytes())
+    return remember(key, lambda: _mesh_profile(hw, src, dst, with_links=False))
+
+
+def mesh_link_key(hw: Mesh2DHardware) -> tuple[object, ...]:
+    """Every hardware field that routes and link loads are priced from (the grid,
+    :func:`link_bandwidth_Bps`, :func:`route_latency_ns`): the key of the memoised
+    geometry (:mod:`palm.network.memo`) beside the routes' own inputs."""
+    return (
+        hw.tiles,
+        hw.cores_per_tile,
+        hw.intra_tile_link_gbps,
+        hw.inter_tile_link_gbps,
+        hw.intra_tile_link_latency_ns,
+        hw.inter_tile_link_latency_ns,
+    )
+
+
+def _mesh_profile(
+    hw: Mesh2DHardware, src: np.ndarray, dst: np.ndarray, *, with_links: bool
+) -> Profile:
     keep = np.any(src != dst, axis=1)
     src, dst = src[keep], dst[keep]
     if len(src) == 0:

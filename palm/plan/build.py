@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from palm.plan.chunks import OpPricer, chunk_cost
-from palm.plan.context import plan_context
+from palm.plan.context import PlanContext, plan_context
 from palm.plan.handoffs import hand_offs
 from palm.plan.memory import recompute_mode, stage_memory, stage_params
 from palm.plan.rings import stage_rings
@@ -26,13 +26,19 @@ from palm.strategy import SimConfig
 __all__ = ["build_plan"]
 
 
-def build_plan(config: SimConfig, *, with_links: bool = False) -> Plan:
+def build_plan(
+    config: SimConfig, *, with_links: bool = False, context: PlanContext | None = None
+) -> Plan:
     """Price ``config`` (validated again here, so hand-built configs are checked too).
 
     ``with_links`` keeps the per-link loads of every flow (needed by the event engine's
-    per-link mode); without it only each flow's profile is kept.
+    per-link mode); without it only each flow's profile is kept. ``context``: the
+    :func:`~palm.plan.context.plan_context` of ``config`` already built (e.g. by a memory
+    check), with the same ``with_links``.
     """
-    ctx = plan_context(config, with_links=with_links)
+    ctx = plan_context(config, with_links=with_links) if context is None else context
+    if ctx.config is not config or ctx.with_links != with_links:
+        raise ValueError("context was built for another configuration or link mode")
     pp = config.parallelism.pp
     rings = stage_rings(ctx)
     dram = stage_dram(ctx)

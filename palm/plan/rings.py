@@ -18,7 +18,8 @@ from palm.cost.collectives import (
 )
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.channels import members_per_node, with_channels
-from palm.network.loads import Profile, profile, ring_orders
+from palm.network.loads import Profile, mesh_link_key, profile, ring_orders
+from palm.network.memo import remember
 from palm.network.rings import stage_ring_profile
 from palm.plan.context import PlanContext
 from palm.strategy import SimConfig
@@ -67,7 +68,8 @@ def ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: b
 def _stage_ring(ctx: PlanContext, s: int, axis: int) -> Profile:
     """The rings of one group kind of stage ``s`` (axis 0: DP, 1: TP); one ring through a whole
     stage of a mesh is priced from its runs of links (:mod:`palm.network.rings`) where its shape
-    allows."""
+    allows, other mesh rings (without link loads) are remembered inside
+    :func:`palm.network.memo.shared_geometry`."""
     par, hw = ctx.config.parallelism, ctx.config.hardware
     sizes = (par.data_ranks, par.tp)  # DP x CP rings along axis 0
     if sizes[axis] == 1:
@@ -80,7 +82,12 @@ def _stage_ring(ctx: PlanContext, s: int, axis: int) -> Profile:
         )
         if fast is not None:
             return fast
-    return ring_profile(ctx.config, ctx.array(s), axis, with_links=ctx.with_links)
+    arr = ctx.array(s)
+    if not isinstance(hw, Mesh2DHardware) or ctx.with_links:
+        return ring_profile(ctx.config, arr, axis, with_links=ctx.with_links)
+    # a mesh ring's profile reads the cores and the link fields of the hardware only
+    key = ("stage_ring", mesh_link_key(hw), axis, arr.shape, arr.tobytes())
+    return remember(key, lambda: ring_profile(ctx.config, arr, axis, with_links=False))
 
 
 @dataclass(frozen=True)

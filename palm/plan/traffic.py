@@ -17,6 +17,7 @@ from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
 from palm.network.dram import DramAccess, dram_access
 from palm.network.loads import dram_channel_cores
+from palm.network.memo import remember
 from palm.plan.context import PlanContext
 from palm.plan.products import PassTraffic, op_products, pass_traffic
 from palm.workload.ops import Op, RecomputeMode, TransformerLayer
@@ -105,10 +106,33 @@ def sram_allocations(ctx: PlanContext, recompute: RecomputeMode) -> StageSram:
         out.allocations[s] = dict(zip(indices, allocs, strict=True))
         if hw.sram_model == "blocked":
             for i, alloc in zip(indices, allocs, strict=True):
-                priced = _blocked(ctx, ctx.workload.ops[i], alloc, recompute)
+                priced = _remembered_blocked(ctx, ctx.workload.ops[i], alloc, recompute)
                 if priced is not None:
                     out.allocations[s][i], out.multicast[s][i] = priced
     return out
+
+
+def _remembered_blocked(
+    ctx: PlanContext, op: Op, alloc: SramAllocation, recompute: RecomputeMode
+) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
+    """:func:`_blocked`, remembered inside :func:`palm.network.memo.shared_geometry` by
+    every input it reads (the layers of a model are the same operator under other names)."""
+    key = (
+        "blocked",
+        type(op),
+        tuple(v for k, v in vars(op).items() if k != "name"),  # the operator, unnamed
+        alloc,
+        recompute,
+        ctx.micro_batch,
+        ctx.tp,
+        ctx.ranks,
+        ctx.training,
+        ctx.micro_batches > 1,
+        ctx.act_bytes,
+        ctx.states.weights,
+        ctx.rates.sram_bytes,
+    )
+    return remember(key, lambda: _blocked(ctx, op, alloc, recompute))
 
 
 def _blocked(

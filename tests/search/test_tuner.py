@@ -582,9 +582,25 @@ screen_top = 3
     assert tuning.study.user_attrs["screening"] == record
 
 
-def test_a_mesh_study_is_not_screened_by_default() -> None:
+def test_a_mesh_study_screens_one_configuration_per_trial_by_default() -> None:
+    # on a mesh a screening is cheap only in a batch (palm.network.memo): at most one
+    # analytical run per event trial of the budget, at most 100, none under 20 trials
     tuning_spec = search.study_file.load_study(QUICKSTART)
-    assert tuning_spec.screen == 0  # analytical ~2x cheaper than the event engine on a mesh
+    assert tuning_spec.trials == 40 and tuning_spec.screen == 40
+
+
+@pytest.mark.parametrize(
+    ("base", "trials", "screen"),
+    [
+        ("wafer-t18b.toml", 300, 100),
+        ("wafer-t18b.toml", 20, 20),
+        ("wafer-t18b.toml", 19, 0),  # a small study: no screening
+        ("t18b-dgx-a100.toml", 7, 200),
+    ],
+)
+def test_the_default_screening_size(tmp_path: Path, base: str, trials: int, screen: int) -> None:
+    path = _study_file(tmp_path, "sized", f'base = "{REPO / "examples" / base}"\ntrials = {trials}')
+    assert search.study_file.load_study(path).screen == screen
 
 
 def test_a_run_stops_when_the_study_holds_every_configuration(tmp_path: Path) -> None:

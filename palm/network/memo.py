@@ -1,0 +1,68 @@
+"""A scoped memo of the geometric pricing that many plans of one study share.
+
+Pricing a mesh plan is mostly geometry: which links every flow of a hand-off, a ring or a
+DRAM read crosses (:func:`~palm.network.loads.mesh_profile`,
+:func:`~palm.network.dram.dram_access`). Plans that differ only in micro-batch, recompute
+or schedule place their stages on the same cores, so a batch of plans (an analytical
+screening of a space, :mod:`search.screen`) repeats the same geometric work many times.
+Inside :func:`shared_geometry` those pure functions remember their results by their exact
+inputs (the coordinates' bytes and every hardware field they read), so a repeated call
+returns the very object the first call built: results are identical bit for bit. Outside it
+nothing is remembered (one simulation pays what it always paid, so the engine timings the
+tuner's benchmarks store stay valid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+__all__ = ["shared_geometry", "remember", "memo_stats"]
+
+T = TypeVar("T")
+
+#: the active memo (None: not inside :func:`shared_geometry`), its size limit and its hit /
+#: miss counts
+_memo: dict[Hashable, object] | None = None
+_limit = [100_000]
+_stats = [0, 0]
+
+
+@contextmanager
+def shared_geometry(*, max_entries: int = 100_000) -> Iterator[None]:
+    """Remember geometric pricing inside the ``with`` block (nested blocks share the outer
+    memo). The memo is dropped at the end of the outermost block; past ``max_entries``
+    entries it is cleared (bounded memory, same results)."""
+    global _memo
+    if _memo is not None:
+        yield
+        return
+    _memo = {}
+    _stats[:] = [0, 0]
+    _limit[0] = max_entries
+    try:
+        yield
+    finally:
+        _memo = None
+
+
+def remember(key: Hashable, compute: Callable[[], T]) -> T:
+    """``compute()``, or the value it returned for ``key`` earlier in the same
+    :func:`shared_geometry` block. ``key`` must hold every input ``compute`` reads."""
+    if _memo is None:
+        return compute()
+    if key in _memo:
+        _stats[0] += 1
+        return _memo[key]  # type: ignore[return-value]
+    _stats[1] += 1
+    if len(_memo) >= _limit[0]:
+        _memo.clear()
+    value = compute()
+    _memo[key] = value
+    return value
+
+
+def memo_stats() -> tuple[int, int]:
+    """Hits and misses of the current (or last) :func:`shared_geometry` block."""
+    return _stats[0], _stats[1]
