@@ -47,8 +47,9 @@ from sampler_spaces import SPACES, Row, exhaustive, spec_of, stored  # noqa: E40
 
 from palm.config import config_to_dict, parse_config  # noqa: E402
 from search.dedup import DUPLICATE_ATTR, STALL_AFTER, Unrepeating, config_key  # noqa: E402
+from search.metrics import report_overflow  # noqa: E402
 from search.objective import RESULT_FIELDS, Objective, run_engine  # noqa: E402
-from search.samplers import make_sampler  # noqa: E402
+from search.samplers import learns_from_pruned, make_sampler  # noqa: E402
 from search.screen import Screening, screen  # noqa: E402
 from spaces import enumerate_space  # noqa: E402
 
@@ -221,6 +222,11 @@ def run_one(
             study.enqueue_trial(params, skip_if_exists=True)
         screened = record.drawn
     objective = Objective(spec, simulate=lookup)
+    # as `palm-tune tune` runs it (search.api): an overflow reaches the samplers that read
+    # COMPLETE trials only (NSGA-II, GP) as a COMPLETE, infeasible trial
+    wrapped = report_overflow(
+        objective, spec.objectives, complete=not learns_from_pruned(study.sampler)
+    )
     in_row = [0]
 
     def stop(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -233,7 +239,7 @@ def run_one(
             study.stop()
 
     started = lookup.started = time.perf_counter()
-    study.optimize(objective, callbacks=[stop], gc_after_trial=False)
+    study.optimize(wrapped, callbacks=[stop], gc_after_trial=False)
     wall = time.perf_counter() - started
     dups = sum(1 for t in study.trials if DUPLICATE_ATTR in t.user_attrs)
     return Run(
