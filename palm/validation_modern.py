@@ -12,6 +12,10 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
 * recompute: ``full ...`` -> ``full``, ``selective ...`` -> ``selective``, else ``none``;
 * sharding: FSDP ``FULL_SHARD`` / ``true`` / a shard degree -> ``zero = 3``; ``SHARD_GRAD_OP``
   -> ``zero = 2``; Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
+  the PyTorch stacks' full sharding (llm-foundry / Composer, torchtitan) -> ``fsdp = true``,
+  whose full recompute is PyTorch's non-reentrant checkpoint with early stop (llm-foundry's
+  ``submit_benchmarks.py`` sets ``activation_checkpointing_reentrant: False``; torchtitan
+  wraps blocks with ``ptd_checkpoint_wrapper``);
 * ``vp > 1`` with ``pp > 1`` -> ``interleaved-1f1b`` with ``interleave = vp``;
 * sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do); NeMo /
   Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
@@ -131,6 +135,19 @@ def _zero(fsdp: Any) -> int:
     return 3  # FULL_SHARD, true, or an FSDP shard degree
 
 
+#: source families whose FSDP is PyTorch's (Composer / llm-foundry, torchtitan)
+_PYTORCH_FSDP = ("mosaicml/llm-foundry", "pytorch/torchtitan")
+
+
+def _sharding(row: dict[str, Any]) -> dict[str, Any]:
+    """The ``[training]`` sharding keys of ``row``: ``fsdp = true`` for full sharding by a
+    PyTorch stack, else the ZeRO stage (:func:`_zero`)."""
+    zero = _zero(row["parallelism"].get("fsdp"))
+    if zero == 3 and str(row.get("source_family", "")).startswith(_PYTORCH_FSDP):
+        return {"fsdp": True}
+    return {"zero": zero}
+
+
 def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str | None:
     """Why ``row`` cannot be expressed, or ``None``."""
     m, hw = row["model"], row["hardware"]
@@ -235,7 +252,7 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             "precision": _precision(tr.get("precision")),
             "optimizer": "adam",
             "recompute": _recompute(tr.get("recompute")),
-            "zero": _zero(par.get("fsdp")),
+            **_sharding(row),
         },
         "parallelism": parallelism,
     }

@@ -47,6 +47,7 @@ class OpPricer:
                 recompute=self.recompute,
                 rates=ctx.rates,
                 training=ctx.training,
+                early_stop=ctx.recompute_early_stop,
             )
         return self._cache[key]
 

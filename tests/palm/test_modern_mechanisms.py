@@ -198,6 +198,35 @@ def test_fsdp_in_the_plan_both_engines_agree_and_alias() -> None:
     assert TrainingConfig(fsdp=True).zero_stage == 3
 
 
+def test_early_stop_recompute_skips_the_down_projection() -> None:
+    # PyTorch's non-reentrant checkpoint stops once the GELU output (the down-projection's
+    # saved input) is rebuilt: of the layer's linear FLOPs 2 s (3 h h + h h + h f) + 2 s f h
+    # the last 2 s f h (f = 4096, h = 1024: 8.6 GFLOP of 34.4) is not re-run
+    rates = device_rates(GPU, "bf16", training=True)
+    kw = dict(batch=1, tp=1, sp=False, recompute="full", rates=rates, training=True)
+    full = op_times(LAYER, **kw)  # type: ignore[arg-type]
+    early = op_times(LAYER, early_stop=True, **kw)  # type: ignore[arg-type]
+    h, f = HEADS * D, 4096
+    down = 2.0 * S * f * h
+    assert full.recompute_flops - early.recompute_flops == down == 2 * 2048 * 4096 * 1024
+    # matmul_half_dim = 0: every product at 50% of 1000 TFLOP/s
+    assert full.recompute_s - early.recompute_s == pytest.approx(down / 0.5e15)
+    assert (early.forward_s, early.backward_s) == (full.forward_s, full.backward_s)
+    # the attention forward kernel is still re-run (beside the backward kernel's own Q K^T),
+    # and early stop means nothing without recompute
+    fused = LAYER.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused is not None
+    attention = fused.forward_flops + fused.recompute_flops
+    assert early.recompute_flops == 2 * S * h * (4 * h + f) + attention
+    kw["recompute"] = "none"
+    assert op_times(LAYER, early_stop=True, **kw) == op_times(LAYER, **kw)  # type: ignore[arg-type]
+    # in the plan: only a PyTorch FSDP job (fsdp = true) stops early; zero = 3 re-runs it all
+    zero3 = build_plan(_llama(training__zero=3, training__recompute="full")).chunks[0]
+    torch = build_plan(_llama(training__fsdp=True, training__recompute="full")).chunks[0]
+    assert torch.recompute_flops < zero3.recompute_flops
+    assert torch.forward_flops == zero3.forward_flops
+
+
 def test_context_parallel_ring_traffic_is_hand_worked() -> None:
     layer = dataclasses.replace(
         LAYER, kv_heads=2, seq_len=S // 2, cp=2
