@@ -16,6 +16,10 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   whose full recompute is PyTorch's non-reentrant checkpoint with early stop (llm-foundry's
   ``submit_benchmarks.py`` sets ``activation_checkpointing_reentrant: False``; torchtitan
   wraps blocks with ``ptd_checkpoint_wrapper``);
+* Megatron runs with the distributed optimizer -> ``overlap_param_gather`` (Megatron-Bridge's
+  recipe defaults, ``src/megatron/bridge/recipes/common.py`` @067f987df:
+  ``overlap_grad_reduce`` and ``overlap_param_gather`` true; the Megatron-LM weak-scaling
+  table states ``--overlap-param-gather``);
 * ``vp > 1`` with ``pp > 1`` -> ``interleaved-1f1b`` with ``interleave = vp``;
 * sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do); NeMo /
   Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
@@ -220,10 +224,15 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     }
     if (par.get("cp") or 1) > 1:
         parallelism["cp"] = par["cp"]
-    if tp > 1 and "Megatron" in str(row.get("source_family", "")) + str(row["source"]):
+    megatron = "Megatron" in str(row.get("source_family", "")) + str(row["source"])
+    if tp > 1 and megatron:
         # NeMo / Megatron-Bridge performance recipes and the Megatron-LM weak-scaling runs
         # overlap TP communication with the linear products (--tp-comm-overlap)
         parallelism["tp_comm_overlap"] = True
+    if megatron and _zero(par.get("fsdp")) == 1:
+        # and the distributed optimizer's weight all-gather with the next forward pass
+        # (--overlap-param-gather; Megatron-Bridge recipes/common.py DDP defaults)
+        parallelism["overlap_param_gather"] = True
     if pp > 1 and vp > 1:
         parallelism["schedule"] = "interleaved-1f1b"
         parallelism["interleave"] = vp

@@ -16,6 +16,7 @@ from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware, PeakTflops
 from palm.partition import uneven_chunk_layers
 from palm.plan import build_plan
+from palm.plan.stages import param_gather_exposed_s
 from palm.strategy import TrainingConfig
 from palm.workload.ops import Logits, TransformerLayer
 
@@ -225,6 +226,33 @@ def test_early_stop_recompute_skips_the_down_projection() -> None:
     torch = build_plan(_llama(training__fsdp=True, training__recompute="full")).chunks[0]
     assert torch.recompute_flops < zero3.recompute_flops
     assert torch.forward_flops == zero3.forward_flops
+
+
+def test_overlapped_param_gather_is_hand_worked() -> None:
+    # 4 buckets of 10 ms against a 60 ms forward: the first bucket's gather is exposed, the
+    # others hide behind 15 ms of layers each; against a 20 ms forward, 5 ms each are not
+    assert param_gather_exposed_s(gather_s=0.04, buckets=4, forward_s=0.06) == 0.01
+    assert param_gather_exposed_s(gather_s=0.04, buckets=4, forward_s=0.02) == pytest.approx(
+        0.01 + 3 * (0.01 - 0.005)
+    )
+    assert param_gather_exposed_s(gather_s=0.0, buckets=4, forward_s=0.02) == 0.0
+    # in the plan: ZeRO-1 over 16 ranks; the all-gather half leaves the step's end
+    plain = build_plan(_llama(training__zero=1)).stages[0]
+    over = build_plan(_llama(training__zero=1, parallelism__overlap_param_gather=True)).stages[0]
+    assert over.dp_allreduce_s == pytest.approx(plain.dp_allreduce_s / 2)
+    assert over.dp_param_gather_s == pytest.approx(plain.dp_allreduce_s / 2)
+    assert over.param_gather_exposed_s == pytest.approx(
+        param_gather_exposed_s(
+            gather_s=over.dp_param_gather_s, buckets=over.dp_buckets, forward_s=over.forward_s
+        )
+    )
+    cfg = _llama(training__zero=1, parallelism__overlap_param_gather=True)
+    a = palm.simulate(cfg, engine="analytical")
+    e = palm.simulate(cfg, engine="event")
+    assert e.iteration_time_s == pytest.approx(a.iteration_time_s, rel=0.02)
+    assert a.iteration_time_s <= palm.simulate(_llama(training__zero=1)).iteration_time_s
+    with pytest.raises(ConfigError, match="overlap_param_gather"):
+        _llama(parallelism__overlap_param_gather=True)  # no distributed optimizer
 
 
 def test_context_parallel_ring_traffic_is_hand_worked() -> None:
