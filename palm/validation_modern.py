@@ -15,7 +15,11 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   the PyTorch stacks' full sharding (llm-foundry / Composer, torchtitan) -> ``fsdp = true``,
   whose full recompute is PyTorch's non-reentrant checkpoint with early stop (llm-foundry's
   ``submit_benchmarks.py`` sets ``activation_checkpointing_reentrant: False``; torchtitan
-  wraps blocks with ``ptd_checkpoint_wrapper``);
+  wraps blocks with ``ptd_checkpoint_wrapper``), except llm-foundry's A100 tables: they were
+  measured under PyTorch 1.13.1 (in the README by 2023-05-03, when ``setup.py`` pinned
+  ``torch==1.13.1``; the H100 tables came with ``torch>=2.1`` in 2023-10 / 2024-01), before
+  the early stop existed (PyTorch 2.1) -> ``zero = 3``, the same sharding re-running whole
+  layers;
 * Megatron runs with the distributed optimizer -> ``overlap_param_gather`` (Megatron-Bridge's
   recipe defaults, ``src/megatron/bridge/recipes/common.py`` @067f987df:
   ``overlap_grad_reduce`` and ``overlap_param_gather`` true; the Megatron-LM weak-scaling
@@ -145,9 +149,14 @@ _PYTORCH_FSDP = ("mosaicml/llm-foundry", "pytorch/torchtitan")
 
 def _sharding(row: dict[str, Any]) -> dict[str, Any]:
     """The ``[training]`` sharding keys of ``row``: ``fsdp = true`` for full sharding by a
-    PyTorch stack, else the ZeRO stage (:func:`_zero`)."""
+    PyTorch stack whose checkpoint stops early (PyTorch >= 2.1), else the ZeRO stage
+    (:func:`_zero`)."""
     zero = _zero(row["parallelism"].get("fsdp"))
-    if zero == 3 and str(row.get("source_family", "")).startswith(_PYTORCH_FSDP):
+    pytorch = str(row.get("source_family", "")).startswith(_PYTORCH_FSDP)
+    torch_1_13 = "llm-foundry" in str(row["source"].get("repo")) and str(
+        row["source"].get("table", "")
+    ).startswith("A100")
+    if zero == 3 and pytorch and not torch_1_13:
         return {"fsdp": True}
     return {"zero": zero}
 

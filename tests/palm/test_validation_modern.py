@@ -36,6 +36,12 @@ def test_mapping_rules() -> None:
     assert nemo.parallelism.sequence_parallel and not nemo.training.fsdp
     a100_40 = by_id["foundry-a100-40gb-mpt-1b-8g-s2048"]
     assert a100_40.hardware.device_memory_bytes == 40e9
+    # llm-foundry's A100 tables ran PyTorch 1.13.1: no early-stopping checkpoint, zero = 3
+    assert a100_40.training.zero == 3 and not a100_40.training.fsdp
+    # Megatron with the distributed optimizer overlaps its weight all-gather (recipes)
+    assert nemo.parallelism.overlap_param_gather
+    assert by_id["mlm-weak-h100-32b-384g"].parallelism.overlap_param_gather
+    assert not fsdp.parallelism.overlap_param_gather
     assert "micro_batch 1 (not stated)" in data.assumptions["mlm-weak-h100-1.7b-48g"]
     reasons = {x.case_id: x.reason for x in data.left_out}
     assert "fp4" in reasons["mb260401-gb200-llama31-405b-256g-nvfp4"].lower()
