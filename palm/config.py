@@ -595,6 +595,7 @@ def _check_ranges(obj: Any, section: str) -> None:
             if f.name.endswith(("_ns", "_us")) or f.name in (
                 "matmul_half_dim",
                 "operand_feed_gbps",
+                "overlap_interference",
             ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")

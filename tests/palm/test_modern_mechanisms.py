@@ -9,16 +9,17 @@ import pytest
 
 import palm
 from palm.config import parse_config
-from palm.cost.compute import attention_time, device_rates, gemm_time, op_times
+from palm.cost.compute import OpTimes, attention_time, device_rates, gemm_time, op_times
 from palm.cost.memory import extra_weight_bytes
-from palm.cost.overlap import prefetch_exposed_s, ring_exposed_s
+from palm.cost.overlap import fsdp_exposed_s, prefetch_exposed_s, ring_exposed_s
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware, PeakTflops
+from palm.network.loads import Profile
 from palm.partition import uneven_chunk_layers
 from palm.plan import build_plan
 from palm.plan.stages import param_gather_exposed_s
 from palm.strategy import TrainingConfig
-from palm.workload.ops import Logits, TransformerLayer
+from palm.workload.ops import Linear, Logits, TransformerLayer
 
 S, D, HEADS = 2048, 128, 8
 LAYER = TransformerLayer(
@@ -197,6 +198,29 @@ def test_fsdp_in_the_plan_both_engines_agree_and_alias() -> None:
     with pytest.raises(ConfigError, match="training.zero"):
         _llama(training__fsdp=True, training__zero=1)
     assert TrainingConfig(fsdp=True).zero_stage == 3
+
+
+def test_hidden_fsdp_collectives_cost_their_interference() -> None:
+    # 1024 x 1024 linear layers (1,049,600 parameters each) sharded over 8 ranks on a toy
+    # ring of 100 GB/s, no latency: a gather takes 7/8 x 2.0992 MB / 100 GB/s = 18.368 us,
+    # an fp32 reduce-scatter 36.736 us; 1 ms forward and 2 ms backward compute per layer
+    op = Linear(name="fc", in_features=1024, out_features=1024)
+    times = [OpTimes(1e-3, 2e-3, 0.0, 0.0, 0.0, 0.0)]
+    step = Profile(latency_s=0.0, bandwidth_Bps=100e9, hops=1)
+    kw = dict(tp=1, weight_bytes=2.0, n=8, step=step)
+    g = 7 / 8 * op.params * 2.0 / 100e9
+    r = 7 / 8 * op.params * 4.0 / 100e9
+    f0, b0 = fsdp_exposed_s([op], times, **kw)  # type: ignore[arg-type]
+    # the first gather of a chunk is exposed (c_0 = 0); backward: the gather, then r last
+    assert (f0, b0) == (pytest.approx(g), pytest.approx(g + r))
+    # nothing hidden with one operator: interference changes nothing
+    assert fsdp_exposed_s([op], times, interference=0.5, **kw) == (f0, b0)  # type: ignore[arg-type]
+    two = [op, dataclasses.replace(op, name="fc2")]
+    f1, b1 = fsdp_exposed_s(two, times * 2, **kw)  # type: ignore[arg-type]
+    f2, b2 = fsdp_exposed_s(two, times * 2, interference=0.5, **kw)  # type: ignore[arg-type]
+    # the second gather and one reduce-scatter are hidden; each costs half its time
+    assert f2 - f1 == pytest.approx(0.5 * g)
+    assert b2 - b1 == pytest.approx(0.5 * (g + r))
 
 
 def test_early_stop_recompute_skips_the_down_projection() -> None:
