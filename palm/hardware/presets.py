@@ -111,12 +111,12 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
         # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels, MoE
         # grouped GEMMs, compute lost to hidden FSDP collectives
-        matmul_efficiency=0.577,
-        fp8_matmul_efficiency=0.539,
-        attention_efficiency=0.183,
-        grouped_gemm_efficiency=0.589,
-        grouped_gemm_expert_us=19.646,
-        overlap_interference=0.607,
+        matmul_efficiency=0.586,
+        fp8_matmul_efficiency=0.544,
+        attention_efficiency=0.177,
+        grouped_gemm_efficiency=0.581,
+        grouped_gemm_expert_us=18.400,
+        overlap_interference=0.646,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
     # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
@@ -133,12 +133,12 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         inter_node_bandwidth_gbps=50.0,
         inter_node_latency_us=5.0,
         # the H100 fit (same GPU, more and faster memory)
-        matmul_efficiency=0.577,
-        fp8_matmul_efficiency=0.539,
-        attention_efficiency=0.183,
-        grouped_gemm_efficiency=0.589,
-        grouped_gemm_expert_us=19.646,
-        overlap_interference=0.607,
+        matmul_efficiency=0.586,
+        fp8_matmul_efficiency=0.544,
+        attention_efficiency=0.177,
+        grouped_gemm_efficiency=0.581,
+        grouped_gemm_expert_us=18.400,
+        overlap_interference=0.646,
     ),
     "dgx-b200": _DGX_B200,  # sources above the constant
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell
