@@ -17,9 +17,10 @@ by every preset of the generation:
 * ``overlap_interference``: compute time lost per second of ZeRO-3 / FSDP collective hidden
   behind it (NCCL's SMs and HBM traffic; fitted where a generation has FSDP rows).
 
-A constant is fitted only if the generation has rows that depend on it (no dense BF16 row,
-no BF16 fit: the prior, the A100's Megatron fit, stays). For the A100 only
-``attention_efficiency`` and ``overlap_interference`` are fitted: its ``matmul_efficiency``
+A constant is fitted only if at least ``MIN_ROWS`` (3) of the generation's rows depend on it
+(no dense BF16 row, no BF16 fit: the prior, the A100's Megatron fit, stays; one FSDP row, no
+``overlap_interference``: one row fits any value exactly and leaving it out checks nothing).
+For the A100 only ``attention_efficiency`` and ``overlap_interference`` are fitted: its ``matmul_efficiency``
 stays the value fitted on the Megatron SC21 cases (benchmarks/calibrate.py), which this set
 must not move. The loss is the mean squared log error of the iteration time over the rows;
 it is minimised by coordinate descent with a golden-section search per constant, in two
@@ -147,9 +148,15 @@ def _summary(errs: Sequence[float]) -> str:
     return f"mean {sum(a) / len(a):.1%}, max {max(a):.1%}" if a else "-"
 
 
+#: a constant is fitted only on at least this many rows that depend on it (argued rows not
+#: counted): fewer cannot be checked by leaving one out, and one row fits any value exactly
+MIN_ROWS = 3
+
+
 def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[str, dict]:
     prior = cases[0].config.hardware
-    names = sorted(set().union(*(_uses(c) for c in cases)))
+    counted = [_uses(c) for c in cases if c.case_id not in ARGUED_OUT]
+    names = sorted(n for n in set().union(*counted) if sum(n in u for u in counted) >= MIN_ROWS)
     if gen == "A100":  # matmul_efficiency is the Megatron SC21 fit
         names = [n for n in names if n in ("attention_efficiency", "overlap_interference")]
     if not any(c.config.training.precision != "fp8" and not _is_moe(c) for c in cases):

@@ -43,10 +43,10 @@ _DGX_B200 = GpuClusterHardware(
     # (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100
     # fit as a prior
     matmul_efficiency=0.671,
-    fp8_matmul_efficiency=0.472,
-    attention_efficiency=0.380,
-    grouped_gemm_efficiency=0.489,
-    grouped_gemm_expert_us=25.006,
+    fp8_matmul_efficiency=0.470,
+    attention_efficiency=0.376,
+    grouped_gemm_efficiency=0.484,
+    grouped_gemm_expert_us=24.594,
 )
 
 # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
@@ -60,9 +60,9 @@ _DGX_B300 = replace(
     name="dgx-b300",
     hbm_gib=288e9 / 2**30,
     inter_node_bandwidth_gbps=100.0,
-    fp8_matmul_efficiency=0.544,
-    attention_efficiency=0.581,
-    grouped_gemm_efficiency=0.474,
+    fp8_matmul_efficiency=0.539,
+    attention_efficiency=0.606,
+    grouped_gemm_efficiency=0.463,
     grouped_gemm_expert_us=0.001,
 )
 
@@ -114,8 +114,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.586,
         fp8_matmul_efficiency=0.544,
         attention_efficiency=0.177,
-        grouped_gemm_efficiency=0.581,
-        grouped_gemm_expert_us=18.400,
+        grouped_gemm_efficiency=0.489,
+        grouped_gemm_expert_us=7.596,
         overlap_interference=0.646,
     ),
     # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
@@ -136,8 +136,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         matmul_efficiency=0.586,
         fp8_matmul_efficiency=0.544,
         attention_efficiency=0.177,
-        grouped_gemm_efficiency=0.581,
-        grouped_gemm_expert_us=18.400,
+        grouped_gemm_efficiency=0.489,
+        grouped_gemm_expert_us=7.596,
         overlap_interference=0.646,
     ),
     "dgx-b200": _DGX_B200,  # sources above the constant
