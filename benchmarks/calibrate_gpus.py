@@ -20,15 +20,15 @@ by every preset of the generation:
 A constant is fitted only if at least ``MIN_ROWS`` (3) of the generation's rows depend on it
 (no dense BF16 row, no BF16 fit: the prior, the A100's Megatron fit, stays; one FSDP row, no
 ``overlap_interference``: one row fits any value exactly and leaving it out checks nothing).
-For the A100 only ``attention_efficiency`` and ``overlap_interference`` are fitted: its ``matmul_efficiency``
-stays the value fitted on the Megatron SC21 cases (benchmarks/calibrate.py), which this set
-must not move. The loss is the mean squared log error of the iteration time over the rows;
-it is minimised by coordinate descent with a golden-section search per constant, in two
-stages: the dense constants on the dense rows, then the two grouped-GEMM constants on the
-MoE rows with the dense ones fixed. Leave-one-out: for every row, refit on the others
-(warm-started from the full fit) and predict it. The rows argued inconsistent with the
-model (``modern_accuracy.ARGUED_OUT``: dropless runs measured at twice their token-drop
-twins, docs/validation.md) are predicted and listed but left out of every fit.
+For the A100 only ``attention_efficiency`` and ``overlap_interference`` are fitted: its
+``matmul_efficiency`` stays the value fitted on the Megatron SC21 cases
+(benchmarks/calibrate.py), which this set must not move. The loss is the mean squared log error
+of the iteration time over the rows; it is minimised by coordinate descent with a golden-
+section search per constant, in two stages: the dense constants on the dense rows, then the two
+grouped-GEMM constants on the MoE rows with the dense ones fixed. Leave-one-out: for every row,
+refit on the others (warm-started from the full fit) and predict it. The rows argued
+inconsistent with the model (``modern_accuracy.ARGUED_OUT``: dropless runs measured at twice
+their token-drop twins, docs/validation.md) are predicted and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
 """
