@@ -4,7 +4,7 @@ Usage:
     python benchmarks/calibrate_gpus.py [--generation H100] [--no-loo] [--write-docs]
 
 Per generation (H100: dgx-h100, dgx-h200; Blackwell: dgx-b200, gb200-nvl72; Blackwell Ultra:
-dgx-b300, gb300-nvl72; A100: dgx-a100) at most five physically meaningful constants, shared
+dgx-b300, gb300-nvl72; A100: dgx-a100) at most six physically meaningful constants, shared
 by every preset of the generation:
 
 * ``matmul_efficiency``: fraction of the BF16 peak that large products reach;
@@ -13,19 +13,22 @@ by every preset of the generation:
 * ``grouped_gemm_efficiency``: the extra loss of the mixture-of-experts grouped GEMMs (many
   small expert products in one kernel), on top of the shape rule;
 * ``grouped_gemm_expert_us``: the fixed time each local expert's product adds to a grouped
-  GEMM in each pass (one kernel per expert, Transformer Engine ``GroupedLinear``).
+  GEMM in each pass (one kernel per expert, Transformer Engine ``GroupedLinear``);
+* ``overlap_interference``: compute time lost per second of ZeRO-3 / FSDP collective hidden
+  behind it (NCCL's SMs and HBM traffic; fitted where a generation has FSDP rows).
 
-A constant is fitted only if the generation has rows that depend on it (no dense BF16 row,
-no BF16 fit: the prior, the A100's Megatron fit, stays). For the A100 only
-``attention_efficiency`` is fitted: its ``matmul_efficiency`` stays the value fitted on the
-Megatron SC21 cases (benchmarks/calibrate.py), which this set must not move. The loss is the
-mean squared log error of the iteration time over the rows; it is minimised by coordinate
-descent with a golden-section search per constant, in two stages: the dense constants on the
-dense rows, then the two grouped-GEMM constants on the MoE rows with the dense ones fixed.
-Leave-one-out: for every row, refit on the others (warm-started from the full fit) and
-predict it. The rows argued inconsistent with the model (``modern_accuracy.ARGUED_OUT``:
-dropless runs measured at twice their token-drop twins, docs/validation.md) are predicted
-and listed but left out of every fit.
+A constant is fitted only if at least ``MIN_ROWS`` (3) of the generation's rows depend on it
+(no dense BF16 row, no BF16 fit: the prior, the A100's Megatron fit, stays; one FSDP row, no
+``overlap_interference``: one row fits any value exactly and leaving it out checks nothing).
+For the A100 only ``attention_efficiency`` and ``overlap_interference`` are fitted: its
+``matmul_efficiency`` stays the value fitted on the Megatron SC21 cases
+(benchmarks/calibrate.py), which this set must not move. The loss is the mean squared log error
+of the iteration time over the rows; it is minimised by coordinate descent with a golden-
+section search per constant, in two stages: the dense constants on the dense rows, then the two
+grouped-GEMM constants on the MoE rows with the dense ones fixed. Leave-one-out: for every row,
+refit on the others (warm-started from the full fit) and predict it. The rows argued
+inconsistent with the model (``modern_accuracy.ARGUED_OUT``: dropless runs measured at twice
+their token-drop twins, docs/validation.md) are predicted and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
 """
@@ -59,6 +62,7 @@ BOUNDS = {
     "attention_efficiency": (0.15, 1.0),
     "grouped_gemm_efficiency": (0.15, 1.0),
     "grouped_gemm_expert_us": (0.0, 100.0),
+    "overlap_interference": (0.0, 2.0),
 }
 #: the constants of the mixture-of-experts grouped GEMMs, fitted on the MoE rows
 GROUPED = ("grouped_gemm_efficiency", "grouped_gemm_expert_us")
@@ -134,6 +138,8 @@ def _uses(case: ValidationCase) -> set[str]:
         used.add("matmul_efficiency")  # the logits stay in BF16
     if getattr(cfg.model, "experts", 0):
         used.update(GROUPED)  # the experts' grouped GEMMs
+    if cfg.training.zero_stage >= 3 and cfg.parallelism.data_ranks > 1:
+        used.add("overlap_interference")  # FSDP collectives hidden behind compute
     return used
 
 
@@ -142,11 +148,17 @@ def _summary(errs: Sequence[float]) -> str:
     return f"mean {sum(a) / len(a):.1%}, max {max(a):.1%}" if a else "-"
 
 
+#: a constant is fitted only on at least this many rows that depend on it (argued rows not
+#: counted): fewer cannot be checked by leaving one out, and one row fits any value exactly
+MIN_ROWS = 3
+
+
 def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[str, dict]:
     prior = cases[0].config.hardware
-    names = sorted(set().union(*(_uses(c) for c in cases)))
-    if gen == "A100":
-        names = ["attention_efficiency"]  # matmul_efficiency is the Megatron SC21 fit
+    counted = [_uses(c) for c in cases if c.case_id not in ARGUED_OUT]
+    names = sorted(n for n in set().union(*counted) if sum(n in u for u in counted) >= MIN_ROWS)
+    if gen == "A100":  # matmul_efficiency is the Megatron SC21 fit
+        names = [n for n in names if n in ("attention_efficiency", "overlap_interference")]
     if not any(c.config.training.precision != "fp8" and not _is_moe(c) for c in cases):
         # no dense BF16 row: the BF16 efficiency would be fitted through the logits alone
         names = [n for n in names if n != "matmul_efficiency"]

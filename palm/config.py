@@ -603,6 +603,7 @@ def _check_ranges(obj: Any, section: str) -> None:
             if f.name.endswith(("_ns", "_us")) or f.name in (
                 "matmul_half_dim",
                 "operand_feed_gbps",
+                "overlap_interference",
             ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")
@@ -937,6 +938,13 @@ def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
             raise ConfigError("parallelism.cp", par.cp, "1 on a mesh2d (a gpu-cluster feature)")
     if tr.fsdp and tr.zero not in (0, 3):
         raise ConfigError("training.zero", tr.zero, "0 or 3 with training.fsdp = true")
+    if par.overlap_param_gather and tr.zero_stage not in (1, 2):
+        raise ConfigError(
+            "parallelism.overlap_param_gather",
+            True,
+            "false unless training.zero is 1 or 2 (it overlaps the distributed optimizer's "
+            "weight all-gather; ZeRO-3 / FSDP gathers every layer anyway)",
+        )
     given = [
         (name, getattr(par, name))
         for name in ("first_stage_layers", "last_stage_layers")

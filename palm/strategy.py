@@ -88,7 +88,11 @@ class ParallelismConfig:
     tokens reach their experts: ``"alltoall"`` (Megatron-Core's all-to-all dispatcher, one
     copy per expert over the network) or ``"deepep"`` (the ``flex`` dispatcher with DeepEP or
     HybridEP: one copy per remote node, forwarded over NVLink there;
-    :mod:`palm.cost.collectives`). ``moe_a2a_overlap`` hides the dispatch and combine behind
+    :mod:`palm.cost.collectives`). ``overlap_param_gather`` (ZeRO 1 / 2 only) all-gathers the
+    updated weights of the distributed optimizer bucket by bucket during the next
+    iteration's first forward pass instead of at the step's end (Megatron-Core
+    ``--overlap-param-gather``; :func:`palm.plan.stages.param_gather_exposed_s`).
+    ``moe_a2a_overlap`` hides the dispatch and combine behind
     the compute of another micro-batch (Megatron-Core ``--overlap-moe-expert-parallel-comm``;
     :mod:`palm.cost.overlap`)."""
 
@@ -110,6 +114,7 @@ class ParallelismConfig:
     etp: int = 0
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
     moe_a2a_overlap: bool = False
+    overlap_param_gather: bool = False
 
     @property
     def expert_tp(self) -> int:

@@ -13,6 +13,18 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
 * recompute: ``full ...`` -> ``full``, ``selective ...`` -> ``selective``, else ``none``;
 * sharding: FSDP ``FULL_SHARD`` / ``true`` / a shard degree -> ``zero = 3``; ``SHARD_GRAD_OP``
   -> ``zero = 2``; Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
+  the PyTorch stacks' full sharding (llm-foundry / Composer, torchtitan) -> ``fsdp = true``,
+  whose full recompute is PyTorch's non-reentrant checkpoint with early stop (llm-foundry's
+  ``submit_benchmarks.py`` sets ``activation_checkpointing_reentrant: False``; torchtitan
+  wraps blocks with ``ptd_checkpoint_wrapper``), except llm-foundry's A100 tables: they were
+  measured under PyTorch 1.13.1 (in the README by 2023-05-03, when ``setup.py`` pinned
+  ``torch==1.13.1``; the H100 tables came with ``torch>=2.1`` in 2023-10 / 2024-01), before
+  the early stop existed (PyTorch 2.1) -> ``zero = 3``, the same sharding re-running whole
+  layers;
+* Megatron runs with the distributed optimizer -> ``overlap_param_gather`` (Megatron-Bridge's
+  recipe defaults, ``src/megatron/bridge/recipes/common.py`` @067f987df:
+  ``overlap_grad_reduce`` and ``overlap_param_gather`` true; the Megatron-LM weak-scaling
+  table states ``--overlap-param-gather``);
 * ``vp > 1`` with ``pp > 1`` -> ``interleaved-1f1b`` with ``interleave = vp``;
 * sequence parallelism whenever ``tp > 1`` (Megatron-Bridge and torchtitan both do); NeMo /
   Megatron-Bridge / Megatron-LM runs with ``tp > 1`` also overlap TP communication
@@ -158,6 +170,24 @@ def _zero(fsdp: Any) -> int:
     return 3  # FULL_SHARD, true, or an FSDP shard degree
 
 
+#: source families whose FSDP is PyTorch's (Composer / llm-foundry, torchtitan)
+_PYTORCH_FSDP = ("mosaicml/llm-foundry", "pytorch/torchtitan")
+
+
+def _sharding(row: dict[str, Any]) -> dict[str, Any]:
+    """The ``[training]`` sharding keys of ``row``: ``fsdp = true`` for full sharding by a
+    PyTorch stack whose checkpoint stops early (PyTorch >= 2.1), else the ZeRO stage
+    (:func:`_zero`)."""
+    zero = _zero(row["parallelism"].get("fsdp"))
+    pytorch = str(row.get("source_family", "")).startswith(_PYTORCH_FSDP)
+    torch_1_13 = "llm-foundry" in str(row["source"].get("repo")) and str(
+        row["source"].get("table", "")
+    ).startswith("A100")
+    if zero == 3 and pytorch and not torch_1_13:
+        return {"fsdp": True}
+    return {"zero": zero}
+
+
 def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str | None:
     """Why ``row`` cannot be expressed, or ``None``."""
     m, hw = row["model"], row["hardware"]
@@ -230,10 +260,15 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
     }
     if (par.get("cp") or 1) > 1:
         parallelism["cp"] = par["cp"]
-    if tp > 1 and "Megatron" in str(row.get("source_family", "")) + str(row["source"]):
+    megatron = "Megatron" in str(row.get("source_family", "")) + str(row["source"])
+    if tp > 1 and megatron:
         # NeMo / Megatron-Bridge performance recipes and the Megatron-LM weak-scaling runs
         # overlap TP communication with the linear products (--tp-comm-overlap)
         parallelism["tp_comm_overlap"] = True
+    if megatron and _zero(par.get("fsdp")) == 1:
+        # and the distributed optimizer's weight all-gather with the next forward pass
+        # (--overlap-param-gather; Megatron-Bridge recipes/common.py DDP defaults)
+        parallelism["overlap_param_gather"] = True
     if pp > 1 and vp > 1:
         parallelism["schedule"] = "interleaved-1f1b"
         parallelism["interleave"] = vp
@@ -262,7 +297,7 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             "precision": _precision(tr.get("precision")),
             "optimizer": "adam",
             "recompute": _recompute(tr.get("recompute")),
-            "zero": _zero(par.get("fsdp")),
+            **_sharding(row),
         },
         "parallelism": parallelism,
     }

@@ -190,9 +190,13 @@ def op_times(
     recompute: RecomputeMode,
     rates: DeviceRates,
     training: bool,
+    early_stop: bool = False,
 ) -> OpTimes:
     """Forward, backward and recompute time of ``op`` for one micro-batch, with operands in
-    the device's local memory (weights streamed from DRAM are priced by the plan)."""
+    the device's local memory (weights streamed from DRAM are priced by the plan).
+    ``early_stop``: full recompute as PyTorch's non-reentrant checkpoint runs it, stopping
+    once the backward pass has every tensor it needs
+    (:meth:`~palm.workload.ops.Op.early_stop_recompute_gemms`)."""
     p = rates.elem_bytes
     bw = rates.local_bandwidth_Bps
     fwd_gemms = op.forward_gemms(batch=batch, tp=tp)
@@ -210,7 +214,10 @@ def op_times(
         return OpTimes(fwd, 0.0, 0.0, fwd_flops, 0.0, 0.0)
     bwd = sum(gemm_time(b, rates) for g in fwd_gemms for b in _backward_gemms(g))
     bwd += (2 * vec + _fp8_cast_bytes(fwd_gemms, rates, backward=True)) / bw
-    re_gemms = op.recompute_gemms(batch=batch, tp=tp, recompute=recompute)
+    if early_stop and recompute == "full":
+        re_gemms = op.early_stop_recompute_gemms(batch=batch, tp=tp)
+    else:
+        re_gemms = op.recompute_gemms(batch=batch, tp=tp, recompute=recompute)
     re_vec = op.recompute_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
     re = sum(gemm_time(g, rates) for g in re_gemms) + re_vec / bw
     re_flops = sum(g.flops for g in re_gemms)

@@ -15,6 +15,15 @@ and the reduce-scatter of layer ``i + 1``'s gradients share the links while laye
 computes, so ``g`` above becomes ``g + r``, and the last reduce-scatter (of the first layer)
 has nothing left to hide behind.
 
+A hidden collective is not free: NCCL's kernels take streaming multiprocessors (one thread
+block per channel) and HBM bandwidth from the products they overlap (the DeepSeek-V3 report,
+sec. 3.2.2, caps its communication kernels at 20 of the H800's 132 SMs for this reason;
+Pati et al. 2024, "T3", ASPLOS, measure the slowdown of GEMMs run beside collectives). With
+``kappa = overlap_interference`` (hardware, fitted per GPU generation) each second of FSDP
+collective hidden behind compute costs ``kappa`` seconds of it:
+
+    E' = E + kappa (G - E),     G = the pass's collective time (gathers; + reduce-scatters)
+
 **Context parallelism** (Megatron-Core ``context_parallel_size``; Liu et al. 2023, "Ring
 Attention"): each of ``cp`` ranks keeps ``1/cp`` of every sequence; K and V blocks travel
 round the CP ring in ``cp - 1`` steps, each step's transfer overlapped with the attention of
@@ -96,12 +105,13 @@ def fsdp_exposed_s(
     weight_bytes: float,
     n: int,
     step: RingStep,
+    interference: float = 0.0,
 ) -> tuple[float, float]:
     """Exposed ZeRO-3 / FSDP time of a chunk's forward and backward pass for one micro-batch:
     per operator an all-gather of its 16-bit weights over the ``n`` data ranks and, in the
     backward pass, a reduce-scatter of its gradients in fp32 (FSDP2's and Composer's default
     ``reduce_dtype``) sharing the links with the next gather; the last reduce-scatter is not
-    hidden (module docstring)."""
+    hidden; ``interference`` of the hidden rest is added (module docstring)."""
     params = [op.params_per_device(tp=tp) for op in ops]
     gathers = [
         collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
@@ -114,7 +124,9 @@ def fsdp_exposed_s(
     b_back = [t.backward_s + t.recompute_s for t in times][::-1]
     comm = [g + (r_back[k - 1] if k else 0.0) for k, g in enumerate(g_back)]
     backward = prefetch_exposed_s(comm, b_back) + r_back[-1]
-    return forward, backward
+    hidden_f = max(0.0, sum(gathers) - forward)
+    hidden_b = max(0.0, sum(gathers) + sum(scatters) - backward)
+    return forward + interference * hidden_f, backward + interference * hidden_b
 
 
 def cp_exposed_s(

@@ -68,6 +68,8 @@ def run_analytical(plan: Plan) -> Result:
             )
             for st in stages
         ]
+        # the weight all-gather of overlap_param_gather follows the optimizer step
+        exposed = [x + st.param_gather_exposed_s for x, st in zip(exposed, stages, strict=True)]
         t = max(e + x + st.optimizer_s for e, x, st in zip(ends, exposed, stages, strict=True))
         t = max(t, dram_floor_s(plan, micro_batches=m))
         busy = [m * w for w in work]

@@ -30,8 +30,9 @@ Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.c
 ``fp8_matmul_efficiency`` for products run in FP8, ``attention_efficiency`` of the
 FlashAttention kernel and ``grouped_gemm_efficiency``, the extra loss of a mixture-of-experts
 grouped GEMM, 1.0 = only the shape rule, and ``grouped_gemm_expert_us``, the fixed time each
-local expert's product adds to a grouped GEMM in each pass); their values and origin are in
-``docs/model.md``.
+local expert's product adds to a grouped GEMM in each pass, and ``overlap_interference``, the
+compute time lost per second of a ZeRO-3 / FSDP collective hidden behind it); their values
+and origin are in ``docs/model.md``.
 ``sram_model`` chooses how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product,
 :mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule,
 :mod:`palm.cost.sram`).
@@ -168,6 +169,7 @@ class GpuClusterHardware:
     attention_efficiency: float = 0.6
     grouped_gemm_efficiency: float = 1.0
     grouped_gemm_expert_us: float = 0.0
+    overlap_interference: float = 0.0
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property

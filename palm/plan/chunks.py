@@ -47,6 +47,7 @@ class OpPricer:
                 recompute=self.recompute,
                 rates=ctx.rates,
                 training=ctx.training,
+                early_stop=ctx.recompute_early_stop,
             )
         return self._cache[key]
 
@@ -106,6 +107,7 @@ def chunk_cost(
             weight_bytes=ctx.states.weights,
             n=ctx.ranks,
             step=rings.dp[stage],
+            interference=getattr(ctx.config.hardware, "overlap_interference", 0.0),
         )
     if par.cp > 1:  # the K/V ring against the attention it overlaps
         cp_ring, cp_n = rings.group(stage, "cp")

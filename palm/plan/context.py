@@ -65,6 +65,15 @@ class PlanContext:
         return self.config.training.zero_stage if self.training else 0
 
     @property
+    def recompute_early_stop(self) -> bool:
+        """Full recompute stops early (PyTorch's non-reentrant ``torch.utils.checkpoint``):
+        ``fsdp = true`` names a PyTorch FSDP job, whose activation checkpointing
+        (``checkpoint_wrapper`` with ``CheckpointImpl.NO_REENTRANT``, as llm-foundry and
+        torchtitan apply it) is that checkpoint; Megatron's and DeepSpeed's re-run the whole
+        layer. GPU clusters only."""
+        return self.training and self.config.training.fsdp and not self.mesh
+
+    @property
     def sp(self) -> bool:
         """Megatron sequence parallelism (only meaningful with tensor parallelism)."""
         return self.config.parallelism.sequence_parallel and self.tp > 1

@@ -19,7 +19,13 @@ from palm.plan.types import ChunkCost, StageCost
 from palm.strategy import SimConfig
 from palm.workload.ops import Collective
 
-__all__ = ["MAX_DP_BUCKETS", "stage_cost", "optimizer_time", "optimizer_bytes"]
+__all__ = [
+    "MAX_DP_BUCKETS",
+    "stage_cost",
+    "optimizer_time",
+    "optimizer_bytes",
+    "param_gather_exposed_s",
+]
 
 #: most gradient buckets of a stage's DP reduction (docs/model.md, data parallelism)
 MAX_DP_BUCKETS = 1024
@@ -41,6 +47,7 @@ def stage_cost(
     states = ctx.states
     grad_bytes = params * states.gradients if training else 0.0
     dp_s, buckets, opt_s, in_dram = 0.0, 0, 0.0, False
+    gather_s = gather_exposed = 0.0
     if training:
         # gradient reductions, merged per group as DDP buckets merge them. ZeRO >= 1: the
         # reduce-scatter of gradients and all-gather of updated weights move the same bytes
@@ -63,6 +70,13 @@ def stage_cost(
             # moves by less than (T + B) / n, and the event engine simulates each bucket
             buckets = min(MAX_DP_BUCKETS, max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20))))
         grad_bytes = reduced
+        if par.overlap_param_gather and dp_s > 0:
+            # ZeRO 1 / 2: reduce-scatter then all-gather, half of the all-reduce time each
+            gather_s = dp_s / 2
+            dp_s -= gather_s
+            gather_exposed = param_gather_exposed_s(
+                gather_s=gather_s, buckets=buckets, forward_s=sum(c.forward_s for c in chunks)
+            )
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
         opt_s = sum(
             optimizer_time(
@@ -90,7 +104,22 @@ def stage_cost(
             if training
             else 0.0
         ),
+        dp_param_gather_s=gather_s,
+        param_gather_exposed_s=gather_exposed,
     )
+
+
+def param_gather_exposed_s(*, gather_s: float, buckets: int, forward_s: float) -> float:
+    """Exposed time of the distributed optimizer's weight all-gather overlapped with the next
+    iteration's forward pass (Megatron-Core ``--overlap-param-gather``: the gather of the
+    first bucket is issued in the first forward pre-hook and waited on, each later bucket's
+    is prefetched while the layers of the one before compute). With ``n`` equal buckets of
+    ``T / n`` and ``F / n`` of forward compute each:
+    ``T / n + (n - 1) max(0, T / n - F / n) = max(T / n, T - F (n - 1) / n)``, the mirror of
+    the gradient buckets against the last backward pass (docs/model.md sec. 3)."""
+    if gather_s <= 0 or buckets <= 0:
+        return 0.0
+    return max(gather_s / buckets, gather_s - forward_s * (buckets - 1) / buckets)
 
 
 def _shards(ctx: PlanContext, s: int, params: float) -> tuple[tuple[float, int], ...]:

@@ -175,6 +175,14 @@ class Op:
             return self.forward_gemms(batch=batch, tp=tp)
         return ()
 
+    def early_stop_recompute_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        """Products that full recompute re-runs under PyTorch's non-reentrant
+        ``torch.utils.checkpoint`` with early stop (the default since PyTorch 2.1,
+        ``set_checkpoint_early_stop``): recomputation stops once the last tensor the backward
+        pass needs has been rebuilt, so trailing products whose outputs nothing saves are not
+        re-run. The generic operator keeps all of them (``recompute_gemms(..., "full")``)."""
+        return self.recompute_gemms(batch=batch, tp=tp, recompute="full")
+
     def recompute_vector_bytes(
         self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
@@ -497,6 +505,14 @@ class TransformerLayer(Op):
         if recompute == "selective":  # only the core attention is recomputed
             return self._attention_gemms(batch=batch, tp=tp)
         return ()
+
+    def early_stop_recompute_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
+        """Early-stopping full recompute of one layer (:meth:`Op.early_stop_recompute_gemms`):
+        the MLP down-projection saves its input (the activation output) before it runs, and
+        its output feeds only the residual add, which saves nothing; so recomputation stops
+        before it and re-runs every forward product but that last one (``2 b s h f / t`` of
+        the layer's ``2 b s h (2 h_qkv + 2 h + (m + 1) f) / t`` linear FLOPs)."""
+        return self.forward_gemms(batch=batch, tp=tp)[:-1]
 
     def _score_vector_bytes(self, *, batch: int, tp: int, act_bytes: float) -> float:
         if self.attention == "flash":

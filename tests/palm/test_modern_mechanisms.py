@@ -9,15 +9,17 @@ import pytest
 
 import palm
 from palm.config import parse_config
-from palm.cost.compute import attention_time, device_rates, gemm_time, op_times
+from palm.cost.compute import OpTimes, attention_time, device_rates, gemm_time, op_times
 from palm.cost.memory import extra_weight_bytes
-from palm.cost.overlap import prefetch_exposed_s, ring_exposed_s
+from palm.cost.overlap import fsdp_exposed_s, prefetch_exposed_s, ring_exposed_s
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware, PeakTflops
+from palm.network.loads import Profile
 from palm.partition import uneven_chunk_layers
 from palm.plan import build_plan
+from palm.plan.stages import param_gather_exposed_s
 from palm.strategy import TrainingConfig
-from palm.workload.ops import Logits, TransformerLayer
+from palm.workload.ops import Linear, Logits, TransformerLayer
 
 S, D, HEADS = 2048, 128, 8
 LAYER = TransformerLayer(
@@ -196,6 +198,85 @@ def test_fsdp_in_the_plan_both_engines_agree_and_alias() -> None:
     with pytest.raises(ConfigError, match="training.zero"):
         _llama(training__fsdp=True, training__zero=1)
     assert TrainingConfig(fsdp=True).zero_stage == 3
+
+
+def test_hidden_fsdp_collectives_cost_their_interference() -> None:
+    # 1024 x 1024 linear layers (1,049,600 parameters each) sharded over 8 ranks on a toy
+    # ring of 100 GB/s, no latency: a gather takes 7/8 x 2.0992 MB / 100 GB/s = 18.368 us,
+    # an fp32 reduce-scatter 36.736 us; 1 ms forward and 2 ms backward compute per layer
+    op = Linear(name="fc", in_features=1024, out_features=1024)
+    times = [OpTimes(1e-3, 2e-3, 0.0, 0.0, 0.0, 0.0)]
+    step = Profile(latency_s=0.0, bandwidth_Bps=100e9, hops=1)
+    kw = dict(tp=1, weight_bytes=2.0, n=8, step=step)
+    g = 7 / 8 * op.params * 2.0 / 100e9
+    r = 7 / 8 * op.params * 4.0 / 100e9
+    f0, b0 = fsdp_exposed_s([op], times, **kw)  # type: ignore[arg-type]
+    # the first gather of a chunk is exposed (c_0 = 0); backward: the gather, then r last
+    assert (f0, b0) == (pytest.approx(g), pytest.approx(g + r))
+    # nothing hidden with one operator: interference changes nothing
+    assert fsdp_exposed_s([op], times, interference=0.5, **kw) == (f0, b0)  # type: ignore[arg-type]
+    two = [op, dataclasses.replace(op, name="fc2")]
+    f1, b1 = fsdp_exposed_s(two, times * 2, **kw)  # type: ignore[arg-type]
+    f2, b2 = fsdp_exposed_s(two, times * 2, interference=0.5, **kw)  # type: ignore[arg-type]
+    # the second gather and one reduce-scatter are hidden; each costs half its time
+    assert f2 - f1 == pytest.approx(0.5 * g)
+    assert b2 - b1 == pytest.approx(0.5 * (g + r))
+
+
+def test_early_stop_recompute_skips_the_down_projection() -> None:
+    # PyTorch's non-reentrant checkpoint stops once the GELU output (the down-projection's
+    # saved input) is rebuilt: of the layer's linear FLOPs 2 s (3 h h + h h + h f) + 2 s f h
+    # the last 2 s f h (f = 4096, h = 1024: 8.6 GFLOP of 34.4) is not re-run
+    rates = device_rates(GPU, "bf16", training=True)
+    kw = dict(batch=1, tp=1, sp=False, recompute="full", rates=rates, training=True)
+    full = op_times(LAYER, **kw)  # type: ignore[arg-type]
+    early = op_times(LAYER, early_stop=True, **kw)  # type: ignore[arg-type]
+    h, f = HEADS * D, 4096
+    down = 2.0 * S * f * h
+    assert full.recompute_flops - early.recompute_flops == down == 2 * 2048 * 4096 * 1024
+    # matmul_half_dim = 0: every product at 50% of 1000 TFLOP/s
+    assert full.recompute_s - early.recompute_s == pytest.approx(down / 0.5e15)
+    assert (early.forward_s, early.backward_s) == (full.forward_s, full.backward_s)
+    # the attention forward kernel is still re-run (beside the backward kernel's own Q K^T),
+    # and early stop means nothing without recompute
+    fused = LAYER.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused is not None
+    attention = fused.forward_flops + fused.recompute_flops
+    assert early.recompute_flops == 2 * S * h * (4 * h + f) + attention
+    kw["recompute"] = "none"
+    assert op_times(LAYER, early_stop=True, **kw) == op_times(LAYER, **kw)  # type: ignore[arg-type]
+    # in the plan: only a PyTorch FSDP job (fsdp = true) stops early; zero = 3 re-runs it all
+    zero3 = build_plan(_llama(training__zero=3, training__recompute="full")).chunks[0]
+    torch = build_plan(_llama(training__fsdp=True, training__recompute="full")).chunks[0]
+    assert torch.recompute_flops < zero3.recompute_flops
+    assert torch.forward_flops == zero3.forward_flops
+
+
+def test_overlapped_param_gather_is_hand_worked() -> None:
+    # 4 buckets of 10 ms against a 60 ms forward: the first bucket's gather is exposed, the
+    # others hide behind 15 ms of layers each; against a 20 ms forward, 5 ms each are not
+    assert param_gather_exposed_s(gather_s=0.04, buckets=4, forward_s=0.06) == 0.01
+    assert param_gather_exposed_s(gather_s=0.04, buckets=4, forward_s=0.02) == pytest.approx(
+        0.01 + 3 * (0.01 - 0.005)
+    )
+    assert param_gather_exposed_s(gather_s=0.0, buckets=4, forward_s=0.02) == 0.0
+    # in the plan: ZeRO-1 over 16 ranks; the all-gather half leaves the step's end
+    plain = build_plan(_llama(training__zero=1)).stages[0]
+    over = build_plan(_llama(training__zero=1, parallelism__overlap_param_gather=True)).stages[0]
+    assert over.dp_allreduce_s == pytest.approx(plain.dp_allreduce_s / 2)
+    assert over.dp_param_gather_s == pytest.approx(plain.dp_allreduce_s / 2)
+    assert over.param_gather_exposed_s == pytest.approx(
+        param_gather_exposed_s(
+            gather_s=over.dp_param_gather_s, buckets=over.dp_buckets, forward_s=over.forward_s
+        )
+    )
+    cfg = _llama(training__zero=1, parallelism__overlap_param_gather=True)
+    a = palm.simulate(cfg, engine="analytical")
+    e = palm.simulate(cfg, engine="event")
+    assert e.iteration_time_s == pytest.approx(a.iteration_time_s, rel=0.02)
+    assert a.iteration_time_s <= palm.simulate(_llama(training__zero=1)).iteration_time_s
+    with pytest.raises(ConfigError, match="overlap_param_gather"):
+        _llama(parallelism__overlap_param_gather=True)  # no distributed optimizer
 
 
 def test_context_parallel_ring_traffic_is_hand_worked() -> None:

@@ -24,16 +24,24 @@ def test_mapping_rules() -> None:
     data = load_modern_cases()
     by_id = {c.case_id: c.config for c in data.cases}
     fsdp = by_id["foundry-h100-80gb-mpt-760m-16g-s2048"]
-    assert fsdp.training.zero == 3 and fsdp.training.precision == "bf16"
+    # PyTorch's FSDP (Composer): fsdp = true, whose full recompute stops early
+    assert fsdp.training.fsdp and fsdp.training.zero_stage == 3
+    assert fsdp.training.precision == "bf16"
     assert fsdp.hardware.name == "dgx-h100" and fsdp.parallelism.dp == 16
     grad_op = by_id["foundry-h100-80gb-mpt-3b-128g-s2048"]
     assert grad_op.training.zero == 2
     nemo = by_id["nemo2407-h100-gpt3-175b-128g"]
     assert nemo.training.precision == "fp8" and nemo.training.zero == 1
     assert nemo.parallelism.schedule == "interleaved-1f1b" and nemo.parallelism.interleave == 6
-    assert nemo.parallelism.sequence_parallel
+    assert nemo.parallelism.sequence_parallel and not nemo.training.fsdp
     a100_40 = by_id["foundry-a100-40gb-mpt-1b-8g-s2048"]
     assert a100_40.hardware.device_memory_bytes == 40e9
+    # llm-foundry's A100 tables ran PyTorch 1.13.1: no early-stopping checkpoint, zero = 3
+    assert a100_40.training.zero == 3 and not a100_40.training.fsdp
+    # Megatron with the distributed optimizer overlaps its weight all-gather (recipes)
+    assert nemo.parallelism.overlap_param_gather
+    assert by_id["mlm-weak-h100-32b-384g"].parallelism.overlap_param_gather
+    assert not fsdp.parallelism.overlap_param_gather
     assert "micro_batch 1 (not stated)" in data.assumptions["mlm-weak-h100-1.7b-48g"]
     reasons = {x.case_id: x.reason for x in data.left_out}
     assert "fp4" in reasons["mb260401-gb200-llama31-405b-256g-nvfp4"].lower()

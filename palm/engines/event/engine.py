@@ -280,6 +280,9 @@ class _Run:
         if dp_proc is not None:
             yield dp_proc
         yield from self._optimizer(s)
+        gather = self.plan.stages[s].param_gather_exposed_s
+        if gather > 0:  # overlap_param_gather: what the next first forward leaves exposed
+            yield self.env.timeout(gather)
         self.stage_end[s] = float(self.env.now)
 
     def _plain_pass(self, s: int, x: _PassParams) -> float | None:
@@ -332,7 +335,11 @@ class _Run:
         st = self.plan.stages[s]
         n = st.dp_buckets
         per = st.dp_allreduce_s / n
-        grads = Collective("all-reduce", st.dp_grad_bytes)
+        # overlap_param_gather: only the reduce-scatter runs here (the plan prices the gather)
+        if st.dp_param_gather_s > 0:
+            grads = Collective("reduce-scatter", st.dp_grad_bytes)
+        else:
+            grads = Collective("all-reduce", st.dp_grad_bytes)
         sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
