@@ -14,14 +14,14 @@ _MB_IN_MIB = 1e6 / 2**20
 # Constants fitted on the visible Wormhole n150 measurements by benchmarks/calibrate_tiled.py
 # (docs/validation.md, "Tenstorrent Wormhole n150"): the achievable fraction of the matrix
 # engine's pipeline and of a DRAM channel, the rate at which the unpackers feed operand tiles
-# (per cycle: 48.5 B at 1 GHz), the fixed cost of one program launch on the device (traced),
+# (per cycle: 48.7 B at 1 GHz), the fixed cost of one program launch on the device (traced),
 # of enqueueing it on the host (untraced) and the host's extra cost of an L1-sharded output.
-_TENSIX_MATMUL_EFFICIENCY = 0.890
+_TENSIX_MATMUL_EFFICIENCY = 0.8152
 _TENSIX_MEMORY_EFFICIENCY = 0.922
-_TENSIX_FEED_BYTES_PER_CYCLE = 48.5
-_TENSIX_LAUNCH_US = 6.0
-_TENSIX_HOST_DISPATCH_US = 59.6
-_TENSIX_HOST_SHARDED_OUTPUT_US = 47.6
+_TENSIX_FEED_BYTES_PER_CYCLE = 48.66
+_TENSIX_LAUNCH_US = 8.72
+_TENSIX_HOST_DISPATCH_US = 49.05
+_TENSIX_HOST_SHARDED_OUTPUT_US = 51.58
 
 # NVIDIA DGX B200 (DGX B200 datasheet; HGX B200 datasheet, 2024): 8 B200 GPUs; per
 # system 72 PFLOP/s fp8 and 36 PFLOP/s fp16/bf16 "with sparsity", 600 TFLOP/s fp32 ->
