@@ -66,6 +66,44 @@ _DGX_B300 = replace(
     grouped_gemm_expert_us=0.001,
 )
 
+# NVIDIA H100 SXM5 80GB (H100 Tensor Core GPU datasheet, 2023): dense 67 fp32 / 989 bf16,
+# fp16 / 1979 fp8, int8 TFLOP/s (the datasheet's 1979 bf16 and 3958 fp8 are with 2:4
+# sparsity, halved here); HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU
+# bidirectional = 450 GB/s per direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s
+# per GPU per direction.
+_DGX_H100 = GpuClusterHardware(
+    name="dgx-h100",
+    gpus_per_node=8,
+    peak_tflops=PeakTflops(fp32=67.0, bf16=989.0, fp16=989.0, fp8=1979.0, int8=1979.0),
+    hbm_gib=80e9 / 2**30,
+    hbm_bandwidth_gbps=3350.0,
+    switch_bandwidth_gbps=450.0,
+    switch_latency_us=2.0,
+    inter_node_bandwidth_gbps=50.0,
+    inter_node_latency_us=5.0,
+    # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
+    # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels, MoE
+    # grouped GEMMs, compute lost to hidden FSDP collectives
+    matmul_efficiency=0.586,
+    fp8_matmul_efficiency=0.544,
+    attention_efficiency=0.177,
+    grouped_gemm_efficiency=0.489,
+    grouped_gemm_expert_us=7.596,
+    overlap_interference=0.646,
+)
+
+# NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
+# 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
+# HBM3e 141 GB at 4.8 TB/s; NVLink4 900 GB/s bidirectional per GPU; DGX H200: 8 x
+# ConnectX-7 400 Gb/s, 50 GB/s per GPU per direction.
+# The H100 fit carries over (same GPU, more and faster memory).
+_DGX_H200 = replace(
+    _DGX_H100,
+    name="dgx-h200",
+    hbm_gib=141e9 / 2**30,
+    hbm_bandwidth_gbps=4800.0,
+)
+
 HARDWARE_PRESETS: dict[str, Hardware] = {
     # NVIDIA A100 80GB SXM4 (NVIDIA A100 Tensor Core GPU datasheet, 2021; Ampere architecture
     # whitepaper): dense peak 19.5 fp32 / 312 bf16, fp16 / 624 int8 TFLOP/s, no fp8;
@@ -93,53 +131,8 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         attention_efficiency=0.314,
         overlap_interference=0.166,
     ),
-    # NVIDIA H100 SXM5 80GB (H100 Tensor Core GPU datasheet, 2023): dense 67 fp32 / 989 bf16,
-    # fp16 / 1979 fp8, int8 TFLOP/s (the datasheet's 1979 bf16 and 3958 fp8 are with 2:4
-    # sparsity, halved here); HBM3 80 GB at 3350 GB/s; NVLink4 900 GB/s per GPU
-    # bidirectional = 450 GB/s per direction; DGX H100: 8 x ConnectX-7 NDR 400 Gb/s = 50 GB/s
-    # per GPU per direction.
-    "dgx-h100": GpuClusterHardware(
-        name="dgx-h100",
-        gpus_per_node=8,
-        peak_tflops=PeakTflops(fp32=67.0, bf16=989.0, fp16=989.0, fp8=1979.0, int8=1979.0),
-        hbm_gib=80e9 / 2**30,
-        hbm_bandwidth_gbps=3350.0,
-        switch_bandwidth_gbps=450.0,
-        switch_latency_us=2.0,
-        inter_node_bandwidth_gbps=50.0,
-        inter_node_latency_us=5.0,
-        # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
-        # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels, MoE
-        # grouped GEMMs, compute lost to hidden FSDP collectives
-        matmul_efficiency=0.586,
-        fp8_matmul_efficiency=0.544,
-        attention_efficiency=0.177,
-        grouped_gemm_efficiency=0.489,
-        grouped_gemm_expert_us=7.596,
-        overlap_interference=0.646,
-    ),
-    # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
-    # 989 bf16, 1979 fp8 TFLOP/s; the datasheet's 1979 / 3958 are with 2:4 sparsity) with
-    # HBM3e 141 GB at 4.8 TB/s; NVLink4 900 GB/s bidirectional per GPU; DGX H200: 8 x
-    # ConnectX-7 400 Gb/s, 50 GB/s per GPU per direction.
-    "dgx-h200": GpuClusterHardware(
-        name="dgx-h200",
-        gpus_per_node=8,
-        peak_tflops=PeakTflops(fp32=67.0, bf16=989.0, fp16=989.0, fp8=1979.0, int8=1979.0),
-        hbm_gib=141e9 / 2**30,
-        hbm_bandwidth_gbps=4800.0,
-        switch_bandwidth_gbps=450.0,
-        switch_latency_us=2.0,
-        inter_node_bandwidth_gbps=50.0,
-        inter_node_latency_us=5.0,
-        # the H100 fit (same GPU, more and faster memory)
-        matmul_efficiency=0.586,
-        fp8_matmul_efficiency=0.544,
-        attention_efficiency=0.177,
-        grouped_gemm_efficiency=0.489,
-        grouped_gemm_expert_us=7.596,
-        overlap_interference=0.646,
-    ),
+    "dgx-h100": _DGX_H100,  # sources above the constant
+    "dgx-h200": _DGX_H200,
     "dgx-b200": _DGX_B200,  # sources above the constant
     # NVIDIA GB200 NVL72 (GB200 NVL72 datasheet; DGX GB200 datasheet, 2024): 72 Blackwell
     # GPUs in one NVLink domain (a "node" here: NVLink switch trays join all 72); per rack
