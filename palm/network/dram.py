@@ -493,9 +493,11 @@ def interleaved_access(
     if with_links or rows < 3 or cols < 3:
         return interleaved_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
     n = region.count
-    key = ("dram_lines", mesh_link_key(hw), region.rects.tobytes(), channels_at.tobytes())
     # remembered inside palm.network.memo.shared_geometry
-    lines = remember(key, lambda: _interleaved_lines(hw, region, channels_at))
+    lines = remember(
+        lambda: ("dram_lines", mesh_link_key(hw), region.rects.tobytes(), channels_at.tobytes()),
+        lambda: _interleaved_lines(hw, region, channels_at),
+    )
     return _interleaved(hw, n, lines)
 
 

@@ -133,18 +133,20 @@ def hand_off(
     if with_links:
         r = routes()
     else:
-        key = (
-            "hand_off",
-            mesh_link_key(hw),
-            src.shape,
-            src.tobytes(),
-            dst.shape,
-            dst.tobytes(),
-            strategy,
-            adapters,
-            partial,
+        r = remember(
+            lambda: (
+                "hand_off",
+                mesh_link_key(hw),
+                src.shape,
+                src.tobytes(),
+                dst.shape,
+                dst.tobytes(),
+                strategy,
+                adapters,
+                partial,
+            ),
+            routes,
         )
-        r = remember(key, routes)
     reduce_s = adapters_ar = 0.0
     if r.source_ring is not None:
         reduce_s = collective_time(Collective("all-reduce", nbytes), n=r.n, step=r.source_ring)

@@ -117,8 +117,10 @@ def mesh_profile(
     src, dst = _as_array(src), _as_array(dst)
     if with_links:
         return _mesh_profile(hw, src, dst, with_links=True)
-    key = ("mesh_profile", mesh_link_key(hw), src.tobytes(), dst.tobytes())
-    return remember(key, lambda: _mesh_profile(hw, src, dst, with_links=False))
+    return remember(
+        lambda: ("mesh_profile", mesh_link_key(hw), src.tobytes(), dst.tobytes()),
+        lambda: _mesh_profile(hw, src, dst, with_links=False),
+    )
 
 
 def mesh_link_key(hw: Mesh2DHardware) -> tuple[object, ...]:

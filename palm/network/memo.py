@@ -47,11 +47,13 @@ def shared_geometry(*, max_entries: int = 100_000) -> Iterator[None]:
         _memo = None
 
 
-def remember(key: Hashable, compute: Callable[[], T]) -> T:
-    """``compute()``, or the value it returned for ``key`` earlier in the same
-    :func:`shared_geometry` block. ``key`` must hold every input ``compute`` reads."""
+def remember(make_key: Callable[[], Hashable], compute: Callable[[], T]) -> T:
+    """``compute()``, or the value it returned for the key ``make_key()`` earlier in the same
+    :func:`shared_geometry` block. The key must hold every input ``compute`` reads; it is
+    built only inside a block, so a single simulation pays nothing for it."""
     if _memo is None:
         return compute()
+    key = make_key()
     if key in _memo:
         _stats[0] += 1
         return _memo[key]  # type: ignore[return-value]

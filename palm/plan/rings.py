@@ -86,8 +86,10 @@ def _stage_ring(ctx: PlanContext, s: int, axis: int) -> Profile:
     if not isinstance(hw, Mesh2DHardware) or ctx.with_links:
         return ring_profile(ctx.config, arr, axis, with_links=ctx.with_links)
     # a mesh ring's profile reads the cores and the link fields of the hardware only
-    key = ("stage_ring", mesh_link_key(hw), axis, arr.shape, arr.tobytes())
-    return remember(key, lambda: ring_profile(ctx.config, arr, axis, with_links=False))
+    return remember(
+        lambda: ("stage_ring", mesh_link_key(hw), axis, arr.shape, arr.tobytes()),
+        lambda: ring_profile(ctx.config, arr, axis, with_links=False),
+    )
 
 
 @dataclass(frozen=True)

@@ -117,21 +117,24 @@ def _remembered_blocked(
 ) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
     """:func:`_blocked`, remembered inside :func:`palm.network.memo.shared_geometry` by
     every input it reads (the layers of a model are the same operator under other names)."""
-    key = (
-        "blocked",
-        type(op),
-        tuple(v for k, v in vars(op).items() if k != "name"),  # the operator, unnamed
-        alloc,
-        recompute,
-        ctx.micro_batch,
-        ctx.tp,
-        ctx.ranks,
-        ctx.training,
-        ctx.micro_batches > 1,
-        ctx.act_bytes,
-        ctx.states.weights,
-        ctx.rates.sram_bytes,
-    )
+
+    def key() -> tuple[object, ...]:
+        return (
+            "blocked",
+            type(op),
+            tuple(v for k, v in vars(op).items() if k != "name"),  # the operator, unnamed
+            alloc,
+            recompute,
+            ctx.micro_batch,
+            ctx.tp,
+            ctx.ranks,
+            ctx.training,
+            ctx.micro_batches > 1,
+            ctx.act_bytes,
+            ctx.states.weights,
+            ctx.rates.sram_bytes,
+        )
+
     return remember(key, lambda: _blocked(ctx, op, alloc, recompute))
 
 

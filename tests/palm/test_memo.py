@@ -53,23 +53,32 @@ def test_nothing_is_remembered_outside_a_block() -> None:
         calls.append(1)
         return 7
 
-    assert remember(("k",), compute) == remember(("k",), compute) == 7
+    assert remember(lambda: ("k",), compute) == remember(lambda: ("k",), compute) == 7
     assert len(calls) == 2
     with shared_geometry():
         with shared_geometry():  # nested: the outer memo
-            assert remember(("k",), compute) == 7
-        assert remember(("k",), compute) == 7
+            assert remember(lambda: ("k",), compute) == 7
+        assert remember(lambda: ("k",), compute) == 7
     assert len(calls) == 3
-    assert remember(("k",), compute) == 7  # dropped with the outer block
+    assert remember(lambda: ("k",), compute) == 7  # dropped with the outer block
     assert len(calls) == 4
+
+
+def test_outside_a_block_no_key_is_built() -> None:
+    """A single simulation pays nothing for the memo: the key is built only inside a block."""
+
+    def key() -> tuple[str]:
+        raise AssertionError("key built outside shared_geometry")
+
+    assert remember(key, lambda: 3) == 3
 
 
 def test_a_full_memo_is_cleared_not_grown() -> None:
     with shared_geometry(max_entries=2):
         for i in range(5):
-            remember(("k", i), lambda i=i: i)
-        assert remember(("k", 4), lambda: -1) == 4
-        assert remember(("k", 0), lambda: -1) == -1  # cleared when it was full
+            remember(lambda i=i: ("k", i), lambda i=i: i)
+        assert remember(lambda: ("k", 4), lambda: -1) == 4
+        assert remember(lambda: ("k", 0), lambda: -1) == -1  # cleared when it was full
 
 
 @pytest.mark.parametrize(
