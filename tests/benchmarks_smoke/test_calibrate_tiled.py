@@ -4,7 +4,6 @@ script asserts it), and leave-one-out is reported beside in-sample."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,18 +11,11 @@ import numpy as np
 import pytest
 
 from palm.validation_tiled import default_tiled_file
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_module import load_benchmark
 
 
 def _bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "calibrate_tiled_bench", ROOT / "benchmarks" / "calibrate_tiled.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_benchmark("calibrate_tiled")
 
 
 def test_fit_on_a_slice(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

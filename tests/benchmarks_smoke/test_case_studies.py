@@ -4,42 +4,31 @@ its quick results pass a few physical checks."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.benchmark_module import load_benchmark
+
 pytest.importorskip("matplotlib")
 
-ROOT = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _load(name: str) -> ModuleType:
-    path = ROOT / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_case_study", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while decorating
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
 def congestion() -> ModuleType:
-    return _load("case_congestion")
+    return load_benchmark("case_congestion")
 
 
 @pytest.fixture(scope="module")
 def wafer() -> ModuleType:
-    return _load("case_wafer_mapping")
+    return load_benchmark("case_wafer_mapping")
 
 
 @pytest.fixture(scope="module")
 def intergroup() -> ModuleType:
-    return _load("case_intergroup")
+    return load_benchmark("case_intergroup")
 
 
 def _assert_png(path: Path) -> None:

@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_module import load_benchmark
 
 
 def test_edge_first_reads_on_the_wafer(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "dram_routing_bench", ROOT / "benchmarks" / "dram_routing.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("dram_routing")
     wafer = HARDWARE_PRESETS["wafer-palm"]
     assert isinstance(wafer, Mesh2DHardware)
     xy, yx, edge = bench.routings(wafer)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from tests.benchmark_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_layer_bytes_match_the_docs() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "dram_traffic_bench", ROOT / "benchmarks" / "dram_traffic.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("dram_traffic")
     b = bench.layer_forward_bytes()
     # the bounds sit below the blocked traffic; sharing operands beats one core; all of it
     # far below the paper's per-layer penalty

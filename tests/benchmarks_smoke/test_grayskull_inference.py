@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 import palm
+from tests.benchmark_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ("grayskull-resnet50.toml", "grayskull-bert-large.toml", "grayskull-bert-base.toml")
@@ -17,13 +16,7 @@ EXAMPLES = ("grayskull-resnet50.toml", "grayskull-bert-large.toml", "grayskull-b
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    path = ROOT / "benchmarks" / "grayskull_inference.py"
-    spec = importlib.util.spec_from_file_location("grayskull_inference_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while decorating
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("grayskull_inference")
 
 
 def test_quick_mode_runs(bench: ModuleType, capsys: pytest.CaptureFixture[str]) -> None:

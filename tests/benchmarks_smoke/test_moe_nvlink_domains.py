@@ -3,21 +3,13 @@ pay for it on the NICs."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_module import load_benchmark
 
 
 def test_expert_groups_inside_64_gpu_domains_are_faster(capsys: pytest.CaptureFixture[str]) -> None:
-    spec = importlib.util.spec_from_file_location(
-        "moe_nvlink_bench", ROOT / "benchmarks" / "moe_nvlink_domains.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_benchmark("moe_nvlink_domains")
     rows = {cid: (t72, t64) for cid, t72, t64, _ in bench.rows(64)}
     # DeepSeek-V3 on 256 GB200s, ep = 64: with 72-GPU domains the groups of ranks 64-127 and
     # 192-255 cross a rack; aligned on 64 they stay on NVLink

@@ -4,29 +4,17 @@ with every event simulation a distinct configuration of the space."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from spaces import count_configurations
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.benchmark_module import load_benchmark
 
 
 def _bench() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "sampler_efficiency_bench", ROOT / "benchmarks" / "sampler_efficiency.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = bench  # its dataclasses look their module up
-    spec.loader.exec_module(bench)
-    return bench
+    return load_benchmark("sampler_efficiency")  # it puts benchmarks/ on sys.path
 
 
 def test_tables_are_complete_and_a_screened_study_replays_them(

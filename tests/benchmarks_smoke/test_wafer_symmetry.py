@@ -5,24 +5,18 @@ geometry. (The doc's figures are in link mode, 20 s a run; group and exclusive h
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 import palm
+from tests.benchmark_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> object:
-    spec = importlib.util.spec_from_file_location(
-        "wafer_symmetry_bench", ROOT / "benchmarks" / "wafer_symmetry.py"
-    )
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench
+    return load_benchmark("wafer_symmetry")
 
 
 @pytest.mark.parametrize("noc_model", ["fair", "exclusive"])

@@ -5,7 +5,6 @@ screenshot in docs/tuning.md)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import urllib.error
 import urllib.request
@@ -15,17 +14,14 @@ from typing import Any
 
 import pytest
 
+from tests.benchmark_module import load_benchmark
+
 REPO = Path(__file__).resolve().parents[2]
 WAFER = REPO / "examples" / "wafer-t18b.toml"
 
 pytest.importorskip("optuna_dashboard", reason="optuna-dashboard is not installed")
 
-_spec = importlib.util.spec_from_file_location(
-    "dashboard_screenshot", REPO / "benchmarks" / "dashboard_screenshot.py"
-)
-assert _spec is not None and _spec.loader is not None
-shot = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(shot)
+shot = load_benchmark("dashboard_screenshot")
 
 STUDY = f"""[study]
 name = "dash"
