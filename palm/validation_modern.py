@@ -20,7 +20,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   measured under PyTorch 1.13.1 (in the README by 2023-05-03, when ``setup.py`` pinned
   ``torch==1.13.1``; the H100 tables came with ``torch>=2.1`` in 2023-10 / 2024-01), before
   the early stop existed (PyTorch 2.1) -> ``zero = 3``, the same sharding re-running whole
-  layers;
+  layers (their ``amp_bf16`` A100-80GB rows were re-measured in 2023-10, whose pin allows
+  PyTorch 1.13.1 to 2.1.0 and whose ``submit_benchmarks.py`` defaults to a 1.13.1 image;
+  docs/validation.md, "The A100 rows still far off");
 * Megatron runs with the distributed optimizer -> ``overlap_param_gather`` (Megatron-Bridge's
   recipe defaults, ``src/megatron/bridge/recipes/common.py`` @067f987df:
   ``overlap_grad_reduce`` and ``overlap_param_gather`` true; the Megatron-LM weak-scaling
