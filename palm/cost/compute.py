@@ -27,6 +27,11 @@ A100's peak forward and about 60% forward + backward (Dao 2023, Fig. 4-6); on H1
 FlashAttention-3 reaches 75% forward in BF16 (Shah et al. 2024, sec. 4.1), while
 FlashAttention-2 there reaches 35-40%.
 
+Under context parallelism the attention runs as one call per ring step, and the partial
+outputs and gradients of the steps are merged by memory-bound kernels outside those calls
+(:func:`~palm.workload.ops.cp_merge_bytes`), which take ``merge bytes / bandwidth`` after
+the kernels; the K/V exchange overlaps the kernels only (:func:`palm.cost.overlap.cp_exposed_s`).
+
 FP8 training as Transformer Engine runs it: products flagged ``fp8`` (the linear layers) run
 at the FP8 peak with their own ``fp8_matmul_efficiency``; the others (attention, logits) at
 the BF16 peak. Each FP8 product casts its 16-bit input to FP8 with a per-tensor scale
@@ -207,7 +212,9 @@ def op_times(
     fwd_flops = sum(g.flops for g in fwd_gemms)
     att_fwd = 0.0
     if fused is not None:
+        # the kernel, then (context parallelism) the merge of its per-step partial outputs
         att_fwd = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+        att_fwd += fused.forward_merge_bytes / bw
         fwd += att_fwd
         fwd_flops += fused.forward_flops
     if not training:
@@ -229,6 +236,7 @@ def op_times(
         bwd += attention_time(
             fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
         )
+        bwd += fused.backward_merge_bytes / bw
         bwd_flops += fused.backward_flops
         re_flops += fused.recompute_flops
         if recompute == "full":

@@ -46,6 +46,7 @@ from palm.workload.ops import (
     Op,
     RecomputeMode,
     TransformerLayer,
+    cp_merge_bytes,
 )
 
 __all__ = ["MoELayer", "with_expert_layout", "expert_params_per_device"]
@@ -196,10 +197,13 @@ class MoELayer(TransformerLayer):
         k = s * dqk * heads * p  # the local K or dK
         v = s * dv * heads * p  # V, O, dO, dV
         lse = 4.0 * s * heads
+        merge_f, merge_b = cp_merge_bytes(cp=self.cp, q_bytes=q, o_bytes=v, kv_bytes=k + v)
         return FusedAttention(
             forward_flops=2.0 * s * kv * (dqk + dv) * heads * mask,
             forward_bytes=q + k + v + v + lse,  # read Q, K, V; write O, LSE
             backward_bytes=q + k + 3 * v + lse + q + k + v,  # read Q,K,V,O,dO,LSE; write dQ,dK,dV
+            forward_merge_bytes=merge_f,
+            backward_merge_bytes=merge_b,
         )
 
     def _mla_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:

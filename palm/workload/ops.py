@@ -26,6 +26,7 @@ from typing import Literal
 __all__ = [
     "Gemm",
     "FusedAttention",
+    "cp_merge_bytes",
     "Collective",
     "Op",
     "Linear",
@@ -90,6 +91,10 @@ class FusedAttention:
     forward_flops: float
     forward_bytes: float
     backward_bytes: float
+    #: context parallelism: HBM bytes of the memory-bound kernels around the per-step
+    #: attention calls (:func:`cp_merge_bytes`), which run outside the attention kernels
+    forward_merge_bytes: float = 0.0
+    backward_merge_bytes: float = 0.0
 
     @property
     def backward_flops(self) -> float:
@@ -100,6 +105,42 @@ class FusedAttention:
     def recompute_flops(self) -> float:
         """``Q K^T`` recomputed in the backward pass."""
         return 0.5 * self.forward_flops
+
+
+def cp_merge_bytes(
+    *, cp: int, q_bytes: float, o_bytes: float, kv_bytes: float
+) -> tuple[float, float]:
+    """HBM bytes, forward and backward, of the bookkeeping kernels of ring attention on the
+    busiest rank of a ``cp``-way context-parallel group, one layer and micro-batch.
+
+    Transformer Engine's ``AttnFuncWithCPAndKVP2P`` (``transformer_engine/pytorch/attention.py``
+    @ v2.0-v2.2, ``.../dot_product_attention/context_parallel.py`` from v2.3; Megatron-Core's
+    ``--context-parallel-size`` with the default ``p2p`` communication) runs one attention call
+    per ring step, each writing its own partial output and log-sum-exp, and merges them in
+    separate element-wise kernels; the p2p exchange overlaps only the attention calls. On the
+    causal load-balanced layout the last rank's every step covers all its local queries, and
+    its kernels, with ``O``, ``Q`` and ``KV`` the bytes of the local output, query and
+    (K and V together) key-value tensors in 16 bits:
+
+    * forward: K and V are concatenated into the send buffer (read + write ``KV``); the first
+      partial output initialises the output (read + write ``O``) and each of the other
+      ``cp - 1`` is rescaled by its log-sum-exp and added (one fused kernel: read the partial,
+      read and write the output, ``3 O``): ``F = (3 cp - 1) O + 2 KV``;
+    * backward: K and V are copied into the ring buffer (``2 KV``); each step's ``dQ`` is
+      copied (first step, ``2 Q``) or added (``3 Q``) into the accumulator; each step's
+      ``dK, dV`` are added to the gradient travelling round the ring: the first step copies
+      half of them (``KV``), the ``cp - 2`` middle ones add half (``1.5 KV``), the diagonal
+      step adds the whole (``3 KV``): ``B = (3 cp - 1) Q + (1.5 cp + 3) KV``.
+
+    ``cp <= 1``: no ring, ``(0, 0)``. TE 2.0 / 2.1 zero-fill the output and correct all ``cp``
+    partials (``2 O`` more forward); the fp32 log-sum-exp work (``s a`` elements per step) is
+    left out.
+    """
+    if cp <= 1:
+        return 0.0, 0.0
+    forward = (3 * cp - 1) * o_bytes + 2 * kv_bytes
+    backward = (3 * cp - 1) * q_bytes + (1.5 * cp + 3) * kv_bytes
+    return forward, backward
 
 
 @dataclass(frozen=True)
@@ -473,10 +514,13 @@ class TransformerLayer(Op):
         q_o = s * d * heads * p  # one of Q, O, dQ, dO
         k_v = s * d * kv_heads * p  # one of the local K, V, dK, dV
         lse = 4.0 * s * heads
+        merge_f, merge_b = cp_merge_bytes(cp=self.cp, q_bytes=q_o, o_bytes=q_o, kv_bytes=2 * k_v)
         return FusedAttention(
             forward_flops=flops,
             forward_bytes=2 * q_o + 2 * k_v + lse,  # read Q, K, V; write O, LSE
             backward_bytes=3 * q_o + 2 * k_v + lse + q_o + 2 * k_v,  # read Q,O,dO,K,V,LSE; write
+            forward_merge_bytes=merge_f,
+            backward_merge_bytes=merge_b,
         )
 
     def cp_collectives(self, *, batch: int, tp: int, act_bytes: float) -> tuple[Collective, ...]:

@@ -19,7 +19,7 @@ from palm.partition import uneven_chunk_layers
 from palm.plan import build_plan
 from palm.plan.stages import param_gather_exposed_s
 from palm.strategy import TrainingConfig
-from palm.workload.ops import Linear, Logits, TransformerLayer
+from palm.workload.ops import FusedAttention, Linear, Logits, TransformerLayer, cp_merge_bytes
 
 S, D, HEADS = 2048, 128, 8
 LAYER = TransformerLayer(
@@ -291,6 +291,54 @@ def test_context_parallel_ring_traffic_is_hand_worked() -> None:
     fused = layer.fused_attention(batch=1, tp=1, act_bytes=2)
     full = dataclasses.replace(LAYER, kv_heads=2).fused_attention(batch=1, tp=1, act_bytes=2)
     assert fused.forward_flops == pytest.approx(full.forward_flops / 2)
+
+
+class _NoMerge(TransformerLayer):
+    """The same layer with the context-parallel merge kernels left out."""
+
+    def fused_attention(self, *, batch: int, tp: int, act_bytes: float) -> FusedAttention | None:
+        fused = super().fused_attention(batch=batch, tp=tp, act_bytes=act_bytes)
+        assert fused is not None
+        return dataclasses.replace(fused, forward_merge_bytes=0.0, backward_merge_bytes=0.0)
+
+
+def test_context_parallel_merge_traffic_is_hand_worked() -> None:
+    # a rank of cp = 4 holds 512 of 2048 tokens: 8 heads and 2 KV heads of 128
+    layer = dataclasses.replace(LAYER, kv_heads=2, seq_len=S // 4, cp=4)
+    o = 512 * 8 * 128 * 2  # bytes of the local Q (= O, dQ): 1 MiB
+    kv = 2 * 512 * 2 * 128 * 2  # the local K and V together: 0.5 MiB
+    # Transformer Engine's ring, its last rank (every step covers all its queries):
+    # forward: cat(K, V) into the send buffer (2 KV), initialise O from step 0 (2 O), rescale
+    # and add the 3 other partial outputs (3 O each) -> 11 O + 2 KV
+    # backward: copy K, V into the ring buffer (2 KV); dQ copied once, added 3 times (2 + 9 Q);
+    # dK, dV: half copied (KV), 2 halves added (1.5 KV each), the diagonal added (3 KV)
+    assert cp_merge_bytes(cp=4, q_bytes=o, o_bytes=o, kv_bytes=kv) == (
+        11 * o + 2 * kv,
+        11 * o + 9 * kv,
+    )
+    fused = layer.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert fused is not None
+    assert (fused.forward_merge_bytes, fused.backward_merge_bytes) == (12 * 2**20, 15.5 * 2**20)
+    # cp = 2 traced step by step: forward 2 O + 3 O + 2 KV; backward 2 Q + 3 Q, KV + 3 KV + 2 KV
+    assert cp_merge_bytes(cp=2, q_bytes=o, o_bytes=o, kv_bytes=kv) == (
+        5 * o + 2 * kv,
+        5 * o + 6 * kv,
+    )
+    assert cp_merge_bytes(cp=1, q_bytes=o, o_bytes=o, kv_bytes=kv) == (0.0, 0.0)
+    assert LAYER.fused_attention(batch=1, tp=1, act_bytes=2).forward_merge_bytes == 0.0
+    # the merge runs after the kernels at HBM bandwidth, in every pass that runs the attention
+    rates = device_rates(GPU, "bf16", training=True)
+    bare = _NoMerge(**{f.name: getattr(layer, f.name) for f in dataclasses.fields(layer)})
+    for recompute in ("none", "full"):
+        with_merge, without = (
+            op_times(x, batch=1, tp=1, sp=False, recompute=recompute, rates=rates, training=True)
+            for x in (layer, bare)
+        )
+        bw = rates.local_bandwidth_Bps
+        assert with_merge.forward_s - without.forward_s == pytest.approx(12 * 2**20 / bw)
+        assert with_merge.backward_s - without.backward_s == pytest.approx(15.5 * 2**20 / bw)
+        extra_re = 12 * 2**20 / bw if recompute == "full" else 0.0
+        assert with_merge.recompute_s - without.recompute_s == pytest.approx(extra_re)
 
 
 def test_context_parallel_in_the_plan() -> None:
