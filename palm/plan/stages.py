@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from palm.cost.compute import DeviceRates
+from palm.cost.compute import DeviceRates, gemm_time
 from palm.cost.memory import MemoryBreakdown
+from palm.cost.overlap import expert_gather_chain_exposed_s
 from palm.cost.sram import SramAllocation
 from palm.network.dram import DramAccess
 from palm.plan.context import PlanContext
@@ -17,6 +18,7 @@ from palm.plan.memory import stage_expert_params
 from palm.plan.rings import StageRings
 from palm.plan.types import ChunkCost, StageCost
 from palm.strategy import SimConfig
+from palm.workload.moe import MoELayer
 from palm.workload.ops import Collective
 
 __all__ = [
@@ -74,8 +76,8 @@ def stage_cost(
             # ZeRO 1 / 2: reduce-scatter then all-gather, half of the all-reduce time each
             gather_s = dp_s / 2
             dp_s -= gather_s
-            gather_exposed = param_gather_exposed_s(
-                gather_s=gather_s, buckets=buckets, forward_s=sum(c.forward_s for c in chunks)
+            gather_exposed = _param_gather_exposed(
+                ctx, s, chunks=chunks, per_group=per_group, rings=rings, gather_s=gather_s
             )
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
         opt_s = sum(
@@ -107,6 +109,87 @@ def stage_cost(
         dp_param_gather_s=gather_s,
         param_gather_exposed_s=gather_exposed,
     )
+
+
+#: Megatron-Core's default DDP bucket: ``max(40M, 1M x dp)`` parameters
+#: (``distributed_data_parallel.py`` @44151194: larger buckets keep big data-parallel rings
+#: bandwidth-bound)
+MEGATRON_BUCKET_PARAMS = 40e6
+MEGATRON_BUCKET_PARAMS_PER_RANK = 1e6
+
+
+def _param_gather_exposed(
+    ctx: PlanContext,
+    s: int,
+    *,
+    chunks: Sequence[ChunkCost],
+    per_group: dict[str, float],
+    rings: StageRings,
+    gather_s: float,
+) -> float:
+    """Exposed weight all-gather of ``overlap_param_gather`` on stage ``s``: the dense weights'
+    by the pipelined rule :func:`param_gather_exposed_s`, the experts' (gathered over the
+    expert-data-parallel group, ``edp``) as Megatron-Core's chain of buckets waited in the
+    experts' forward pre-hooks (:func:`~palm.cost.overlap.expert_gather_chain_exposed_s`)."""
+    forward = sum(c.forward_s for c in chunks)
+    expert_bytes = per_group.get("edp", 0.0)
+    expert_params = stage_expert_params(ctx, s)
+    if expert_bytes <= 0 or expert_params <= 0:
+        buckets = _buckets(ctx, sum(per_group.values()))
+        return param_gather_exposed_s(gather_s=gather_s, buckets=buckets, forward_s=forward)
+    expert_s = rings.time([Collective("all-reduce", expert_bytes, group="edp")], s) / 2
+    dense_bytes = sum(per_group.values()) - expert_bytes
+    dense = param_gather_exposed_s(
+        gather_s=max(0.0, gather_s - expert_s),
+        buckets=_buckets(ctx, dense_bytes),
+        forward_s=forward,
+    )
+    bucket = max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ctx.ranks)
+    experts = expert_gather_chain_exposed_s(
+        _expert_modules(ctx, chunks),
+        bucket_params=bucket,
+        seconds_per_param=expert_s / expert_params,
+    )
+    return dense + experts
+
+
+def _buckets(ctx: PlanContext, nbytes: float) -> int:
+    """Gradient buckets of ``dp_bucket_mib`` over ``nbytes`` (at most :data:`MAX_DP_BUCKETS`)."""
+    mib = ctx.config.parallelism.dp_bucket_mib * 2**20
+    return min(MAX_DP_BUCKETS, max(1, math.ceil(nbytes / mib)))
+
+
+def _expert_modules(
+    ctx: PlanContext, chunks: Sequence[ChunkCost]
+) -> list[tuple[float, float, float]]:
+    """``(compute before, parameters, compute)`` of the experts' two grouped modules
+    (``linear_fc1``, ``linear_fc2``) of every MoE layer of ``chunks`` in forward order; the rest
+    of a chunk's forward pass is spread evenly before its MoE layers (and a chunk without one
+    adds its forward pass before the next)."""
+    out: list[tuple[float, float, float]] = []
+    pending = 0.0
+    for ch in chunks:
+        layers = [
+            op
+            for op in ctx.ops(ch.index)
+            if isinstance(op, MoELayer) and op.experts and op.expert_params_per_device() > 0
+        ]
+        if not layers:
+            pending += ch.forward_s
+            continue
+        mods = []
+        for op in layers:
+            up, down = op.moe_gemms(batch=ctx.micro_batch, tp=ctx.tp)[-2:]
+            share = up.n / (up.n + down.k)  # fc1 holds m f_e of the (m + 1) f_e columns
+            p = op.expert_params_per_device()
+            mods.append(
+                (p * share, gemm_time(up, ctx.rates), p * (1 - share), gemm_time(down, ctx.rates))
+            )
+        rest = max(0.0, ch.forward_s - sum(t1 + t2 for _, t1, _, t2 in mods)) / len(mods)
+        for p1, t1, p2, t2 in mods:
+            out += [(pending + rest, p1, t1), (0.0, p2, t2)]
+            pending = 0.0
+    return out
 
 
 def param_gather_exposed_s(*, gather_s: float, buckets: int, forward_s: float) -> float:
