@@ -47,18 +47,20 @@ backward pass of another are interleaved layer by layer, each one's dispatch and
 running under the other's attention and expert products. A chunk's forward and backward
 passes expose ``max(0, T_a2a - T_compute)`` of their all-to-alls together.
 
-**The experts' weight all-gather of the distributed optimizer** (``overlap_param_gather``;
-Megatron-Core ``distributed_data_parallel.py`` and ``param_and_grad_buffer.py`` @44151194, the
-Megatron-LM of Megatron-Bridge 26.04): the expert weights are gathered over the
-expert-data-parallel group in buckets of ``B = max(4e7, 1e6 x dp)`` parameters, cut over the
-parameters in backward order. Only one bucket of a chain is in flight: the forward pre-hook of
-a module waits, parameter by parameter, on each bucket its parameters lie in and only then
-dispatches the next bucket (``finish_param_sync``), and the first bucket is dispatched at its
-first wait. A module larger than a bucket (the grouped GEMM of all local experts is one module,
-``TEGroupedMLP.linear_fc1`` / ``linear_fc2``) therefore waits on its second and later buckets
-back to back, with nothing computing in between. Walking the modules in forward order with
-``c_before`` (the compute since the previous module of the chain), their parameters and their
-own compute, each wait exposes ``max(0, t_done - t)``.
+**The distributed optimizer's weight all-gather** (``overlap_param_gather``; Megatron-Core
+``distributed_data_parallel.py`` and ``param_and_grad_buffer.py`` @44151194, the Megatron-LM of
+Megatron-Bridge 26.04): the updated weights are gathered in buckets of
+``B = max(4e7, 1e6 x dp)`` parameters, cut over each buffer's parameters in backward order
+(the dense weights over the data-parallel group, the experts' over the expert-data-parallel
+group, each buffer its own chain). Only one bucket of a chain is in flight: the forward
+pre-hook of a module waits, parameter by parameter, on each bucket its parameters lie in and
+only then dispatches the next bucket (``finish_param_sync``), and the first bucket is
+dispatched at its first wait. A module larger than a bucket (a large tensor-parallel linear;
+the grouped GEMM of all local experts, which is one module, ``TEGroupedMLP.linear_fc1`` /
+``linear_fc2``) therefore waits on its second and later buckets back to back, with nothing
+computing in between. Walking the modules in forward order with ``c_before`` (the compute
+since the previous module of the chain), their parameters and their own compute, each wait
+exposes ``max(0, t_done - t)``.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ __all__ = [
     "ep_overlap_exposed_s",
     "fsdp_exposed_s",
     "cp_exposed_s",
-    "expert_gather_chain_exposed_s",
+    "param_gather_chain_exposed_s",
 ]
 
 
@@ -176,13 +178,13 @@ def cp_exposed_s(
     return forward, backward
 
 
-def expert_gather_chain_exposed_s(
+def param_gather_chain_exposed_s(
     modules: Sequence[tuple[float, float, float]],
     *,
     bucket_params: float,
     seconds_per_param: float,
 ) -> float:
-    """Exposed time of a chain of weight all-gathers waited in forward pre-hooks (module
+    """Exposed time of one chain of weight all-gathers waited in forward pre-hooks (module
     docstring). ``modules``: ``(compute before it, parameters, its own compute)`` per module in
     forward order; the buckets hold ``bucket_params`` each counted from the chain's end (its
     first parameter in backward order), the first one in forward order the remainder; a bucket

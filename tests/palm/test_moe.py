@@ -20,10 +20,8 @@ from palm.cost.collectives import (
     hierarchical_inter_node_scale,
 )
 from palm.cost.compute import device_rates, gemm_time
-from palm.cost.overlap import expert_gather_chain_exposed_s
 from palm.hardware.presets import HARDWARE_PRESETS
 from palm.plan import build_plan
-from palm.plan.stages import param_gather_exposed_s
 from palm.workload import MODEL_PRESETS, TransformerLayer, build_workload
 from palm.workload.moe import MoELayer
 from palm.workload.presets import MOE_PUBLISHED_PARAMS
@@ -527,57 +525,20 @@ def test_moe_activation_and_vector_bytes_hand_worked() -> None:
     assert vec == 192 + 384 + 768
 
 
-def test_expert_weight_gather_chain_is_hand_worked() -> None:
-    # Megatron-Core's overlap_param_gather: one bucket in flight, waited in the forward
-    # pre-hook of the module using it. Buckets of 10 parameters, 1 ms each to gather. Two
-    # modules of two buckets each, 30 ms of compute: the first bucket is dispatched at its
-    # wait (10 ms), the second only then and waited at once (10 ms); the third hides behind
-    # the first module's compute; the fourth is dispatched when the third is waited and waits
-    # its full 10 ms. The pipelined rule (4 buckets, 60 ms of forward) would expose 10 ms.
-    two = [(0.0, 20.0, 0.03), (0.0, 20.0, 0.03)]
-    assert expert_gather_chain_exposed_s(
-        two, bucket_params=10, seconds_per_param=1e-3
-    ) == pytest.approx(0.03)
-    # modules no larger than a bucket, each computing longer than a gather: only the first
-    four = [(0.0, 10.0, 0.015)] * 4
-    assert expert_gather_chain_exposed_s(
-        four, bucket_params=10, seconds_per_param=1e-3
-    ) == pytest.approx(0.01)
-    # compute before a module hides the gather dispatched at the previous wait
-    late = [(0.0, 10.0, 0.0), (0.004, 10.0, 0.0)]
-    assert expert_gather_chain_exposed_s(
-        late, bucket_params=10, seconds_per_param=1e-3
-    ) == pytest.approx(0.01 + 0.006)
-    # buckets are cut from the chain's end: 25 parameters are buckets of 5 (first), 10, 10
-    assert expert_gather_chain_exposed_s(
-        [(0.0, 25.0, 0.0)], bucket_params=10, seconds_per_param=1e-3
-    ) == pytest.approx(0.025)
-    assert expert_gather_chain_exposed_s([], bucket_params=10, seconds_per_param=1e-3) == 0.0
+def test_plan_gathers_expert_weights_bucket_by_bucket() -> None:
+    # Mixtral on 16 H100 with ep = 4: edp = 4 groups span the two nodes. Per layer and device
+    # the experts' fc1 holds 2 x 2 x 4096 x 14336 = 235 M parameters (6 buckets of 40 M) and
+    # fc2 117 M (3); their later buckets are waited back to back in the modules' pre-hooks,
+    # so most of the weight all-gather is exposed, against a small part with ep = 8 on 8
+    # GPUs (edp = 1: only the dense weights are gathered; the embedding spans 4 buckets)
+    def stage(**parallel: Any) -> Any:
+        cfg = mixtral(overlap_param_gather=True, **parallel)
+        cfg["training"] = {**cfg["training"], "recompute": "none"}
+        return build_plan(parse_config(cfg)).stages[0]
 
-
-def test_plan_prices_the_expert_weight_gather_as_a_chain() -> None:
-    # Mixtral on 16 H100 with ep = 4: edp = 4 groups span the two nodes. With the
-    # distributed optimizer's overlapped gather, the experts' share is priced by the chain
-    # over their two modules per layer; without experts' DP traffic (ep = dp = 8: edp = 1) only
-    # the dense weights' pipelined rule remains.
-    cfg = mixtral(ep=4, overlap_param_gather=True)
-    cfg["training"] = {**cfg["training"], "recompute": "none", "micro_batch": 1}
-    stage = build_plan(parse_config(cfg)).stages[0]
-    plain = build_plan(parse_config(mixtral(ep=4, overlap_param_gather=False))).stages[0]
-    assert stage.dp_param_gather_s == pytest.approx(plain.dp_allreduce_s / 2)
-    dense_only = param_gather_exposed_s(
-        gather_s=stage.dp_param_gather_s, buckets=stage.dp_buckets, forward_s=stage.forward_s
-    )
-    # per layer and device the experts' fc1 holds 2 x 2 x 4096 x 14336 = 235 M parameters
-    # (6 buckets of 40 M) and fc2 117 M (3): their later buckets are waited back to back, so
-    # far more is exposed than the pipelined rule says (under a millisecond here)
-    assert stage.param_gather_exposed_s > 100 * dense_only > 0
-    assert stage.param_gather_exposed_s < stage.dp_param_gather_s + 1e-12
-    no_edp = build_plan(parse_config(mixtral(ep=8, dp=8, overlap_param_gather=True))).stages[0]
-    assert no_edp.param_gather_exposed_s == pytest.approx(
-        param_gather_exposed_s(
-            gather_s=no_edp.dp_param_gather_s,
-            buckets=no_edp.dp_buckets,
-            forward_s=no_edp.forward_s,
-        )
-    )
+    split = stage(ep=4)
+    assert 0.5 * split.dp_param_gather_s < split.param_gather_exposed_s
+    assert split.param_gather_exposed_s <= split.dp_param_gather_s
+    dense = stage(ep=8, dp=8)
+    exposed = split.param_gather_exposed_s / split.dp_param_gather_s  # 0.75
+    assert exposed > 3 * dense.param_gather_exposed_s / dense.dp_param_gather_s  # 0.15
