@@ -91,7 +91,7 @@ class ParallelismConfig:
     :mod:`palm.cost.collectives`). ``overlap_param_gather`` (ZeRO 1 / 2 only) all-gathers the
     updated weights of the distributed optimizer bucket by bucket during the next
     iteration's first forward pass instead of at the step's end (Megatron-Core
-    ``--overlap-param-gather``; :func:`palm.plan.stages.param_gather_exposed_s`).
+    ``--overlap-param-gather``; :func:`palm.cost.overlap.param_gather_chain_exposed_s`).
     ``moe_a2a_overlap`` hides the dispatch and combine behind
     the compute of another micro-batch (Megatron-Core ``--overlap-moe-expert-parallel-comm``;
     :mod:`palm.cost.overlap`)."""

@@ -46,10 +46,26 @@ report sec. 3.2.1): in the 1F1B steady state the forward pass of one micro-batch
 backward pass of another are interleaved layer by layer, each one's dispatch and combine
 running under the other's attention and expert products. A chunk's forward and backward
 passes expose ``max(0, T_a2a - T_compute)`` of their all-to-alls together.
+
+**The distributed optimizer's weight all-gather** (``overlap_param_gather``; Megatron-Core
+``distributed_data_parallel.py`` and ``param_and_grad_buffer.py`` @44151194, the Megatron-LM of
+Megatron-Bridge 26.04): the updated weights are gathered in buckets of
+``B = max(4e7, 1e6 x dp)`` parameters, cut over each buffer's parameters in backward order
+(the dense weights over the data-parallel group, the experts' over the expert-data-parallel
+group, each buffer its own chain). Only one bucket of a chain is in flight: the forward
+pre-hook of a module waits, parameter by parameter, on each bucket its parameters lie in and
+only then dispatches the next bucket (``finish_param_sync``), and the first bucket is
+dispatched at its first wait. A module larger than a bucket (a large tensor-parallel linear;
+the grouped GEMM of all local experts, which is one module, ``TEGroupedMLP.linear_fc1`` /
+``linear_fc2``) therefore waits on its second and later buckets back to back, with nothing
+computing in between. Walking the modules in forward order with ``c_before`` (the compute
+since the previous module of the chain), their parameters and their own compute, each wait
+exposes ``max(0, t_done - t)``.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from palm.cost.collectives import RingStep, collective_time
@@ -63,6 +79,7 @@ __all__ = [
     "ep_overlap_exposed_s",
     "fsdp_exposed_s",
     "cp_exposed_s",
+    "param_gather_chain_exposed_s",
 ]
 
 
@@ -159,3 +176,46 @@ def cp_exposed_s(
             if training:
                 backward += ring_exposed_s(ring_s=2 * t, attention_s=att_b)
     return forward, backward
+
+
+def param_gather_chain_exposed_s(
+    modules: Sequence[tuple[float, float, float]],
+    *,
+    bucket_params: float,
+    seconds_per_param: float,
+) -> float:
+    """Exposed time of one chain of weight all-gathers waited in forward pre-hooks (module
+    docstring). ``modules``: ``(compute before it, parameters, its own compute)`` per module in
+    forward order; the buckets hold ``bucket_params`` each counted from the chain's end (its
+    first parameter in backward order), the first one in forward order the remainder; a bucket
+    of ``n`` parameters gathers in ``n x seconds_per_param``."""
+    total = sum(p for _, p, _ in modules)
+    if total <= 0 or bucket_params <= 0 or seconds_per_param <= 0:
+        return 0.0
+    last = math.ceil(total / bucket_params) - 1  # bucket ids, forward order: last .. 0
+
+    def gather(bucket: int) -> float:
+        size = total - last * bucket_params if bucket == last else bucket_params
+        return size * seconds_per_param
+
+    def bucket_at(x: float) -> int:
+        """The bucket of the parameter at index ``x`` (forward order)."""
+        return max(0, min(last, int((total - x - 0.5) // bucket_params)))
+
+    t = exposed = start = 0.0
+    in_flight: tuple[int, float] | None = None  # (bucket, when its gather ends)
+    waited = last + 1
+    for before, params, compute in modules:
+        t += before
+        if params > 0:
+            for b in range(bucket_at(start), bucket_at(start + params - 1) - 1, -1):
+                if b >= waited:
+                    continue
+                done = in_flight[1] if in_flight and in_flight[0] == b else t + gather(b)
+                exposed += max(0.0, done - t)
+                t = max(t, done)
+                waited = b
+                in_flight = (b - 1, t + gather(b - 1)) if b > 0 else None
+        start += params
+        t += compute
+    return exposed

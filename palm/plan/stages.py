@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from palm.cost.compute import DeviceRates
+from palm.cost.compute import DeviceRates, gemm_time
 from palm.cost.memory import MemoryBreakdown
+from palm.cost.overlap import param_gather_chain_exposed_s
 from palm.cost.sram import SramAllocation
 from palm.network.dram import DramAccess
 from palm.plan.context import PlanContext
@@ -17,14 +18,14 @@ from palm.plan.memory import stage_expert_params
 from palm.plan.rings import StageRings
 from palm.plan.types import ChunkCost, StageCost
 from palm.strategy import SimConfig
-from palm.workload.ops import Collective
+from palm.workload.moe import MoELayer
+from palm.workload.ops import Collective, Gemm, Op
 
 __all__ = [
     "MAX_DP_BUCKETS",
     "stage_cost",
     "optimizer_time",
     "optimizer_bytes",
-    "param_gather_exposed_s",
 ]
 
 #: most gradient buckets of a stage's DP reduction (docs/model.md, data parallelism)
@@ -74,8 +75,8 @@ def stage_cost(
             # ZeRO 1 / 2: reduce-scatter then all-gather, half of the all-reduce time each
             gather_s = dp_s / 2
             dp_s -= gather_s
-            gather_exposed = param_gather_exposed_s(
-                gather_s=gather_s, buckets=buckets, forward_s=sum(c.forward_s for c in chunks)
+            gather_exposed = _param_gather_exposed(
+                ctx, s, chunks=chunks, per_group=per_group, rings=rings, gather_s=gather_s
             )
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
         opt_s = sum(
@@ -109,17 +110,99 @@ def stage_cost(
     )
 
 
-def param_gather_exposed_s(*, gather_s: float, buckets: int, forward_s: float) -> float:
-    """Exposed time of the distributed optimizer's weight all-gather overlapped with the next
-    iteration's forward pass (Megatron-Core ``--overlap-param-gather``: the gather of the
-    first bucket is issued in the first forward pre-hook and waited on, each later bucket's
-    is prefetched while the layers of the one before compute). With ``n`` equal buckets of
-    ``T / n`` and ``F / n`` of forward compute each:
-    ``T / n + (n - 1) max(0, T / n - F / n) = max(T / n, T - F (n - 1) / n)``, the mirror of
-    the gradient buckets against the last backward pass (docs/model.md sec. 3)."""
-    if gather_s <= 0 or buckets <= 0:
-        return 0.0
-    return max(gather_s / buckets, gather_s - forward_s * (buckets - 1) / buckets)
+#: Megatron-Core's default DDP bucket: ``max(40M, 1M x dp)`` parameters
+#: (``distributed_data_parallel.py`` @44151194: larger buckets keep big data-parallel rings
+#: bandwidth-bound)
+MEGATRON_BUCKET_PARAMS = 40e6
+MEGATRON_BUCKET_PARAMS_PER_RANK = 1e6
+
+
+def _param_gather_exposed(
+    ctx: PlanContext,
+    s: int,
+    *,
+    chunks: Sequence[ChunkCost],
+    per_group: dict[str, float],
+    rings: StageRings,
+    gather_s: float,
+) -> float:
+    """Exposed weight all-gather of ``overlap_param_gather`` on stage ``s``, as Megatron-Core
+    runs it: a chain of buckets per buffer (the dense weights over ``dp x cp``, the experts'
+    over the expert-data-parallel group ``edp``), each bucket waited in the forward pre-hook
+    of the module using it (:func:`~palm.cost.overlap.param_gather_chain_exposed_s`)."""
+    expert_bytes = per_group.get("edp", 0.0)
+    expert_params = stage_expert_params(ctx, s)
+    expert_s = 0.0
+    if expert_bytes > 0 and expert_params > 0:
+        expert_s = rings.time([Collective("all-reduce", expert_bytes, group="edp")], s) / 2
+    bucket = max(MEGATRON_BUCKET_PARAMS, MEGATRON_BUCKET_PARAMS_PER_RANK * ctx.ranks)
+    exposed = 0.0
+    for experts, seconds in ((False, max(0.0, gather_s - expert_s)), (True, expert_s)):
+        modules = _gather_modules(ctx, chunks, experts=experts)
+        params = sum(p for _, p, _ in modules)
+        if seconds > 0 and params > 0:
+            exposed += param_gather_chain_exposed_s(
+                modules, bucket_params=bucket, seconds_per_param=seconds / params
+            )
+    return exposed
+
+
+def _gather_modules(
+    ctx: PlanContext, chunks: Sequence[ChunkCost], *, experts: bool
+) -> list[tuple[float, float, float]]:
+    """``(compute before, parameters, compute)`` of the modules of one gather chain over
+    ``chunks`` in forward order: the experts' two grouped modules (``linear_fc1``,
+    ``linear_fc2``) of every MoE layer, or the dense weights' modules (one per weight product,
+    its share of the operator's dense parameters; an operator without one is one module). The
+    rest of a chunk's forward pass is spread evenly before its operators' first modules (a chunk
+    with none adds its forward pass before the next)."""
+    out: list[tuple[float, float, float]] = []
+    pending = 0.0
+    for ch in chunks:
+        per_op = [m for op in ctx.ops(ch.index) if (m := _op_modules(ctx, op, experts=experts))]
+        if not per_op:
+            pending += ch.forward_s
+            continue
+        own = sum(t for mods in per_op for _, t in mods)
+        rest = max(0.0, ch.forward_s - own) / len(per_op)
+        for mods in per_op:
+            for i, (p, t) in enumerate(mods):
+                out.append((pending + rest if i == 0 else 0.0, p, t))
+                pending = 0.0
+    return out
+
+
+def _op_modules(ctx: PlanContext, op: Op, *, experts: bool) -> list[tuple[float, float]]:
+    """``(parameters, forward compute)`` of ``op``'s modules in one gather chain."""
+    b, tp, rates = ctx.micro_batch, ctx.tp, ctx.rates
+    moe = isinstance(op, MoELayer) and op.experts > 0 and op.expert_params_per_device() > 0
+    grouped: tuple[Gemm, ...] = ()
+    if moe:
+        assert isinstance(op, MoELayer)
+        grouped = op.moe_gemms(batch=b, tp=tp)[-2:]
+    if experts:
+        if not moe:
+            return []
+        assert isinstance(op, MoELayer)
+        up, down = grouped
+        share = up.n / (up.n + down.k)  # fc1 holds m f_e of the (m + 1) f_e columns
+        p = op.expert_params_per_device()
+        return [(p * share, gemm_time(up, rates)), (p * (1 - share), gemm_time(down, rates))]
+    dense = op.params_per_device(tp=tp) - (
+        op.expert_params_per_device() if isinstance(op, MoELayer) else 0.0
+    )
+    if dense <= 0:
+        return []
+    weights = list(op.forward_gemms(batch=b, tp=tp))
+    for g in (*grouped, *op.recompute_gemms(batch=b, tp=tp, recompute="selective")):
+        if g in weights:  # the experts' products and the core attention hold no dense weight
+            weights.remove(g)
+    sizes = [float(g.k * g.n * g.count) for g in weights]
+    if not weights or sum(sizes) <= 0:
+        return [(dense, 0.0)]
+    return [
+        (dense * x / sum(sizes), gemm_time(g, rates)) for g, x in zip(weights, sizes, strict=True)
+    ]
 
 
 def _shards(ctx: PlanContext, s: int, params: float) -> tuple[tuple[float, int], ...]:

@@ -523,3 +523,22 @@ def test_moe_activation_and_vector_bytes_hand_worked() -> None:
     # traffic: router 12 T E = 192, permute and combine 2 (T + D) h p = 384, activations 768
     vec = layer.forward_vector_bytes(**kw) - attention_only.forward_vector_bytes(**kw)
     assert vec == 192 + 384 + 768
+
+
+def test_plan_gathers_expert_weights_bucket_by_bucket() -> None:
+    # Mixtral on 16 H100 with ep = 4: edp = 4 groups span the two nodes. Per layer and device
+    # the experts' fc1 holds 2 x 2 x 4096 x 14336 = 235 M parameters (6 buckets of 40 M) and
+    # fc2 117 M (3); their later buckets are waited back to back in the modules' pre-hooks,
+    # so most of the weight all-gather is exposed, against a small part with ep = 8 on 8
+    # GPUs (edp = 1: only the dense weights are gathered; the embedding spans 4 buckets)
+    def stage(**parallel: Any) -> Any:
+        cfg = mixtral(overlap_param_gather=True, **parallel)
+        cfg["training"] = {**cfg["training"], "recompute": "none"}
+        return build_plan(parse_config(cfg)).stages[0]
+
+    split = stage(ep=4)
+    assert 0.5 * split.dp_param_gather_s < split.param_gather_exposed_s
+    assert split.param_gather_exposed_s <= split.dp_param_gather_s
+    dense = stage(ep=8, dp=8)
+    exposed = split.param_gather_exposed_s / split.dp_param_gather_s  # 0.75
+    assert exposed > 3 * dense.param_gather_exposed_s / dense.dp_param_gather_s  # 0.15
