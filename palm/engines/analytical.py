@@ -11,7 +11,9 @@ hand-off times ``c_s``,
 
 Stage ``s`` runs its last backward ``sum_{j<s} (B_j / v + c_j)`` before stage 0 does; the
 iteration ends when the last stage has finished its exposed gradient all-reduce
-(:func:`~palm.engines._common.dp_exposed_time`) and its optimizer step.
+(:func:`~palm.engines._common.dp_exposed_time`; under ZeRO 1-2 the reduce-scatter half), its
+optimizer step and, under ZeRO 1-2, the exposed all-gather of the updated weights
+(``StageCost.param_gather_exposed_s``, :mod:`palm.plan.stages`).
 
 Inference (paper sec. V-A3) is the steady state of a full pipeline without fill and drain:
 one micro-batch leaves every ``max_s F_s`` seconds.
@@ -68,7 +70,8 @@ def run_analytical(plan: Plan) -> Result:
             )
             for st in stages
         ]
-        # the weight all-gather of overlap_param_gather follows the optimizer step
+        # ZeRO 1 / 2: the weight all-gather follows the optimizer step (exposed in full, or
+        # what the first forward pass leaves of it with overlap_param_gather)
         exposed = [x + st.param_gather_exposed_s for x, st in zip(exposed, stages, strict=True)]
         t = max(e + x + st.optimizer_s for e, x, st in zip(ends, exposed, stages, strict=True))
         t = max(t, dram_floor_s(plan, micro_batches=m))

@@ -65,6 +65,12 @@ class PlanContext:
         return self.config.training.zero_stage if self.training else 0
 
     @property
+    def per_layer_sharding(self) -> bool:
+        """Weights gathered and gradients reduce-scattered operator by operator in every pass
+        (ZeRO-3 / FSDP), nothing reduced at the step's end."""
+        return self.zero >= 3
+
+    @property
     def recompute_early_stop(self) -> bool:
         """Full recompute stops early (PyTorch's non-reentrant ``torch.utils.checkpoint``):
         ``fsdp = true`` names a PyTorch FSDP job, whose activation checkpointing

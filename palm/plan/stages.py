@@ -1,7 +1,23 @@
 """One :class:`~palm.plan.types.StageCost` per pipeline rank: its chunks, memory, and the
 end-of-iteration work, i.e. the data-parallel gradient reduction (merged per group as DDP
 buckets merge them) and the optimizer step (memory-bound; from DRAM on a mesh whose model state
-is not in SRAM)."""
+is not in SRAM).
+
+Under ZeRO 1-2 the gradient all-reduce of time ``T`` becomes a reduce-scatter and, after the
+optimizer step, an all-gather of the updated weights, ``T/2`` each (ring collectives moving the
+same bytes; Rajbhandari et al. 2020, sec. 7). The reduce-scatter overlaps the last backward
+pass bucket by bucket (``dp_allreduce_s``); the all-gather cannot, since it needs the step's
+result (``dp_param_gather_s``). Without ``overlap_param_gather`` it is exposed in full between
+the step and the next forward pass (``param_gather_exposed_s = T/2``): Megatron-Core's
+``DistributedOptimizer.step_with_ready_grads`` (``megatron/core/optimizer/distrib_optimizer.py``
+@00119989) calls ``start_param_sync`` synchronously after the step unless
+``overlap_param_gather``; DeepSpeed's ``DeepSpeedZeroOptimizer.step``
+(``deepspeed/runtime/zero/stage_1_and_2.py`` @02aa38c3) runs ``all_gather_dp_groups`` after the
+step, "ready for next round forward". With ``overlap_param_gather`` it is the bucket chain of
+:func:`~palm.cost.overlap.param_gather_chain_exposed_s`, never more than ``T/2``. PyTorch FSDP
+``SHARD_GRAD_OP`` (``fsdp = true`` with ``zero = 2``) leaves nothing here: it gathers per
+layer in the forward passes and reduce-scatters per layer in the backward passes
+(:func:`~palm.cost.overlap.fsdp_exposed_s`), as ZeRO-3 does."""
 
 from __future__ import annotations
 
@@ -52,11 +68,11 @@ def stage_cost(
     if training:
         # gradient reductions, merged per group as DDP buckets merge them. ZeRO >= 1: the
         # reduce-scatter of gradients and all-gather of updated weights move the same bytes
-        # as one all-reduce (Rajbhandari et al. 2020, sec. 7).
+        # as one all-reduce (Rajbhandari et al. 2020, sec. 7; module docstring).
         per_group: dict[str, float] = {}
-        # ZeRO-3 / FSDP reduce-scatters gradients layer by layer in every backward pass
-        # (priced in the chunks' zero3_backward_s): nothing is left for the step's end
-        for c in ctx.chunks_of(s) if ctx.zero < 3 else ():
+        # ZeRO-3 / FSDP (and FSDP SHARD_GRAD_OP) reduce-scatter gradients layer by layer in
+        # every backward pass (the chunks' zero3_backward_s): nothing is left for the step's end
+        for c in ctx.chunks_of(s) if not ctx.per_layer_sharding else ():
             for op in ctx.ops(c):
                 for x in op.update_collectives(
                     tp=ctx.tp, dp=ctx.ranks, grad_bytes=states.gradients
@@ -71,12 +87,20 @@ def stage_cost(
             # moves by less than (T + B) / n, and the event engine simulates each bucket
             buckets = min(MAX_DP_BUCKETS, max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20))))
         grad_bytes = reduced
-        if par.overlap_param_gather and dp_s > 0:
-            # ZeRO 1 / 2: reduce-scatter then all-gather, half of the all-reduce time each
+        if ctx.zero in (1, 2) and dp_s > 0:
+            # ZeRO 1 / 2: reduce-scatter then all-gather, half of the all-reduce time each.
+            # The all-gather of updated weights needs the optimizer step, so it never overlaps
+            # the last backward pass: after the step it runs exposed in full (Megatron-Core's
+            # distributed optimizer, DeepSpeed ZeRO 1-2) or, with overlap_param_gather, as a
+            # bucket chain in the next iteration's first forward pass
             gather_s = dp_s / 2
             dp_s -= gather_s
-            gather_exposed = _param_gather_exposed(
-                ctx, s, chunks=chunks, per_group=per_group, rings=rings, gather_s=gather_s
+            gather_exposed = (
+                _param_gather_exposed(
+                    ctx, s, chunks=chunks, per_group=per_group, rings=rings, gather_s=gather_s
+                )
+                if par.overlap_param_gather
+                else gather_s
             )
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
         opt_s = sum(

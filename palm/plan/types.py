@@ -110,9 +110,10 @@ class StageCost:
     optimizer_s: float
     optimizer_in_dram: bool = False
     optimizer_bytes: float = 0.0
-    #: ``overlap_param_gather``: the distributed optimizer's weight all-gather, moved out of
-    #: ``dp_allreduce_s`` (then the gradient reduce-scatter alone), and what of it the next
-    #: iteration's first forward pass leaves exposed (after the optimizer step)
+    #: ZeRO 1 / 2: the weight all-gather after the optimizer step, moved out of
+    #: ``dp_allreduce_s`` (then the gradient reduce-scatter alone), and what of it is exposed
+    #: after the step: all of it, or with ``overlap_param_gather`` what the next iteration's
+    #: first forward pass leaves (:mod:`palm.plan.stages`)
     dp_param_gather_s: float = 0.0
     param_gather_exposed_s: float = 0.0
 

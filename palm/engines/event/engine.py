@@ -281,7 +281,7 @@ class _Run:
             yield dp_proc
         yield from self._optimizer(s)
         gather = self.plan.stages[s].param_gather_exposed_s
-        if gather > 0:  # overlap_param_gather: what the next first forward leaves exposed
+        if gather > 0:  # ZeRO 1 / 2: the weight all-gather after the step (plan-priced)
             yield self.env.timeout(gather)
         self.stage_end[s] = float(self.env.now)
 
@@ -335,7 +335,7 @@ class _Run:
         st = self.plan.stages[s]
         n = st.dp_buckets
         per = st.dp_allreduce_s / n
-        # overlap_param_gather: only the reduce-scatter runs here (the plan prices the gather)
+        # ZeRO 1 / 2: only the reduce-scatter runs here (the plan prices the gather)
         if st.dp_param_gather_s > 0:
             grads = Collective("reduce-scatter", st.dp_grad_bytes)
         else:
