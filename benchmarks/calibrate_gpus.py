@@ -138,7 +138,8 @@ def _uses(case: ValidationCase) -> set[str]:
         used.add("matmul_efficiency")  # the logits stay in BF16
     if getattr(cfg.model, "experts", 0):
         used.update(GROUPED)  # the experts' grouped GEMMs
-    if cfg.training.zero_stage >= 3 and cfg.parallelism.data_ranks > 1:
+    per_layer = cfg.training.zero_stage >= 3 or cfg.training.fsdp  # fsdp: also SHARD_GRAD_OP
+    if per_layer and cfg.parallelism.data_ranks > 1:
         used.add("overlap_interference")  # FSDP collectives hidden behind compute
     return used
 

@@ -936,14 +936,17 @@ def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
             )
         if isinstance(config.hardware, Mesh2DHardware):
             raise ConfigError("parallelism.cp", par.cp, "1 on a mesh2d (a gpu-cluster feature)")
-    if tr.fsdp and tr.zero not in (0, 3):
-        raise ConfigError("training.zero", tr.zero, "0 or 3 with training.fsdp = true")
-    if par.overlap_param_gather and tr.zero_stage not in (1, 2):
+    if tr.fsdp and tr.zero not in (0, 2, 3):
+        raise ConfigError(
+            "training.zero", tr.zero, "0, 3 or 2 (SHARD_GRAD_OP) with training.fsdp = true"
+        )
+    if par.overlap_param_gather and (tr.zero_stage not in (1, 2) or tr.fsdp):
         raise ConfigError(
             "parallelism.overlap_param_gather",
             True,
-            "false unless training.zero is 1 or 2 (it overlaps the distributed optimizer's "
-            "weight all-gather; ZeRO-3 / FSDP gathers every layer anyway)",
+            "false unless training.zero is 1 or 2 without training.fsdp (it overlaps the "
+            "distributed optimizer's weight all-gather; ZeRO-3 / FSDP gathers every layer "
+            "anyway)",
         )
     given = [
         (name, getattr(par, name))

@@ -41,7 +41,11 @@ class TrainingConfig:
     over the data-parallel group. ``fsdp = true`` is an alias of ``zero = 3`` (PyTorch FSDP /
     FSDP2 ``FULL_SHARD``, DeepSpeed ZeRO stage 3: weights, gradients and optimizer states
     sharded, weights all-gathered one layer ahead of use and gradients reduce-scattered
-    during the backward pass; docs/model.md). ``recompute = "auto"`` recomputes only when
+    during the backward pass; docs/model.md). ``fsdp = true`` with ``zero = 2`` is PyTorch
+    FSDP ``SHARD_GRAD_OP``: the weights are gathered layer by layer in the forward pass and
+    kept through the backward pass, gradients reduce-scattered layer by layer; ``zero = 2``
+    alone is a distributed optimizer's ZeRO-2 (DeepSpeed, Megatron-Core), which reduces at
+    the step's end. ``recompute = "auto"`` recomputes only when
     memory forces it: the least of none, selective and full with which every stage fits. ``bfp8``
     and ``bfp4`` are Tenstorrent's block floating-point formats (inference only)."""
 
@@ -56,8 +60,10 @@ class TrainingConfig:
 
     @property
     def zero_stage(self) -> int:
-        """The ZeRO stage in effect (``fsdp = true`` means 3)."""
-        return 3 if self.fsdp else self.zero
+        """The ZeRO stage in effect (``fsdp = true`` means 3, or 2 with ``zero = 2``)."""
+        if self.fsdp:
+            return 2 if self.zero == 2 else 3
+        return self.zero
 
 
 @dataclass(frozen=True)

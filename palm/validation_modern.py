@@ -12,7 +12,9 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   unstated (Megatron-LM README) -> ``bf16``, which its MFU implies;
 * recompute: ``full ...`` -> ``full``, ``selective ...`` -> ``selective``, else ``none``;
 * sharding: FSDP ``FULL_SHARD`` / ``true`` / a shard degree -> ``zero = 3``; ``SHARD_GRAD_OP``
-  -> ``zero = 2``; Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
+  (llm-foundry) -> ``fsdp = true`` with ``zero = 2`` (PyTorch FSDP's per-layer gathers in the
+  forward pass and reduce-scatters in the backward pass, not a distributed optimizer's
+  step-end collective); Megatron runs without FSDP use the distributed optimizer -> ``zero = 1``;
   the PyTorch stacks' full sharding (llm-foundry / Composer, torchtitan) -> ``fsdp = true``,
   whose full recompute is PyTorch's non-reentrant checkpoint with early stop (llm-foundry's
   ``submit_benchmarks.py`` sets ``activation_checkpointing_reentrant: False``; torchtitan
@@ -178,8 +180,9 @@ _PYTORCH_FSDP = ("mosaicml/llm-foundry", "pytorch/torchtitan")
 
 def _sharding(row: dict[str, Any]) -> dict[str, Any]:
     """The ``[training]`` sharding keys of ``row``: ``fsdp = true`` for full sharding by a
-    PyTorch stack whose checkpoint stops early (PyTorch >= 2.1), else the ZeRO stage
-    (:func:`_zero`)."""
+    PyTorch stack whose checkpoint stops early (PyTorch >= 2.1), ``fsdp = true`` with
+    ``zero = 2`` for a PyTorch stack's ``SHARD_GRAD_OP`` (all such visible rows are H100 rows,
+    PyTorch >= 2.1), else the ZeRO stage (:func:`_zero`)."""
     zero = _zero(row["parallelism"].get("fsdp"))
     pytorch = str(row.get("source_family", "")).startswith(_PYTORCH_FSDP)
     torch_1_13 = "llm-foundry" in str(row["source"].get("repo")) and str(
@@ -187,6 +190,8 @@ def _sharding(row: dict[str, Any]) -> dict[str, Any]:
     ).startswith("A100")
     if zero == 3 and pytorch and not torch_1_13:
         return {"fsdp": True}
+    if zero == 2 and pytorch:  # SHARD_GRAD_OP: per-layer gathers (forward) and reduce-scatters
+        return {"fsdp": True, "zero": 2}
     return {"zero": zero}
 
 

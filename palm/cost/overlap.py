@@ -13,7 +13,10 @@ where ``c_0`` is the compute before the first layer of the pass (the embedding i
 pass, nothing in a chunk that starts cold). In the backward pass the gather of layer ``i - 1``
 and the reduce-scatter of layer ``i + 1``'s gradients share the links while layer ``i``
 computes, so ``g`` above becomes ``g + r``, and the last reduce-scatter (of the first layer)
-has nothing left to hide behind.
+has nothing left to hide behind. PyTorch FSDP's ``SHARD_GRAD_OP`` (``ShardingStrategy`` in
+``torch/distributed/fsdp/api.py``: it "unshards before the forward, does not reshard them after
+the forward, and only reshards them after the backward computation") gathers as above in the
+forward pass and keeps the weights, so its backward pass has ``g = 0``: ``r`` alone.
 
 A hidden collective is not free: NCCL's kernels take streaming multiprocessors (one thread
 block per channel) and HBM bandwidth from the products they overlap (the DeepSeek-V3 report,
@@ -123,12 +126,15 @@ def fsdp_exposed_s(
     n: int,
     step: RingStep,
     interference: float = 0.0,
+    backward_gathers: bool = True,
 ) -> tuple[float, float]:
     """Exposed ZeRO-3 / FSDP time of a chunk's forward and backward pass for one micro-batch:
     per operator an all-gather of its 16-bit weights over the ``n`` data ranks and, in the
     backward pass, a reduce-scatter of its gradients in fp32 (FSDP2's and Composer's default
     ``reduce_dtype``) sharing the links with the next gather; the last reduce-scatter is not
-    hidden; ``interference`` of the hidden rest is added (module docstring)."""
+    hidden; ``interference`` of the hidden rest is added (module docstring).
+    ``backward_gathers = False`` is FSDP ``SHARD_GRAD_OP``: the weights gathered in the forward
+    pass are kept through the backward pass, which only reduce-scatters."""
     params = [op.params_per_device(tp=tp) for op in ops]
     gathers = [
         collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
@@ -137,12 +143,12 @@ def fsdp_exposed_s(
         collective_time(Collective("reduce-scatter", x * 4.0), n=n, step=step) for x in params
     ]
     forward = prefetch_exposed_s(gathers, [t.forward_s for t in times])
-    g_back, r_back = gathers[::-1], scatters[::-1]
+    g_back, r_back = (gathers if backward_gathers else [0.0] * len(gathers))[::-1], scatters[::-1]
     b_back = [t.backward_s + t.recompute_s for t in times][::-1]
     comm = [g + (r_back[k - 1] if k else 0.0) for k, g in enumerate(g_back)]
     backward = prefetch_exposed_s(comm, b_back) + r_back[-1]
     hidden_f = max(0.0, sum(gathers) - forward)
-    hidden_b = max(0.0, sum(gathers) + sum(scatters) - backward)
+    hidden_b = max(0.0, sum(g_back) + sum(scatters) - backward)
     return forward + interference * hidden_f, backward + interference * hidden_b
 
 

@@ -99,7 +99,7 @@ def chunk_cost(
     times = [priced(op) for op in ops]
     f_coll, b_coll = chunk_collectives(ctx, c, recompute=recompute, hands=hands)
     zero3 = zero3_back = cp_f = cp_b = 0.0
-    if training and ctx.zero >= 3 and ctx.ranks > 1:  # FSDP: prefetched, overlapped
+    if training and ctx.per_layer_sharding and ctx.ranks > 1:  # FSDP: prefetched, overlapped
         zero3, zero3_back = fsdp_exposed_s(
             ops,
             times,
@@ -108,6 +108,7 @@ def chunk_cost(
             n=ctx.ranks,
             step=rings.dp[stage],
             interference=getattr(ctx.config.hardware, "overlap_interference", 0.0),
+            backward_gathers=ctx.zero >= 3,  # SHARD_GRAD_OP keeps the forward's weights
         )
     if par.cp > 1:  # the K/V ring against the attention it overlaps
         cp_ring, cp_n = rings.group(stage, "cp")

@@ -61,14 +61,16 @@ class PlanContext:
 
     @property
     def zero(self) -> int:
-        """The ZeRO stage in effect (``fsdp = true`` is 3; none in inference)."""
+        """The ZeRO stage in effect (``fsdp = true`` is 3, or 2 with ``zero = 2``; none in
+        inference)."""
         return self.config.training.zero_stage if self.training else 0
 
     @property
     def per_layer_sharding(self) -> bool:
         """Weights gathered and gradients reduce-scattered operator by operator in every pass
-        (ZeRO-3 / FSDP), nothing reduced at the step's end."""
-        return self.zero >= 3
+        (ZeRO-3 / FSDP; FSDP ``SHARD_GRAD_OP`` gathers in the forward passes only), nothing
+        reduced at the step's end."""
+        return self.zero >= 3 or (self.zero == 2 and self.config.training.fsdp)
 
     @property
     def recompute_early_stop(self) -> bool:

@@ -229,6 +229,43 @@ def test_hidden_fsdp_collectives_cost_their_interference() -> None:
     assert b2 - b1 == pytest.approx(0.5 * (g + r))
 
 
+def test_shard_grad_op_gathers_in_the_forward_pass_only() -> None:
+    # PyTorch FSDP SHARD_GRAD_OP keeps the weights gathered in the forward pass through the
+    # backward pass: the toy of the test above (gather g, reduce-scatter r, 1 ms forward and
+    # 2 ms backward per layer) exposes g forward, and backward only the last r
+    op = Linear(name="fc", in_features=1024, out_features=1024)
+    two = [op, dataclasses.replace(op, name="fc2")]
+    times = [OpTimes(1e-3, 2e-3, 0.0, 0.0, 0.0, 0.0)] * 2
+    step = Profile(latency_s=0.0, bandwidth_Bps=100e9, hops=1)
+    kw = dict(tp=1, weight_bytes=2.0, n=8, step=step, backward_gathers=False)
+    g = 7 / 8 * op.params * 2.0 / 100e9
+    r = 7 / 8 * op.params * 4.0 / 100e9
+    f, b = fsdp_exposed_s(two, times, **kw)  # type: ignore[arg-type]
+    assert (f, b) == (pytest.approx(g), pytest.approx(r))
+    # hidden: the second gather forward, the first reduce-scatter backward
+    fi, bi = fsdp_exposed_s(two, times, interference=0.5, **kw)  # type: ignore[arg-type]
+    assert (fi - f, bi - b) == (pytest.approx(0.5 * g), pytest.approx(0.5 * r))
+    # in the plan: fsdp = true with zero = 2, the ZeRO-2 stage with FULL_SHARD's forward
+    full = build_plan(_llama(training__fsdp=True))
+    sgo = build_plan(_llama(training__fsdp=True, training__zero=2))
+    ddp = build_plan(_llama())
+    assert sgo.config.training.zero_stage == 2
+    assert TrainingConfig(fsdp=True, zero=2).zero_stage == 2
+    st = sgo.stages[0]
+    assert st.dp_allreduce_s == st.dp_param_gather_s == st.param_gather_exposed_s == 0.0
+    assert sgo.chunks[0].zero3_gather_s == pytest.approx(full.chunks[0].zero3_gather_s)
+    assert 0 < sgo.chunks[0].zero3_backward_s < full.chunks[0].zero3_backward_s
+    # weights kept whole (ZeRO-2 memory), gradients and optimizer states sharded
+    assert st.memory.weights_bytes == pytest.approx(ddp.stages[0].memory.weights_bytes)
+    assert st.memory.gradients_bytes == pytest.approx(ddp.stages[0].memory.gradients_bytes / 16)
+    a = palm.simulate(sgo.config, engine="analytical").iteration_time_s
+    e = palm.simulate(sgo.config, engine="event").iteration_time_s
+    assert e == pytest.approx(a, rel=0.02)
+    assert a < palm.simulate(full.config, engine="analytical").iteration_time_s
+    with pytest.raises(ConfigError, match="overlap_param_gather"):
+        _llama(training__fsdp=True, training__zero=2, parallelism__overlap_param_gather=True)
+
+
 def test_early_stop_recompute_skips_the_down_projection() -> None:
     # PyTorch's non-reentrant checkpoint stops once the GELU output (the down-projection's
     # saved input) is rebuilt: of the layer's linear FLOPs 2 s (3 h h + h h + h f) + 2 s f h

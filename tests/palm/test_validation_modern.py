@@ -29,7 +29,9 @@ def test_mapping_rules() -> None:
     assert fsdp.training.precision == "bf16"
     assert fsdp.hardware.name == "dgx-h100" and fsdp.parallelism.dp == 16
     grad_op = by_id["foundry-h100-80gb-mpt-3b-128g-s2048"]
-    assert grad_op.training.zero == 2
+    # PyTorch FSDP SHARD_GRAD_OP: fsdp = true with zero = 2 (per-layer forward gathers)
+    assert grad_op.training.fsdp and grad_op.training.zero_stage == 2
+    assert not grad_op.parallelism.overlap_param_gather
     nemo = by_id["nemo2407-h100-gpt3-175b-128g"]
     assert nemo.training.precision == "fp8" and nemo.training.zero == 1
     assert nemo.parallelism.schedule == "interleaved-1f1b" and nemo.parallelism.interleave == 6
