@@ -14,9 +14,10 @@ pass, nothing in a chunk that starts cold). In the backward pass the gather of l
 and the reduce-scatter of layer ``i + 1``'s gradients share the links while layer ``i``
 computes, so ``g`` above becomes ``g + r``, and the last reduce-scatter (of the first layer)
 has nothing left to hide behind. PyTorch FSDP's ``SHARD_GRAD_OP`` (``ShardingStrategy`` in
-``torch/distributed/fsdp/api.py``: it "unshards before the forward, does not reshard them after
-the forward, and only reshards them after the backward computation") gathers as above in the
-forward pass and keeps the weights, so its backward pass has ``g = 0``: ``r`` alone.
+``torch/distributed/fsdp/api.py`` @0aafd810: it "unshards before the forward, does not
+reshard them after the forward, and only reshards them after the backward computation")
+gathers as above in the forward pass and keeps the weights, so its backward pass has
+``g = 0``: ``r`` alone.
 
 A hidden collective is not free: NCCL's kernels take streaming multiprocessors (one thread
 block per channel) and HBM bandwidth from the products they overlap (the DeepSeek-V3 report,

@@ -378,6 +378,9 @@ def test_zero12_weight_gather_is_exposed_after_the_step() -> None:
         )
         e = palm.simulate(plan.config, engine="event")
         assert e.iteration_time_s == pytest.approx(a.iteration_time_s, rel=0.02)
+        # the event engine runs the gather on the data-parallel links after the step: at
+        # least its uncontended time is exposed
+        assert e.stages[0].dp_exposed_s >= st.dp_param_gather_s * (1 - 1e-9)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ actor runs its :func:`~palm.engines.event.schedules.stage_program` in order:
 * **backward** waits for the gradient of chunk ``g + 1`` (the last chunk starts from the loss),
   recomputes and computes, runs its collectives and hands the gradient back. During the rank's
   last backward the data-parallel gradient all-reduce starts bucket by bucket, overlapping it
-  (PyTorch DDP); after it, the optimizer step.
+  (PyTorch DDP; under ZeRO 1-2 the reduce-scatter half); after it, the optimizer step and,
+  under ZeRO 1-2, the all-gather of the updated weights (:mod:`palm.plan.stages`).
 
 Every transfer, collective and DRAM access is a flow on the shared resources of
 :mod:`palm.engines.event.fabric`: it waits until its resources are free, which is what makes
@@ -224,7 +225,7 @@ class _Run:
 
     def stage(self, s: int) -> Generator[simpy.Event, Any, None]:
         """Pipeline rank ``s``: its passes in schedule order, then the gradient all-reduce's
-        tail and the optimizer step."""
+        tail, the optimizer step and, under ZeRO 1-2, the all-gather of the updated weights."""
         par, p = self.par, self.p
         program = stage_program(
             schedule=par.schedule,
@@ -280,9 +281,7 @@ class _Run:
         if dp_proc is not None:
             yield dp_proc
         yield from self._optimizer(s)
-        gather = self.plan.stages[s].param_gather_exposed_s
-        if gather > 0:  # ZeRO 1 / 2: the weight all-gather after the step (plan-priced)
-            yield self.env.timeout(gather)
+        yield from self._param_gather(s)
         self.stage_end[s] = float(self.env.now)
 
     def _plain_pass(self, s: int, x: _PassParams) -> float | None:
@@ -345,6 +344,21 @@ class _Run:
             ready = t0 + (k + 1) / n * backward_s
             yield self.env.timeout(max(0.0, ready - self.env.now))
             yield from self.net.blocking(self.flows.dp[s], per, sent, s)
+
+    def _param_gather(self, s: int) -> Generator[simpy.Event, Any, None]:
+        """ZeRO 1 / 2: the all-gather of the updated weights after the optimizer step
+        (:mod:`palm.plan.stages`). Without ``overlap_param_gather`` it runs whole on the
+        stage's data-parallel links, sharing them with whatever else still uses them; with it,
+        what the next first forward pass leaves of the bucket chain (plan-priced)."""
+        st = self.plan.stages[s]
+        if st.param_gather_exposed_s <= 0:
+            return
+        if self.par.overlap_param_gather:
+            yield self.env.timeout(st.param_gather_exposed_s)
+            return
+        weights = Collective("all-gather", st.dp_grad_bytes)
+        sent = bytes_sent_per_member(weights, n=self.par.data_ranks)
+        yield from self.net.blocking(self.flows.dp[s], st.dp_param_gather_s, sent, s)
 
     def _optimizer(self, s: int) -> Generator[simpy.Event, Any, None]:
         st = self.plan.stages[s]
