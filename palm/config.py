@@ -604,6 +604,7 @@ def _check_ranges(obj: Any, section: str) -> None:
                 "matmul_half_dim",
                 "operand_feed_gbps",
                 "overlap_interference",
+                "sfu_exp_tera_per_s",
             ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")

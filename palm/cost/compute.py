@@ -22,10 +22,29 @@ pooling) are memory-bound and take ``bytes / bandwidth``.
 FlashAttention (:class:`~palm.workload.ops.FusedAttention`) is one kernel with its own
 achievable fraction of the 16-bit peak, ``attention_efficiency`` (the kernel is tuned as a
 whole, so no shape factor): ``t = max(flops / (peak_bf16 * attention_efficiency),
-bytes / bandwidth)``. Published kernel throughput: FlashAttention-2 reaches 50-73% of the
-A100's peak forward and about 60% forward + backward (Dao 2023, Fig. 4-6); on H100
-FlashAttention-3 reaches 75% forward in BF16 (Shah et al. 2024, sec. 4.1), while
-FlashAttention-2 there reaches 35-40%.
+bytes / bandwidth)`` where its tensor cores bind (below). Published kernel throughput:
+FlashAttention-2 reaches 50-73% of the A100's peak forward and about 60% forward + backward
+(Dao 2023, Fig. 4-6); on H100 FlashAttention-3 reaches 75% forward in BF16 (Shah et al. 2024,
+sec. 4.1), while FlashAttention-2 there reaches 35-40%.
+
+Each element of the score matrix also needs one exponential, forward (the softmax) and again
+backward (``P = exp(S - LSE)`` recomputed), on the special-function units (``MUFU.EX2``, 16
+per clock per SM on sm_80 / sm_90 / sm_100, CUDA C++ Programming Guide, "Arithmetic
+Instructions"), whose rate grows far slower than the tensor cores': H100 has 989 TFLOP/s of
+16-bit matrix throughput but 3.9 T special-function results per second (Shah et al. 2024,
+"FlashAttention-3", sec. 3.1), B200 2250 against 5 T, and Blackwell Ultra doubles the
+exponential rate to 10.7 T (NVIDIA, "Inside NVIDIA Blackwell Ultra", 2025). Forward, a score
+costs ``4 d`` tensor FLOPs (``Q K^T`` and ``P V``, head dimension ``d``) and one exponential,
+so where ``4 d < peak / exp rate`` (``d`` below 112.5 on B200, 63.4 on H100, 52.6 on B300,
+32 on A100) the kernel is bound by its exponentials; backward it costs ``10 d`` FLOPs and
+one exponential. FlashAttention-3 and -4 overlap the softmax of one tile with the products
+of another (ping-pong scheduling, warp specialisation; Shah et al. 2024 sec. 3.1-3.2;
+Zadouri et al. 2026, "FlashAttention-4"), so the kernel runs at the pace of the busier
+unit and reaches ``attention_efficiency`` of that unit's rate (the pipeline's bubbles,
+synchronisation and memory stalls idle both units alike):
+
+    t = max(max(flops / peak_bf16, exponentials / exp_rate) / attention_efficiency,
+            bytes / bandwidth).
 
 Under context parallelism the attention runs as one call per ring step, and the partial
 outputs and gradients of the steps are merged by memory-bound kernels outside those calls
@@ -80,6 +99,8 @@ class DeviceRates:
     wide_peak_flops: float = 0.0
     wide_matmul_efficiency: float = 0.0
     attention_efficiency: float = 0.0
+    #: exponentials per second of the special-function units (0: not modelled)
+    exp_per_s: float = 0.0
     fp8_casts: bool = False
 
     def peak_for(self, g: Gemm) -> tuple[float, float]:
@@ -113,6 +134,7 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
             wide_peak_flops=wide,
             wide_matmul_efficiency=hw.matmul_efficiency if wide else 0.0,
             attention_efficiency=hw.attention_efficiency,
+            exp_per_s=hw.sfu_exp_tera_per_s * 1e12,
             fp8_casts=mixed_fp8,
         )
     return DeviceRates(
@@ -159,13 +181,19 @@ def linear_gemm_time(op: Op, *, batch: int, tp: int, rates: DeviceRates) -> floa
     return sum(gemm_time(g, rates) for g in op.forward_gemms(batch=batch, tp=tp) if g.fp8)
 
 
-def attention_time(flops: float, nbytes: float, rates: DeviceRates) -> float:
-    """Roofline time of a fused attention kernel (16-bit peak times its efficiency)."""
+def attention_time(
+    flops: float, nbytes: float, rates: DeviceRates, *, exponentials: float = 0.0
+) -> float:
+    """Time of a fused attention kernel: its tensor-core work at the 16-bit peak or its
+    ``exponentials`` on the special-function units at their rate, whichever binds, at the
+    kernel's efficiency, or its HBM traffic (module docstring)."""
     if flops <= 0:
         return 0.0
     peak = rates.wide_peak_flops or rates.peak_flops
     eff = rates.attention_efficiency or rates.matmul_efficiency
-    return max(flops / (peak * eff), nbytes / rates.local_bandwidth_Bps)
+    tensor = flops / peak
+    sfu = exponentials / rates.exp_per_s if rates.exp_per_s > 0 else 0.0
+    return max(max(tensor, sfu) / eff, nbytes / rates.local_bandwidth_Bps)
 
 
 def _backward_gemms(g: Gemm) -> tuple[Gemm, Gemm]:
@@ -213,7 +241,9 @@ def op_times(
     att_fwd = 0.0
     if fused is not None:
         # the kernel, then (context parallelism) the merge of its per-step partial outputs
-        att_fwd = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+        att_fwd = attention_time(
+            fused.forward_flops, fused.forward_bytes, rates, exponentials=fused.score_elements
+        )
         att_fwd += fused.forward_merge_bytes / bw
         fwd += att_fwd
         fwd_flops += fused.forward_flops
@@ -234,7 +264,10 @@ def op_times(
     if fused is not None:
         # backward kernel: dQ, dK, dV plus the recompute of Q K^T (2.5 x forward FLOPs)
         bwd += attention_time(
-            fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
+            fused.backward_flops + fused.recompute_flops,
+            fused.backward_bytes,
+            rates,
+            exponentials=fused.score_elements,  # P = exp(S - LSE) recomputed
         )
         bwd += fused.backward_merge_bytes / bw
         bwd_flops += fused.backward_flops

@@ -173,9 +173,15 @@ def cp_exposed_s(
         fused = op.fused_attention(batch=batch, tp=tp, act_bytes=p)
         att_f = att_b = 0.0
         if fused is not None:
-            att_f = attention_time(fused.forward_flops, fused.forward_bytes, rates)
+            exps = fused.score_elements
+            att_f = attention_time(
+                fused.forward_flops, fused.forward_bytes, rates, exponentials=exps
+            )
             att_b = attention_time(
-                fused.backward_flops + fused.recompute_flops, fused.backward_bytes, rates
+                fused.backward_flops + fused.recompute_flops,
+                fused.backward_bytes,
+                rates,
+                exponentials=exps,
             )
         for x in op.cp_collectives(batch=batch, tp=tp, act_bytes=p):
             t = collective_time(x, n=n, step=step)

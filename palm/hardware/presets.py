@@ -47,6 +47,9 @@ _DGX_B200 = GpuClusterHardware(
     attention_efficiency=0.376,
     grouped_gemm_efficiency=0.484,
     grouped_gemm_expert_us=24.594,
+    # special-function units: 5 T exponentials/s ("Attention acceleration (SFU EX2)", NVIDIA
+    # technical blog "Inside NVIDIA Blackwell Ultra", 2025, B200 / GB200 column)
+    sfu_exp_tera_per_s=5.0,
 )
 
 # NVIDIA DGX B300 (DGX B300 datasheet, 2025): 8 Blackwell Ultra GPUs; per system 72
@@ -64,6 +67,9 @@ _DGX_B300 = replace(
     attention_efficiency=0.606,
     grouped_gemm_efficiency=0.463,
     grouped_gemm_expert_us=0.001,
+    # Blackwell Ultra doubles the special-function units' exponential rate: 10.7 T/s against
+    # Blackwell's 5 ("Inside NVIDIA Blackwell Ultra", 2025, B300 / GB300 column)
+    sfu_exp_tera_per_s=10.7,
 )
 
 # NVIDIA H100 SXM5 80GB (H100 Tensor Core GPU datasheet, 2023): dense 67 fp32 / 989 bf16,
@@ -90,6 +96,9 @@ _DGX_H100 = GpuClusterHardware(
     grouped_gemm_efficiency=0.489,
     grouped_gemm_expert_us=7.596,
     overlap_interference=0.646,
+    # 3.9 T special-function results/s (Shah et al. 2024, "FlashAttention-3", sec. 3.1;
+    # = 132 SMs x 16 per clock x 1.83 GHz, the clock of the 989 TFLOP/s peak)
+    sfu_exp_tera_per_s=3.9,
 )
 
 # NVIDIA H200 SXM 141GB (H200 Tensor Core GPU datasheet, 2024): the H100's compute (dense
@@ -130,6 +139,9 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         # refitted there; the fit's attention 0.315 is kept at 0.314, under 0.1% of error)
         attention_efficiency=0.314,
         overlap_interference=0.166,
+        # no published figure: 108 SMs x 16 exponentials per clock (CUDA C++ Programming
+        # Guide, "Arithmetic Instructions", sm_80) x 1.41 GHz boost (the 312 TFLOP/s clock)
+        sfu_exp_tera_per_s=2.44,
     ),
     "dgx-h100": _DGX_H100,  # sources above the constant
     "dgx-h200": _DGX_H200,

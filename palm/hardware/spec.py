@@ -32,7 +32,10 @@ FlashAttention kernel and ``grouped_gemm_efficiency``, the extra loss of a mixtu
 grouped GEMM, 1.0 = only the shape rule, and ``grouped_gemm_expert_us``, the fixed time each
 local expert's product adds to a grouped GEMM in each pass, and ``overlap_interference``, the
 compute time lost per second of a ZeRO-3 / FSDP collective hidden behind it); their values
-and origin are in ``docs/model.md``.
+and origin are in ``docs/model.md``. A GPU also has ``sfu_exp_tera_per_s``, the rate of its
+special-function units in 10^12 exponentials per second (a hardware figure: the softmax's
+exponentials bound a FlashAttention kernel with small heads, :func:`palm.cost.compute.
+attention_time`; 0 = not modelled).
 ``sram_model`` chooses how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product,
 :mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule,
 :mod:`palm.cost.sram`).
@@ -170,6 +173,7 @@ class GpuClusterHardware:
     grouped_gemm_efficiency: float = 1.0
     grouped_gemm_expert_us: float = 0.0
     overlap_interference: float = 0.0
+    sfu_exp_tera_per_s: float = 0.0
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property

@@ -200,6 +200,7 @@ class MoELayer(TransformerLayer):
         merge_f, merge_b = cp_merge_bytes(cp=self.cp, q_bytes=q, o_bytes=v, kv_bytes=k + v)
         return FusedAttention(
             forward_flops=2.0 * s * kv * (dqk + dv) * heads * mask,
+            score_elements=s * kv * heads * mask,
             forward_bytes=q + k + v + v + lse,  # read Q, K, V; write O, LSE
             backward_bytes=q + k + 3 * v + lse + q + k + v,  # read Q,K,V,O,dO,LSE; write dQ,dK,dV
             forward_merge_bytes=merge_f,

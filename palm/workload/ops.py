@@ -91,6 +91,9 @@ class FusedAttention:
     forward_flops: float
     forward_bytes: float
     backward_bytes: float
+    #: elements of the score matrix computed, each one exponential of the softmax forward
+    #: and one more backward (``P = exp(S - LSE)`` recomputed)
+    score_elements: float = 0.0
     #: context parallelism: HBM bytes of the memory-bound kernels around the per-step
     #: attention calls (:func:`cp_merge_bytes`), which run outside the attention kernels
     forward_merge_bytes: float = 0.0
@@ -517,6 +520,7 @@ class TransformerLayer(Op):
         merge_f, merge_b = cp_merge_bytes(cp=self.cp, q_bytes=q_o, o_bytes=q_o, kv_bytes=2 * k_v)
         return FusedAttention(
             forward_flops=flops,
+            score_elements=s * kv * heads * mask,
             forward_bytes=2 * q_o + 2 * k_v + lse,  # read Q, K, V; write O, LSE
             backward_bytes=3 * q_o + 2 * k_v + lse + q_o + 2 * k_v,  # read Q,O,dO,K,V,LSE; write
             forward_merge_bytes=merge_f,

@@ -108,6 +108,81 @@ def test_flash_attention_time_and_recompute_flops() -> None:
     assert att_b == pytest.approx(2.5 * fused.forward_flops / (1e15 * 0.4), rel=1e-6)
 
 
+def test_softmax_exponentials_bound_small_heads_hand_worked() -> None:
+    """2 T exponentials/s against 1000 TFLOP/s: 500 FLOPs per exponential, so a forward
+    kernel (4 d FLOPs and one exponential per score) is bound by its exponentials below
+    d = 125, its backward (10 d FLOPs, one exponential) below d = 50."""
+    gpu = dataclasses.replace(GPU, sfu_exp_tera_per_s=2.0)
+    rates = device_rates(gpu, "bf16", training=True)
+    assert rates.exp_per_s == 2e12
+    small = dataclasses.replace(LAYER, hidden=HEADS * 64, head_dim=64)
+    assert small.head_dim == 64 and LAYER.head_dim == 128
+    scores = S * S * HEADS * 0.5  # causal: 2^24 score elements, one exponential each
+    for layer in (small, LAYER):
+        fused = layer.fused_attention(batch=1, tp=1, act_bytes=2)
+        assert fused.score_elements == scores == 2**24
+    # d = 64 forward: 2^24 x 256 FLOPs = 4.29 us of tensor cores at peak against
+    # 2^24 / 2e12 = 8.39 us of exponentials: exponential-bound, 8.39 / 0.4 = 20.97 us
+    f64 = small.fused_attention(batch=1, tp=1, act_bytes=2)
+    assert f64.forward_flops == 2**24 * 256
+    t64 = attention_time(f64.forward_flops, f64.forward_bytes, rates, exponentials=scores)
+    assert t64 == pytest.approx(2**24 / 2e12 / 0.4) == pytest.approx(20.97152e-6)
+    # its backward: 2.5 x 4.29 = 10.74 us of products against 8.39 us: tensor-bound, 26.84 us
+    b64 = attention_time(
+        3.5 * f64.forward_flops - f64.forward_flops,  # dQ, dK, dV and Q K^T again
+        f64.backward_bytes,
+        rates,
+        exponentials=scores,
+    )
+    assert b64 == pytest.approx(2.5 * 2**24 * 256 / 1e15 / 0.4) == pytest.approx(26.8435456e-6)
+    # d = 128 forward: 8.59 us of products against the same 8.39 us: tensor-bound, 21.47 us,
+    # as without the special-function units; the 64-wide heads take 98% of its time for half
+    # its FLOPs
+    f128 = LAYER.fused_attention(batch=1, tp=1, act_bytes=2)
+    t128 = attention_time(f128.forward_flops, f128.forward_bytes, rates, exponentials=scores)
+    assert t128 == pytest.approx(21.47483648e-6)
+    assert t128 == attention_time(f128.forward_flops, f128.forward_bytes, rates)
+    assert t64 / t128 == pytest.approx(500 / 512)
+    # op_times prices it so: the d = 64 layer's forward is 20.97 - 10.74 us slower than
+    # without the exponential bound, its backward unchanged
+    plain = device_rates(GPU, "bf16", training=True)
+    assert plain.exp_per_s == 0.0
+    with_exp = op_times(
+        small, batch=1, tp=1, sp=False, recompute="none", rates=rates, training=True
+    )
+    without = op_times(small, batch=1, tp=1, sp=False, recompute="none", rates=plain, training=True)
+    assert with_exp.forward_s - without.forward_s == pytest.approx(
+        20.97152e-6 - 2**24 * 256 / 1e15 / 0.4
+    )
+    assert with_exp.backward_s == pytest.approx(without.backward_s)
+    assert with_exp.forward_flops == without.forward_flops  # exponentials are not FLOPs here
+
+
+@pytest.mark.parametrize("d", [32, 64, 96, 128, 256])
+def test_attention_time_is_monotone_in_the_exponential_rate_and_above_both_bounds(d: int) -> None:
+    layer = dataclasses.replace(LAYER, hidden=HEADS * d, head_dim=d)
+    fused = layer.fused_attention(batch=1, tp=1, act_bytes=2)
+    exps = fused.score_elements
+    times = []
+    for tera in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 64.0):
+        rates = device_rates(dataclasses.replace(GPU, sfu_exp_tera_per_s=tera), "bf16")
+        for flops, nbytes in (
+            (fused.forward_flops, fused.forward_bytes),
+            (3.5 * fused.forward_flops - fused.forward_flops, fused.backward_bytes),
+        ):
+            t = attention_time(flops, nbytes, rates, exponentials=exps)
+            assert t >= flops / (1e15 * 0.4) * (1 - 1e-12)  # the tensor cores' bound
+            assert t >= exps / (tera * 1e12) * (1 - 1e-12)  # the units' peak rate
+            assert t >= nbytes / rates.local_bandwidth_Bps  # HBM
+        times.append(
+            attention_time(fused.forward_flops, fused.forward_bytes, rates, exponentials=exps)
+        )
+    assert times == sorted(times, reverse=True)  # a faster unit never slows the kernel
+    plain = device_rates(GPU, "bf16")
+    no_sfu = attention_time(fused.forward_flops, fused.forward_bytes, plain, exponentials=exps)
+    assert times[-1] == pytest.approx(no_sfu)  # fast units: the tensor-core time alone
+
+
 def test_fp8_applies_to_linear_layers_only() -> None:
     layer = dataclasses.replace(LAYER, attention="unfused")
     gemms = layer.forward_gemms(batch=1, tp=1)
@@ -500,7 +575,9 @@ def test_context_parallel_in_the_plan() -> None:
     (ring,) = layer.cp_collectives(batch=2, tp=1, act_bytes=2)
     ring_s = ring.nbytes / 2 / 0.5e9 + 2e-6  # (cp - 1)/cp of it, one latency step
     fused = layer.fused_attention(batch=2, tp=1, act_bytes=2)
-    att_s = attention_time(fused.forward_flops, fused.forward_bytes, slow.rates)
+    att_s = attention_time(
+        fused.forward_flops, fused.forward_bytes, slow.rates, exponentials=fused.score_elements
+    )
     assert slow.chunks[0].tp_forward_s == pytest.approx(8 * (ring_s - att_s))
     with pytest.raises(ConfigError, match="parallelism.cp"):
         _llama(parallelism__dp=1, parallelism__cp=16, model__seq_len=4008)
