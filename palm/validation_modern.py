@@ -136,13 +136,13 @@ class StackEpoch:
 
 #: Stack epochs of the validation mapping, name -> epoch. One so far: the first Blackwell
 #: stack. The same plan on 8 DGX B200 (Llama 3 8B, MBS 2, GBS 128, FP8, 8K) measures 26006
-#: tokens/s/GPU in NeMo 25.02 and 29994 / 30624 in Megatron-Bridge 25.09 / 25.11, and Llama
-#: 3.1 405B on 128 B200 (TP 4, PP 8, CP 2, VP 8) 625 against 664 / 661: each alone is
-#: matched by the FlashAttention efficiency only (0.28 / 0.27 in 25.02, 0.49-0.55 / 0.46-0.49
-#: later), not by the FP8 GEMMs' (0.41 / 0.45 in 25.02); GB200 rows of NeMo 25.04 on are not
-#: slower (Llama 3 8B: 33099 in 25.04, 31357-31737 from 25.07 on). cuDNN's Blackwell
-#: kernels date from cuDNN 9.7.0 (January 2025; cudnn-frontend v1.10 release notes), one
-#: month before NeMo 25.02. docs/validation.md, "The software stack as a calibration input".
+#: tokens/s/GPU in NeMo 25.02 and 29994 / 30624 in Megatron-Bridge 25.09 / 25.11; GB200's
+#: first table (NeMo 25.04) is not slower on that plan (33099, against 31357-31737 from 25.07
+#: on), hence the bound. Fitted on the four dense 25.02 rows, an epoch attention efficiency
+#: also predicts the 64K Mixtral 8x22B row of that table (-21.7% -> -7.1%); an epoch FP8 GEMM
+#: efficiency fitted the same way does not (-21.1%). cuDNN's Blackwell kernels date from
+#: cuDNN 9.7.0 (January 2025; cudnn-frontend v1.10 release notes), one month before NeMo
+#: 25.02. docs/validation.md, "The software stack as a calibration input".
 STACK_EPOCHS: dict[str, StackEpoch] = {
     "blackwell-early-2025": StackEpoch(
         presets=("dgx-b200", "gb200-nvl72"),
