@@ -1,7 +1,8 @@
 """Fit the achievable-efficiency constants of each GPU generation on the modern visible set.
 
 Usage:
-    python benchmarks/calibrate_gpus.py [--generation H100] [--no-loo] [--write-docs]
+    python benchmarks/calibrate_gpus.py [--generation H100] [--no-loo] [--epochs-only]
+                                        [--write-docs]
 
 Per generation (H100: dgx-h100, dgx-h200; Blackwell: dgx-b200, gb200-nvl72; Blackwell Ultra:
 dgx-b300, gb300-nvl72; A100: dgx-a100) at most six physically meaningful constants, shared
@@ -31,6 +32,16 @@ inconsistent with the model (``modern_accuracy.ARGUED_OUT``: dropless runs measu
 their token-drop twins, docs/validation.md) are predicted and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
+
+Stack epochs (``palm.validation_modern.STACK_EPOCHS``, docs/validation.md, "The software
+stack as a calibration input"): a row measured in an older software stack takes that
+epoch's own value of each constant the epoch names (``attention_efficiency`` for the first
+Blackwell stack), fitted as its own constant ``name@epoch`` under the same rules (at least
+``MIN_ROWS`` rows depend on it; dense stage on dense rows), while the generation's constants
+are fitted on every row of the generation as before. The presets keep the generation's.
+``--epochs-only`` fits the epochs' constants alone, the generation's held at their preset
+values (how the stored epoch values are fitted where the joint refit does not lower the
+generation's mean error).
 """
 
 from __future__ import annotations
@@ -39,12 +50,12 @@ import argparse
 import dataclasses
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import palm
 from palm.validation import ValidationCase
-from palm.validation_modern import load_modern_cases
+from palm.validation_modern import STACK_EPOCHS, load_modern_cases
 from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -68,22 +79,57 @@ BOUNDS = {
 GROUPED = ("grouped_gemm_efficiency", "grouped_gemm_expert_us")
 
 
+#: no row of an older stack: every case takes the generation's constants
+NO_EPOCHS: Mapping[str, str] = {}
+
+
+def epoch_key(name: str, epoch: str) -> str:
+    """The fitted constant ``name`` of stack epoch ``epoch``: ``"name@epoch"``."""
+    return f"{name}@{epoch}"
+
+
+def case_constants(
+    case: ValidationCase, consts: Mapping[str, float], epochs: Mapping[str, str]
+) -> dict[str, float]:
+    """The hardware constants ``case`` takes from ``consts``: the generation's (plain names),
+    except those its stack epoch names, which take the epoch's (``name@epoch``) if fitted and
+    otherwise stay the epoch's stored value (already in the case's hardware)."""
+    epoch = epochs.get(case.case_id)
+    own = set(STACK_EPOCHS[epoch].constants) if epoch is not None else set()
+    out = {k: v for k, v in consts.items() if "@" not in k and k not in own}
+    for name in own:
+        key = epoch_key(name, epoch)  # type: ignore[arg-type] - own is empty without epoch
+        if key in consts:
+            out[name] = consts[key]
+    return out
+
+
 def _with(case: ValidationCase, consts: dict[str, float]) -> palm.SimConfig:
     hardware = dataclasses.replace(case.config.hardware, **consts)  # type: ignore[arg-type]
     return dataclasses.replace(case.config, hardware=hardware)
 
 
-def errors(cases: Sequence[ValidationCase], consts: dict[str, float], engine: str) -> list[float]:
+def errors(
+    cases: Sequence[ValidationCase],
+    consts: Mapping[str, float],
+    engine: str,
+    epochs: Mapping[str, str] = NO_EPOCHS,
+) -> list[float]:
     return [
-        palm.simulate(_with(c, consts), engine=engine).iteration_time_s
+        palm.simulate(_with(c, case_constants(c, consts, epochs)), engine=engine).iteration_time_s
         / c.published_iteration_time_s
         - 1.0
         for c in cases
     ]
 
 
-def loss(cases: Sequence[ValidationCase], consts: dict[str, float]) -> float:
-    return sum(math.log1p(e) ** 2 for e in errors(cases, consts, "analytical")) / len(cases)
+def loss(
+    cases: Sequence[ValidationCase],
+    consts: Mapping[str, float],
+    epochs: Mapping[str, str] = NO_EPOCHS,
+) -> float:
+    errs = errors(cases, consts, "analytical", epochs)
+    return sum(math.log1p(e) ** 2 for e in errs) / len(cases)
 
 
 def fit(
@@ -92,6 +138,7 @@ def fit(
     *,
     rounds: int = 3,
     free: Sequence[str] | None = None,
+    epochs: Mapping[str, str] = NO_EPOCHS,
 ) -> dict[str, float]:
     """Coordinate descent over the constants in ``start`` (those in ``free`` only, if given;
     the others stay fixed)."""
@@ -99,9 +146,9 @@ def fit(
     for _ in range(rounds):
         before = dict(consts)
         for name in free if free is not None else list(consts):
-            lo, hi = BOUNDS[name]
+            lo, hi = BOUNDS[name.split("@")[0]]
             consts[name] = golden(
-                lambda x, n=name: loss(cases, {**consts, n: x}), lo, hi, tol=_GOLDEN_TOL
+                lambda x, n=name: loss(cases, {**consts, n: x}, epochs), lo, hi, tol=_GOLDEN_TOL
             )
         if all(abs(consts[k] - before[k]) < 5e-3 for k in consts):
             break
@@ -113,7 +160,11 @@ def _is_moe(case: ValidationCase) -> bool:
 
 
 def two_stage_fit(
-    cases: Sequence[ValidationCase], start: dict[str, float], *, rounds: int = 3
+    cases: Sequence[ValidationCase],
+    start: dict[str, float],
+    *,
+    rounds: int = 3,
+    epochs: Mapping[str, str] = NO_EPOCHS,
 ) -> dict[str, float]:
     """The dense kernels' constants on the dense rows, then the grouped-GEMM efficiency on
     the mixture-of-experts rows with those fixed: MoE rows (whose releases disagree most) do
@@ -121,16 +172,17 @@ def two_stage_fit(
     dense = [c for c in cases if not _is_moe(c)]
     moe = [c for c in cases if _is_moe(c)]
     first = {k: v for k, v in start.items() if k not in GROUPED}
-    fitted = fit(dense, first, rounds=rounds) if dense and first else first
+    fitted = fit(dense, first, rounds=rounds, epochs=epochs) if dense and first else first
     grouped = [k for k in GROUPED if k in start]
     if grouped and moe:
         both = {**fitted, **{k: start[k] for k in grouped}}
-        fitted = fit(moe, both, rounds=rounds, free=grouped)
+        fitted = fit(moe, both, rounds=rounds, free=grouped, epochs=epochs)
     return fitted
 
 
-def _uses(case: ValidationCase) -> set[str]:
-    """The constants a row's prediction depends on."""
+def _uses(case: ValidationCase, epoch: str | None = None) -> set[str]:
+    """The constants a row's prediction depends on (those its stack ``epoch`` names as
+    ``name@epoch``)."""
     cfg = case.config
     used = {"attention_efficiency"}
     used.add("fp8_matmul_efficiency" if cfg.training.precision == "fp8" else "matmul_efficiency")
@@ -141,6 +193,9 @@ def _uses(case: ValidationCase) -> set[str]:
     per_layer = cfg.training.zero_stage >= 3 or cfg.training.fsdp  # fsdp: also SHARD_GRAD_OP
     if per_layer and cfg.parallelism.data_ranks > 1:
         used.add("overlap_interference")  # FSDP collectives hidden behind compute
+    if epoch is not None:  # the older stack's own kernels
+        own = STACK_EPOCHS[epoch].constants
+        used = {epoch_key(n, epoch) if n in own else n for n in used}
     return used
 
 
@@ -154,30 +209,69 @@ def _summary(errs: Sequence[float]) -> str:
 MIN_ROWS = 3
 
 
-def calibrate(gen: str, cases: Sequence[ValidationCase], *, loo: bool) -> tuple[str, dict]:
-    prior = cases[0].config.hardware
-    counted = [_uses(c) for c in cases if c.case_id not in ARGUED_OUT]
+def _start(
+    names: Sequence[str], cases: Sequence[ValidationCase], epochs: Mapping[str, str]
+) -> dict[str, float]:
+    """The prior of each constant: the preset's (of a row of the current stack) for the
+    generation's, the stored epoch value for an epoch's."""
+    current = [c for c in cases if c.case_id not in epochs] or list(cases)
+    prior = current[0].config.hardware
+    start = {}
+    for n in names:
+        name, _, epoch = n.partition("@")
+        start[n] = STACK_EPOCHS[epoch].constants[name] if epoch else getattr(prior, name)
+    return start
+
+
+def fitted_names(
+    gen: str,
+    cases: Sequence[ValidationCase],
+    *,
+    epochs: Mapping[str, str] = NO_EPOCHS,
+    epochs_only: bool = False,
+) -> list[str]:
+    """The constants fitted on a generation's rows: each that at least ``MIN_ROWS`` rows
+    depend on (argued rows not counted; a stack epoch's as ``name@epoch``), less the A100's
+    BF16 efficiency (the Megatron SC21 fit), the BF16 efficiency without a dense BF16 row,
+    and, with ``epochs_only``, every constant of the generation's own."""
+    counted = [_uses(c, epochs.get(c.case_id)) for c in cases if c.case_id not in ARGUED_OUT]
     names = sorted(n for n in set().union(*counted) if sum(n in u for u in counted) >= MIN_ROWS)
     if gen == "A100":  # matmul_efficiency is the Megatron SC21 fit
-        names = [n for n in names if n in ("attention_efficiency", "overlap_interference")]
+        names = [
+            n for n in names if n.split("@")[0] in ("attention_efficiency", "overlap_interference")
+        ]
     if not any(c.config.training.precision != "fp8" and not _is_moe(c) for c in cases):
         # no dense BF16 row: the BF16 efficiency would be fitted through the logits alone
         names = [n for n in names if n != "matmul_efficiency"]
-    start = {n: getattr(prior, n) for n in names}
+    if epochs_only:  # the generation's constants stay at the preset values
+        names = [n for n in names if "@" in n]
+    return names
+
+
+def calibrate(
+    gen: str,
+    cases: Sequence[ValidationCase],
+    *,
+    loo: bool,
+    epochs: Mapping[str, str] = NO_EPOCHS,
+    epochs_only: bool = False,
+) -> tuple[str, dict]:
+    names = fitted_names(gen, cases, epochs=epochs, epochs_only=epochs_only)
+    start = _start(names, cases, epochs)
     # rows argued inconsistent with the model (modern_accuracy.ARGUED_OUT, docs/validation.md)
     # are predicted and reported but do not steer the fit
-    fitted = two_stage_fit([c for c in cases if c.case_id not in ARGUED_OUT], start)
-    before = errors(cases, {}, "analytical")
-    inside = errors(cases, fitted, "analytical")
-    event = errors(cases, fitted, "event")
+    fitted = two_stage_fit([c for c in cases if c.case_id not in ARGUED_OUT], start, epochs=epochs)
+    before = errors(cases, {}, "analytical", epochs)
+    inside = errors(cases, fitted, "analytical", epochs)
+    event = errors(cases, fitted, "event", epochs)
     held: list[float] = []
     if loo:
         held = leave_one_out(
             cases,
             lambda rest: two_stage_fit(
-                [c for c in rest if c.case_id not in ARGUED_OUT], fitted, rounds=1
+                [c for c in rest if c.case_id not in ARGUED_OUT], fitted, rounds=1, epochs=epochs
             ),
-            lambda case, consts: errors([case], consts, "analytical")[0],
+            lambda case, consts: errors([case], consts, "analytical", epochs)[0],
         )
     lines = [
         f"### {gen}: {len(cases)} rows",
@@ -208,13 +302,20 @@ def main() -> int:
         "--generation", choices=("A100", "H100", "Blackwell", "Blackwell Ultra"), action="append"
     )
     ap.add_argument("--no-loo", action="store_true", help="skip leave-one-out (faster)")
+    ap.add_argument(
+        "--epochs-only",
+        action="store_true",
+        help="fit only the stack epochs' constants; the generation's stay at the preset's",
+    )
     ap.add_argument("--write-docs", action="store_true", help="update docs/validation.md")
     args = ap.parse_args()
     data = load_modern_cases()
     gens = args.generation or ["H100", "Blackwell", "Blackwell Ultra", "A100"]
     for gen in gens:
         cases = [c for c in data.cases if generation(c.config.hardware.name) == gen]
-        text, _ = calibrate(gen, cases, loo=not args.no_loo)
+        text, _ = calibrate(
+            gen, cases, loo=not args.no_loo, epochs=data.epochs, epochs_only=args.epochs_only
+        )
         print(text, flush=True)
         print(flush=True)
         if args.write_docs:  # one block per generation, so generations can run in parallel

@@ -47,14 +47,20 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
 * rows whose recipe uses DeepEP or HybridEP (``moe_flex_dispatcher_backend`` in the workload
   config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``, and those that
   overlap the expert all-to-all with another micro-batch (DeepSeek-V3 on H100 in 25.09)
-  -> ``moe_a2a_overlap``; the all-to-all is never hidden by ``tp_comm_overlap``.
+  -> ``moe_a2a_overlap``; the all-to-all is never hidden by ``tp_comm_overlap``;
+* the software stack: a row measured in a container of a stack epoch (:data:`STACK_EPOCHS`,
+  :func:`stack_epoch`: Blackwell rows of a container older than NeMo 25.04, the first
+  release of Blackwell kernels) takes that epoch's constants as overrides of its preset
+  (the epoch's FlashAttention efficiency); the presets keep the current stack's
+  (docs/validation.md, "The software stack as a calibration input").
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -66,12 +72,16 @@ from palm.validation import ValidationCase
 
 __all__ = [
     "GPU_PRESETS",
+    "STACK_EPOCHS",
     "TABLE_CORRECTIONS",
     "LeftOut",
     "ModernCases",
+    "StackEpoch",
+    "container_release",
     "default_modern_file",
     "load_modern_cases",
     "modern_case_tables",
+    "stack_epoch",
 ]
 
 #: GPU name in the data set -> (hardware preset, overrides of the preset's fields)
@@ -113,6 +123,66 @@ TABLE_CORRECTIONS: dict[str, tuple[dict[str, Any], str]] = {
     ),
 }
 
+
+@dataclass(frozen=True)
+class StackEpoch:
+    """A software stack (framework container with its cuDNN, Transformer Engine and cuBLAS)
+    whose kernels differ measurably from the current one on the same GPU: the rows measured
+    in it take ``constants`` (preset field -> value) in place of the preset's."""
+
+    presets: tuple[str, ...]  #: the hardware presets it applies to
+    before: tuple[int, int]  #: containers released before this (year, month) belong to it
+    constants: dict[str, float]  #: fitted by benchmarks/calibrate_gpus.py on its rows
+    why: str
+
+
+#: Stack epochs of the validation mapping, name -> epoch. One so far: the first Blackwell
+#: stack. The same plan on 8 DGX B200 (Llama 3 8B, MBS 2, GBS 128, FP8, 8K) measures 26006
+#: tokens/s/GPU in NeMo 25.02 and 29994 / 30624 in Megatron-Bridge 25.09 / 25.11; GB200's
+#: first table (NeMo 25.04) is not slower on that plan (33099, against 31357-31737 from 25.07
+#: on), hence the bound. Fitted on the four dense 25.02 rows, an epoch attention efficiency
+#: also predicts the 64K Mixtral 8x22B row of that table (-21.7% -> -7.1%); an epoch FP8 GEMM
+#: efficiency fitted the same way does not (-21.1%). cuDNN's Blackwell kernels date from
+#: cuDNN 9.7.0 (January 2025; cudnn-frontend v1.10 release notes), one month before NeMo
+#: 25.02. docs/validation.md, "The software stack as a calibration input".
+STACK_EPOCHS: dict[str, StackEpoch] = {
+    "blackwell-early-2025": StackEpoch(
+        presets=("dgx-b200", "gb200-nvl72"),
+        before=(25, 4),
+        constants={"attention_efficiency": 0.279},
+        why="first Blackwell kernels (NeMo 25.02)",
+    ),
+}
+
+_RELEASE = re.compile(r"(?:NeMo ?(\d\d)\.(\d\d)|\b(\d\d)\.(\d\d)(?:\.\d\d)? NeMo Container)")
+
+
+def container_release(row: dict[str, Any]) -> tuple[int, int] | None:
+    """The (year, month) of the NeMo / Megatron-Bridge container a row was measured in, from
+    its source table ("Container NeMo 25.02", "25.09 NeMo Container", "26.04.01 NeMo
+    Container"), or ``None`` if the table names none (llm-foundry, torchtitan, Megatron-LM)."""
+    match = _RELEASE.search(str(row["source"].get("table", "")))
+    if match is None:
+        return None
+    year, month = (g for g in match.groups() if g is not None)
+    return int(year), int(month)
+
+
+def stack_epoch(row: dict[str, Any]) -> str | None:
+    """The stack epoch (:data:`STACK_EPOCHS`) a row was measured in, or ``None`` for the
+    current stack: its GPU's preset is one of the epoch's and its container older than the
+    epoch's bound."""
+    gpu = row["hardware"]["gpu"]
+    release = container_release(row)
+    if gpu not in GPU_PRESETS or release is None:
+        return None
+    preset = GPU_PRESETS[gpu][0]
+    for name, epoch in STACK_EPOCHS.items():
+        if preset in epoch.presets and release < epoch.before:
+            return name
+    return None
+
+
 _FP8_WORDS = ("fp8", "float8")
 
 #: GPUs with no preset, and why
@@ -138,6 +208,8 @@ class ModernCases:
     left_out: tuple[LeftOut, ...]
     assumptions: dict[str, tuple[str, ...]]
     rows: dict[str, dict[str, Any]]
+    #: case id -> its stack epoch (:data:`STACK_EPOCHS`), for the rows of an older stack
+    epochs: dict[str, str] = field(default_factory=dict)
 
 
 def default_modern_file() -> Path:
@@ -295,6 +367,13 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             parallelism["moe_a2a_overlap"] = True
         # Megatron-Bridge MoE recipes run experts without tensor parallelism (etp = 1)
         parallelism["etp"] = par.get("etp") or 1
+    epoch = stack_epoch(row)
+    if epoch is not None:
+        overrides = {**overrides, **STACK_EPOCHS[epoch].constants}
+        assumed.append(
+            f"software stack {epoch} ({STACK_EPOCHS[epoch].why}): "
+            + ", ".join(f"{k} {v}" for k, v in STACK_EPOCHS[epoch].constants.items())
+        )
     tables = {
         "model": model,
         "hardware": {"preset": preset, "gpus": hw["gpus"], **overrides},
@@ -414,7 +493,7 @@ def load_modern_cases(path: str | Path | None = None) -> ModernCases:
     if not isinstance(rows, list) or not rows:
         raise ConfigError("validation file", str(path), "a JSON object with a cases list")
     supported = _supported_features()
-    cases, left, assumptions, by_id = [], [], {}, {}
+    cases, left, assumptions, by_id, epochs = [], [], {}, {}, {}
     for row in rows:
         by_id[row["id"]] = row
         reason = _unsupported(row, supported)
@@ -435,6 +514,8 @@ def load_modern_cases(path: str | Path | None = None) -> ModernCases:
                 )
                 if assumed:
                     assumptions[row["id"]] = assumed
+                if (epoch := stack_epoch(row)) is not None:
+                    epochs[row["id"]] = epoch
                 continue
         left.append(LeftOut(row["id"], reason))
-    return ModernCases(tuple(cases), tuple(left), assumptions, by_id)
+    return ModernCases(tuple(cases), tuple(left), assumptions, by_id, epochs)

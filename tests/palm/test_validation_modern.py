@@ -3,10 +3,19 @@ reason; the mapping of precision, sharding and schedule follows the documented r
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
-from palm.validation_modern import TABLE_CORRECTIONS, default_modern_file, load_modern_cases
+from palm.hardware.presets import hardware_preset
+from palm.validation_modern import (
+    STACK_EPOCHS,
+    TABLE_CORRECTIONS,
+    container_release,
+    default_modern_file,
+    load_modern_cases,
+    stack_epoch,
+)
 from palm.validation_report import generation, modern_report
 from search.cli import build_parser
 
@@ -95,3 +104,49 @@ def test_dgx_b300_rows_run_their_nics_at_400_gbps_and_the_preset_keeps_the_datas
     )
     preset = hardware_preset("dgx-b300")
     assert isinstance(preset, GpuClusterHardware) and preset.inter_node_bandwidth_gbps == 100.0
+
+
+def _row(gpu: str, table: str) -> dict:
+    return {"hardware": {"gpu": gpu}, "source": {"table": table}}
+
+
+def test_stack_epoch_rule_on_hand_made_rows() -> None:
+    """Blackwell rows of a container older than NeMo 25.04 are the early Blackwell stack;
+    later containers, other GPUs and sources without a container are the current stack."""
+    assert container_release(_row("B200", "Container NeMo 25.02, System DGX-B200")) == (25, 2)
+    assert container_release(_row("B200", "(Container NeMo24.07, System DGX-H100)")) == (24, 7)
+    assert container_release(_row("GB200", "26.04.01 NeMo Container > Model: X")) == (26, 4)
+    assert container_release(_row("H100-80GB", "H100 80GB BF16")) is None
+    early = "blackwell-early-2025"
+    assert stack_epoch(_row("B200", "Container NeMo 25.02, System DGX-B200")) == early
+    assert stack_epoch(_row("GB200", "Container NeMo 25.02, System DGX-GB200")) == early
+    assert stack_epoch(_row("GB200", "Container NeMo 25.04, System DGX-GB200")) is None
+    assert stack_epoch(_row("B200", "25.09 NeMo Container > System: DGX-B200")) is None
+    assert stack_epoch(_row("H100-SXM5-80GB", "Container NeMo 25.02, System DGX-H100")) is None
+    assert stack_epoch(_row("B300", "Container NeMo 25.02")) is None  # not an epoch preset
+    assert stack_epoch(_row("B200", "a table naming no container")) is None
+    assert stack_epoch(_row("TPU v5p", "Container NeMo 25.02")) is None  # no preset
+
+
+def test_epoch_rows_take_the_epoch_constants_and_the_presets_stay() -> None:
+    """The six NeMo 25.02 DGX B200 rows run with the epoch's attention efficiency and say so;
+    the same plan in a later release, and the presets themselves, keep the preset's."""
+    data = load_modern_cases()
+    by_id = {c.case_id: c.config for c in data.cases}
+    epoch = STACK_EPOCHS["blackwell-early-2025"]
+    assert sorted(data.epochs) == sorted(i for i in by_id if i.startswith("nemo2502-b200-"))
+    assert len(data.epochs) == 6
+    old, new = by_id["nemo2502-b200-llama3-8b-8g"], by_id["mb2509-b200-llama3-8b-8g-fp8"]
+    assert old.hardware.attention_efficiency == epoch.constants["attention_efficiency"]
+    preset = hardware_preset("dgx-b200")
+    assert new.hardware.attention_efficiency == preset.attention_efficiency
+    # the epoch changes its constants only: same preset, same everything else
+    assert dataclasses.replace(old.hardware, attention_efficiency=preset.attention_efficiency) == (
+        new.hardware
+    )
+    assert any(a.startswith("software stack blackwell-early-2025") for a in data.assumptions[
+        "nemo2502-b200-llama3-8b-8g"])  # fmt: skip
+    # the user-facing presets keep the current stack's constants
+    assert preset.attention_efficiency == 0.376
+    assert hardware_preset("gb200-nvl72").attention_efficiency == 0.376
+    assert epoch.constants["attention_efficiency"] < preset.attention_efficiency
