@@ -166,10 +166,13 @@ class _Flow:
     """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
     done at ``end``."""
 
-    __slots__ = ("route", "order", "remaining", "t0", "rate", "end", "latency", "done")
+    __slots__ = ("route", "order", "seq", "remaining", "t0", "rate", "end", "latency", "done")
 
-    def __init__(self, route: Route, nbytes: float, now: float, latency: float, done: Arrival):
+    def __init__(
+        self, route: Route, nbytes: float, now: float, latency: float, done: Arrival, seq: int
+    ) -> None:
         self.route = route
+        self.seq = seq  # start rank: on equal ends, the flow started first ends first
         self.order = route.order
         self.remaining = nbytes
         self.t0 = now
@@ -280,6 +283,7 @@ class FairNetwork:
         #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
         self._first: _Flow | None = None
+        self._started = itertools.count()
         self.recomputes = 0
         # progressive filling's answers by the routes in flight, in order: a pipeline's steady
         # state brings the same sets of flows back again and again
@@ -298,7 +302,7 @@ class FairNetwork:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
-        flow = _Flow(route, nbytes, now, latency_s, done)
+        flow = _Flow(route, nbytes, now, latency_s, done, next(self._started))
         self._active[flow] = None
         self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
@@ -334,7 +338,6 @@ class FairNetwork:
                 self.next_end, self._first = end, flow
         else:
             self._reschedule(route.resources, now)
-            self._next()
 
     def _next(self) -> None:
         """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
@@ -371,23 +374,28 @@ class FairNetwork:
         return list(found)
 
     def _reschedule(self, changed: Sequence[int], now: float) -> None:
-        """New rates for the flows connected to the resources that ``changed``."""
+        """New rates for the flows connected to the resources that ``changed``, and the next
+        flow end (``next_end``)."""
         self.recomputes += 1
         active = self._active
         # with few flows in flight (group mode) or routes of hundreds of links (link mode),
         # recomputing every flow in flight is cheaper than finding the connected ones; the
         # others' rates come out the same (max-min fairness splits over connected groups)
-        if len(active) <= _ALL_BELOW or len(changed) > 16:
+        whole = len(active) <= _ALL_BELOW or len(changed) > 16
+        if whole:
             group = self._sorted
-            routes = tuple(map(_ROUTE, group))
         else:
             group = self._connected(changed)
             group.sort(key=_ORDER)
-            routes = tuple(map(_ROUTE, group))
+        routes = tuple(map(_ROUTE, group))
         filled = self._filled.get(routes)
         if filled is None:
             filled = self._fill(routes)
         rates, used = filled
+        # the earliest end among the group (ties: the earliest started), found on the way when
+        # the group is every flow in flight
+        first: _Flow | None = None
+        first_end, first_seq = _INF, 0
         for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
             old = f.rate
             if rate != old:
@@ -395,9 +403,17 @@ class FairNetwork:
                     f.remaining -= old * (now - f.t0)
                     f.t0 = now
                 f.rate = rate
-                f.end = now + f.remaining / rate
+                f.end = end = now + f.remaining / rate
+            else:
+                end = f.end
+            if end <= first_end and (end < first_end or f.seq < first_seq):
+                first, first_end, first_seq = f, end, f.seq
         # the group holds every flow on its resources: what they use is what is not left
         self._used.update(used)
+        if whole:
+            self.next_end, self._first = first_end, first
+        else:
+            self._next()
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -461,7 +477,8 @@ class FairNetwork:
                 self.busy_s[r] += now - self._since[r]
         if self._active and not alone:
             self._reschedule(route.resources, now)
-        self._next()
+        else:
+            self._next()
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
