@@ -15,6 +15,17 @@ latency, DRAM response) is added when its bytes are through.
 
 A flow alone moves at ``min_r c_r / a_ir``, so it takes exactly what the analytical engine
 charges; ``k`` equal flows on one resource each take ``k`` times as long.
+
+When the flows on one full resource all move at the lowest rate in flight (on the wafer, every
+stage's DRAM reads on the channels), they are kept as a *class* (:class:`_Class`): a start or
+an end among them changes the class's level (capacity over the class's load there) and the
+rates of the few other flows, filled on what the class leaves, instead of a filling and a
+bytes-left update of every flow; the class's flows share one service counter (generalized
+processor sharing's virtual time) and end in the order of the counter value at which their
+bytes are through. A change that would make another resource bind the class, or leave a flow
+slower than the class, ends the class, and a full filling takes over. The rates are those of
+a full filling, up to rounding (the class's load is kept as flows join and leave, not summed
+anew).
 """
 
 from __future__ import annotations
@@ -45,6 +56,12 @@ _INF = float("inf")
 _ALL_BELOW = 32
 #: answers of progressive filling kept for reuse (the memo is cleared when full)
 _MEMO_SIZE = 65536
+#: fewest flows on the first bottleneck for them to be kept as a :class:`_Class`
+_CLASS_MIN = 4
+#: a class's loads are summed afresh and its service counted from zero every this many updates
+_REBASE = 256
+#: a resource loaded up to this much of its capacity (rounding of the level) is not over it
+_OVER = 1.0 + _TIGHT
 
 
 _ROUTES_MADE = itertools.count()
@@ -101,8 +118,12 @@ class _Filler:
         self.unfrozen = [0] * n  # unfrozen flows on the resource
         self.on: list[list[int]] = [[] for _ in range(n)]
 
-    def fill(self, routes: Sequence[Route]) -> tuple[list[float], dict[int, float]]:
-        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates."""
+    def fill(
+        self, routes: Sequence[Route], taken: dict[int, float] | None = None, level: float = 0.0
+    ) -> tuple[list[float], dict[int, float]]:
+        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates.
+        With ``taken``, resource ``r`` has ``taken[r] x level`` of its capacity taken already
+        (by a :class:`_Class` of flows frozen at ``level``)."""
         inf = _INF
         rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
         room, weight, unfrozen, on, capacity = (
@@ -123,7 +144,8 @@ class _Filler:
                     unfrozen[r] += 1
                     on[r].append(i)
                 else:
-                    room[r], weight[r], unfrozen[r], on[r] = capacity[r], a, 1, [i]
+                    cap = capacity[r] if taken is None else capacity[r] - taken.get(r, 0.0) * level
+                    room[r], weight[r], unfrozen[r], on[r] = cap, a, 1, [i]
                     loaded.append(r)
         # a freeze only raises the level at which another resource fills ((room - a L) /
         # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when
@@ -166,7 +188,18 @@ class _Flow:
     """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
     done at ``end``."""
 
-    __slots__ = ("route", "order", "seq", "remaining", "t0", "rate", "end", "latency", "done")
+    __slots__ = (
+        "route",
+        "order",
+        "seq",
+        "remaining",
+        "t0",
+        "rate",
+        "end",
+        "latency",
+        "done",
+        "finish",
+    )
 
     def __init__(
         self, route: Route, nbytes: float, now: float, latency: float, done: Arrival, seq: int
@@ -180,6 +213,95 @@ class _Flow:
         self.end = _INF
         self.latency = latency
         self.done = done
+        self.finish = 0.0  # in a _Class: the class's service counter when its bytes are through
+
+
+class _Class:
+    """The flows in flight that share one full resource ``bottleneck`` and all move at the
+    lowest rate in flight, ``level`` (= capacity / ``weight[bottleneck]``): the first
+    bottleneck of progressive filling, whose flows it freezes in its first round. On the
+    wafer every stage's DRAM reads share the channels' resource and mostly form one.
+
+    While the flows on the bottleneck stay the slowest, a start or an end there changes the
+    class's level only, and the other flows in flight (the *rest*) get the max-min fair
+    rates of what the class leaves of each resource (progressive filling continued past the
+    class's level, Bertsekas & Gallager sec. 6.5.2). So a change costs the rest's filling
+    and a pass over the resources the class loads, not a filling and an update per flow:
+
+    * ``weight[r]``: the load of the class on resource ``r`` per unit of level, kept as flows
+      join and leave (not summed anew, so rates may differ from a full filling's in the last
+      bits);
+    * ``service``: bytes each class flow has moved since the class was formed, at
+      ``service_t`` (generalized processor sharing's virtual time, Parekh & Gallager 1993):
+      a flow that joins with ``b`` bytes to move is through when the counter reaches its
+      ``finish = service + b``; the class's flows end in the order of ``finish``, kept in a
+      heap, and a change of level costs one update of the counter, not one per flow.
+    """
+
+    __slots__ = (
+        "bottleneck",
+        "level",
+        "weight",
+        "members",
+        "heap",
+        "service",
+        "service_t",
+        "rest",
+        "touched",
+        "bound",
+        "updates",
+    )
+
+    def __init__(self, bottleneck: int, level: float, now: float) -> None:
+        self.bottleneck = bottleneck
+        self.level = level
+        self.weight: dict[int, float] = {}
+        self.members: dict[_Flow, None] = {}
+        self.heap: list[tuple[float, int, _Flow]] = []
+        self.service = 0.0
+        self.service_t = now
+        self.rest: dict[_Flow, None] = {}  # the other flows in flight, in start order
+        self.touched: set[int] = set()  # resources loaded by any flow while the class lived
+        self.bound = 0.0  # see tighten
+        self.updates = 0
+
+    def tighten(self, capacity: Sequence[float]) -> float:
+        """``bound``: the least level at which a resource other than the bottleneck fills
+        under the class's flows alone (up to the rounding slack)."""
+        bound = _INF
+        for q, w in self.weight.items():
+            if w > 0.0 and q != self.bottleneck and capacity[q] * _OVER < bound * w:
+                bound = capacity[q] * _OVER / w
+        self.bound = bound
+        return bound
+
+    def rebase(self, capacity: Sequence[float]) -> None:
+        """Sum the class's loads afresh and count service from zero again, so that neither
+        the rounding of many joins and leaves nor a large counter builds up (every
+        ``_REBASE`` updates; the counter must be up to date)."""
+        weight: dict[int, float] = {}
+        for f in self.members:
+            for q, a in f.route.pairs:
+                weight[q] = weight.get(q, 0.0) + a
+        self.weight = weight
+        served = self.service
+        heap = []
+        for f in self.members:
+            f.finish -= served
+            heap.append((f.finish, f.seq, f))
+        heapq.heapify(heap)
+        self.heap, self.service = heap, 0.0
+        self.tighten(capacity)
+
+    def served(self, now: float) -> float:
+        """The service counter at ``now`` (bytes each class flow moved since the start)."""
+        return self.service + self.level * (now - self.service_t)
+
+    def join(self, f: _Flow) -> None:
+        """``f`` (not started yet or brought up to date at ``service_t``) joins."""
+        f.finish = self.service + f.remaining
+        heapq.heappush(self.heap, (f.finish, f.seq, f))
+        self.members[f] = None
 
 
 def _tops(flows: dict[_Flow, None], new: _Flow, rate: float) -> bool:
@@ -289,6 +411,10 @@ class FairNetwork:
         # state brings the same sets of flows back again and again
         self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
         self._filler = _Filler(self.capacity)
+        #: the flows frozen at the first bottleneck, while they stay the slowest (else None)
+        self._cls: _Class | None = None
+        #: recomputations done as a class's update (without a full filling)
+        self.class_updates = 0
 
     def route(
         self, resources: Sequence[int], loads: Sequence[float], *, passive: Sequence[int] = ()
@@ -306,6 +432,9 @@ class FairNetwork:
         self._active[flow] = None
         self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
+        if self._cls is not None:
+            self._start_in_class(flow, now)
+            return
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
         # holds it there (None: none, it runs at its lone rate)
@@ -338,6 +467,13 @@ class FairNetwork:
                 self.next_end, self._first = end, flow
         else:
             self._reschedule(route.resources, now)
+
+    def rates(self) -> dict[_Flow, float]:
+        """The rate (bytes/s) of every flow in flight, in start order."""
+        c = self._cls
+        if c is None:
+            return {f: f.rate for f in self._active}
+        return {f: c.level if f in c.members else f.rate for f in self._active}
 
     def _next(self) -> None:
         """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
@@ -373,15 +509,15 @@ class FairNetwork:
                     stack.extend(f.route.resources)
         return list(found)
 
-    def _reschedule(self, changed: Sequence[int], now: float) -> None:
-        """New rates for the flows connected to the resources that ``changed``, and the next
-        flow end (``next_end``)."""
+    def _reschedule(self, changed: Sequence[int], now: float, *, whole: bool = False) -> None:
+        """New rates for the flows connected to the resources that ``changed`` (every flow
+        in flight if ``whole``), and the next flow end (``next_end``)."""
         self.recomputes += 1
         active = self._active
         # with few flows in flight (group mode) or routes of hundreds of links (link mode),
         # recomputing every flow in flight is cheaper than finding the connected ones; the
         # others' rates come out the same (max-min fairness splits over connected groups)
-        whole = len(active) <= _ALL_BELOW or len(changed) > 16
+        whole = whole or len(active) <= _ALL_BELOW or len(changed) > 16
         if whole:
             group = self._sorted
         else:
@@ -412,8 +548,154 @@ class FairNetwork:
         self._used.update(used)
         if whole:
             self.next_end, self._first = first_end, first
+            if _CLASS_MIN <= len(group) <= _ALL_BELOW:
+                self._form_class(group, rates, now)
         else:
             self._next()
+
+    def _form_class(self, group: list[_Flow], rates: list[float], now: float) -> None:
+        """Keep the flows on a full resource as a :class:`_Class` if they all move at the
+        lowest rate of ``group`` (every flow in flight, just refilled): that resource is
+        then a bottleneck of the filling's first round, which froze all its flows."""
+        lowest = min(rates)
+        on, used, capacity = self._on, self._used, self.capacity
+        for r in group[rates.index(lowest)].route.resources:
+            flows = on[r]
+            if (
+                len(flows) >= _CLASS_MIN
+                and used[r] >= capacity[r] * (1.0 - _SLACK)
+                and all(g.rate == lowest for g in flows)
+            ):
+                break
+        else:
+            return
+        c = self._cls = _Class(r, lowest, now)
+        weight, touched = c.weight, c.touched
+        for g in group:
+            touched.update(g.route.resources)
+            if g in flows:
+                g.remaining -= g.rate * (now - g.t0)  # bytes left now
+                g.t0 = now
+                c.join(g)
+                for q, a in g.route.pairs:
+                    weight[q] = weight.get(q, 0.0) + a
+            else:
+                c.rest[g] = None
+        c.tighten(self.capacity)
+        self._class_next()
+
+    def _class_next(self) -> None:
+        """``next_end`` while a class lives: its first flow through, or a rest flow's end
+        (ties: the earliest started)."""
+        c = self._cls
+        assert c is not None
+        finish, seq, first = c.heap[0]
+        end = first.end = c.service_t + (finish - c.service) / c.level
+        for g in c.rest:
+            e = g.end
+            if e <= end and (e < end or g.seq < seq):
+                first, end, seq = g, e, g.seq
+        self.next_end, self._first = end, first
+
+    def _start_in_class(self, flow: _Flow, now: float) -> None:
+        """:meth:`start` while a class lives (``flow`` is in flight already)."""
+        route, on, users, since = flow.route, self._on, self._users, self._since
+        for r in route.resources:
+            on[r][flow] = None
+        if self._count_bytes:
+            carried, nbytes = self.nbytes, flow.remaining
+            for r, a in route.pairs:
+                carried[r] += a * nbytes
+        for r in route.tracked:
+            if not users[r]:
+                since[r] = now
+            users[r] += 1
+        if len(self._active) > _ALL_BELOW or not self._class_change(flow, now, started=True):
+            self._dissolve(now)
+            self._reschedule(flow.route.resources, now, whole=True)
+
+    def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
+        """``flow`` started (``started``) or ended while a class lives: the class's new level
+        and the rest's rates, when the class's flows are still the slowest and their
+        bottleneck still full; else False, and the caller dissolves the class (whose level
+        and counter this leaves as they were)."""
+        self.recomputes += 1
+        c = self._cls
+        assert c is not None
+        route, weight, capacity = flow.route, c.weight, self.capacity
+        joins = False
+        level = c.level
+        # does the class still fit at its level on every resource it loads? (its bottleneck
+        # fills exactly.) ``c.bound`` is at most the least level at which another resource
+        # fills under the class alone: lowered as flows join, recomputed only when a level
+        # above it is asked for
+        bottleneck = c.bottleneck
+        if started:
+            c.touched.update(route.resources)
+            if flow in self._on[bottleneck]:
+                joins = True
+                bound = c.bound
+                for q, a in route.pairs:
+                    w = weight[q] = weight.get(q, 0.0) + a
+                    if q != bottleneck and capacity[q] * _OVER < bound * w:
+                        bound = capacity[q] * _OVER / w
+                c.bound = bound
+                level = capacity[bottleneck] / weight[bottleneck]
+            else:
+                c.rest[flow] = None
+        elif flow in c.members:
+            heapq.heappop(c.heap)  # the class's first through: the flow that ended
+            del c.members[flow]
+            if not c.members:
+                return False
+            for q, a in route.pairs:
+                weight[q] -= a
+            level = capacity[bottleneck] / weight[bottleneck]
+        else:
+            del c.rest[flow]
+        if level > c.bound and level > c.tighten(capacity):
+            return False
+        # ... and the rest, filled on what it leaves, is no slower: the class's bottleneck
+        # fills first, so the class's flows freeze in the first round, at ``level``
+        rest = c.rest
+        if rest:
+            rates = self._filler.fill([g.route for g in rest], weight, level)[0]
+            if min(rates) < level * (1.0 - _TIGHT):
+                return False
+        self.class_updates += 1
+        c.service = c.served(now)
+        c.service_t, c.level = now, level
+        if joins:
+            c.join(flow)
+        c.updates += 1
+        if c.updates % _REBASE == 0:
+            c.rebase(capacity)
+        if rest:
+            for g, rate in zip(rest, rates):  # noqa: B905 (equal by construction)
+                old = g.rate
+                if rate != old:
+                    if old:  # 0 for the flow being started
+                        g.remaining -= old * (now - g.t0)
+                        g.t0 = now
+                    g.rate = rate
+                    g.end = now + g.remaining / rate
+        self._class_next()
+        return True
+
+    def _dissolve(self, now: float) -> None:
+        """End the class: its flows get their bytes left, rate and end as flows of their own,
+        and the use of every resource it touched is left for a full filling to set."""
+        c = self._cls
+        assert c is not None
+        self._cls = None
+        served, level = c.served(now), c.level
+        for f in c.members:
+            f.remaining = f.finish - served
+            f.t0, f.rate = now, level
+            f.end = now + f.remaining / level
+        used = self._used
+        for r in c.touched:
+            used[r] = 0.0
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -449,6 +731,9 @@ class FairNetwork:
             self._used,
             self.capacity,
         )
+        if self._cls is not None:
+            self._fire_in_class(f, now)
+            return
         # if on every resource it leaves it was alone, or there was room, or every other flow
         # was slower (so held by a bottleneck elsewhere), no other flow was held back by it,
         # so no rate changes
@@ -480,6 +765,26 @@ class FairNetwork:
         else:
             self._next()
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
+        done = f.done
+        done._ok, done._value = True, None  # noqa: SLF001
+        self.env.schedule(done, simpy.events.NORMAL, f.latency)
+
+    def _fire_in_class(self, f: _Flow, now: float) -> None:
+        """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
+        route, on, users = f.route, self._on, self._users
+        for r in route.resources:
+            del on[r][f]
+        f.rate = 0.0
+        for r in route.tracked:
+            users[r] -= 1
+            if not users[r]:
+                self.busy_s[r] += now - self._since[r]
+        if not self._class_change(f, now, started=False):
+            self._dissolve(now)
+            if self._active:
+                self._reschedule(route.resources, now, whole=True)
+            else:
+                self._next()
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
         self.env.schedule(done, simpy.events.NORMAL, f.latency)
