@@ -430,11 +430,11 @@ class FairNetwork:
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
         flow = _Flow(route, nbytes, now, latency_s, done, next(self._started))
         self._active[flow] = None
-        self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
-        users, carried, on, since = self._users, self.nbytes, self._on, self._since
         if self._cls is not None:
             self._start_in_class(flow, now)
             return
+        self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
+        users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
         # holds it there (None: none, it runs at its lone rate)
@@ -556,7 +556,9 @@ class FairNetwork:
     def _form_class(self, group: list[_Flow], rates: list[float], now: float) -> None:
         """Keep the flows on a full resource as a :class:`_Class` if they all move at the
         lowest rate of ``group`` (every flow in flight, just refilled): that resource is
-        then a bottleneck of the filling's first round, which froze all its flows."""
+        then a bottleneck of the filling's first round, which froze all its flows. (While
+        the class lives, ``_sorted`` and ``_used`` are not kept; :meth:`_dissolve` sets
+        them again.)"""
         lowest = min(rates)
         on, used, capacity = self._on, self._used, self.capacity
         for r in group[rates.index(lowest)].route.resources:
@@ -658,18 +660,29 @@ class FairNetwork:
         # ... and the rest, filled on what it leaves, is no slower: the class's bottleneck
         # fills first, so the class's flows freeze in the first round, at ``level``
         rest = c.rest
-        if rest:
+        if len(rest) == 1:  # the usual case: progressive filling of one flow, inlined
+            (g,) = rest
+            rate = _INF
+            for q, a in g.route.pairs:
+                share = (capacity[q] - weight.get(q, 0.0) * level) / a
+                if share < rate:
+                    rate = share
+            rates = [rate]
+            if rate < level * (1.0 - _TIGHT):
+                return False
+        elif rest:
             rates = self._filler.fill([g.route for g in rest], weight, level)[0]
             if min(rates) < level * (1.0 - _TIGHT):
                 return False
         self.class_updates += 1
-        c.service = c.served(now)
-        c.service_t, c.level = now, level
+        if level != c.level:
+            c.service = c.served(now)
+            c.service_t, c.level = now, level
         if joins:
             c.join(flow)
-        c.updates += 1
-        if c.updates % _REBASE == 0:
-            c.rebase(capacity)
+            c.updates += 1
+            if c.updates % _REBASE == 0:
+                c.rebase(capacity)
         if rest:
             for g, rate in zip(rest, rates):  # noqa: B905 (equal by construction)
                 old = g.rate
@@ -696,6 +709,8 @@ class FairNetwork:
         used = self._used
         for r in c.touched:
             used[r] = 0.0
+        # the flows in flight by route (ties: start order), not kept while the class lived
+        self._sorted = sorted(self._active, key=_ORDER)
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -723,6 +738,9 @@ class FairNetwork:
         f = self._first
         assert f is not None
         del self._active[f]
+        if self._cls is not None:
+            self._fire_in_class(f, self.env._now)  # noqa: SLF001
+            return
         self._sorted.remove(f)  # flows compare by identity
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
@@ -731,9 +749,6 @@ class FairNetwork:
             self._used,
             self.capacity,
         )
-        if self._cls is not None:
-            self._fire_in_class(f, now)
-            return
         # if on every resource it leaves it was alone, or there was room, or every other flow
         # was slower (so held by a bottleneck elsewhere), no other flow was held back by it,
         # so no rate changes
