@@ -208,6 +208,24 @@ def test_flows_sharing_one_full_resource_end_as_processor_sharing_predicts() -> 
     assert net.class_updates == 3  # the ends of the first three; the last one closes it
 
 
+def test_a_class_gives_way_to_full_fillings_with_many_flows_and_comes_back() -> None:
+    # 40 flows of 1, 2, ..., 40 B start together on one 1 B/s resource: processor sharing
+    # ends the k-th at sum_{j <= k} (41 - j) = 41 k - k (k + 1) / 2. A class forms at the
+    # fourth start, gives way to full fillings beyond 32 flows in flight and forms again
+    # once fewer are left
+    n = 40
+    env = FlowEnvironment()
+    net = FairNetwork(env, [1.0])
+    route = net.route([0], [1.0])
+    ends: dict[str, float] = {}
+    for k in range(1, n + 1):
+        _start(env, net, route, float(k), ends, str(k))
+    env.run()
+    want = {str(k): (n + 1) * k - k * (k + 1) / 2 for k in range(1, n + 1)}
+    assert ends == pytest.approx(want, rel=1e-12)
+    assert 0 < net.class_updates < net.recomputes
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_a_class_keeps_rates_max_min_fair_and_moves_every_byte(seed: int) -> None:
     # the wafer's pattern: "reads" share resource 0 (the DRAM channels) and load a link of
