@@ -208,6 +208,27 @@ def test_flows_sharing_one_full_resource_end_as_processor_sharing_predicts() -> 
     assert net.class_updates == 3  # the ends of the first three; the last one closes it
 
 
+def test_a_flow_joining_a_class_without_changing_its_level_moves_its_bytes_from_then() -> None:
+    # four flows of 10 B share a 1 B/s resource (0.25 B/s each, a class); at t = 1 a flow of
+    # 1 B joins that loads it by 1e-17 B per byte, too little to change the class's level in
+    # floating point: it moves at 0.25 B/s from t = 1 and ends at t = 5, the others at 40
+    env = FlowEnvironment()
+    net = FairNetwork(env, [1.0, 10.0, 10.0, 10.0, 10.0, 10.0])
+    ends: dict[str, float] = {}
+    for i in range(4):
+        _start(env, net, net.route([0, i + 1], [1.0, 1.0]), 10.0, ends, str(i))
+
+    def late() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(1.0)
+        _start(env, net, net.route([0, 5], [1e-17, 1.0]), 1.0, ends, "late")
+
+    env.process(late())
+    env.run()
+    assert ends["late"] == pytest.approx(5.0, rel=1e-12)
+    assert [ends[str(i)] for i in range(4)] == pytest.approx([40.0] * 4, rel=1e-12)
+    assert net.class_updates > 0
+
+
 def test_a_class_gives_way_to_full_fillings_with_many_flows_and_comes_back() -> None:
     # 40 flows of 1, 2, ..., 40 B start together on one 1 B/s resource: processor sharing
     # ends the k-th at sum_{j <= k} (41 - j) = 41 k - k (k + 1) / 2. A class forms at the

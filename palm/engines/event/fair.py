@@ -232,7 +232,8 @@ class _Class:
       join and leave (not summed anew, so rates may differ from a full filling's in the last
       bits);
     * ``service``: bytes each class flow has moved since the class was formed, at
-      ``service_t`` (generalized processor sharing's virtual time, Parekh & Gallager 1993):
+      ``service_t`` (the virtual time of generalized processor sharing: Parekh & Gallager,
+      IEEE/ACM Trans. Networking 1(3), 1993):
       a flow that joins with ``b`` bytes to move is through when the counter reaches its
       ``finish = service + b``; the class's flows end in the order of ``finish``, kept in a
       heap, and a change of level costs one update of the counter, not one per flow.
@@ -278,7 +279,7 @@ class _Class:
     def rebase(self, capacity: Sequence[float]) -> None:
         """Sum the class's loads afresh and count service from zero again, so that neither
         the rounding of many joins and leaves nor a large counter builds up (every
-        ``_REBASE`` updates; the counter must be up to date)."""
+        ``_REBASE`` joins)."""
         weight: dict[int, float] = {}
         for f in self.members:
             for q, a in f.route.pairs:
@@ -297,9 +298,9 @@ class _Class:
         """The service counter at ``now`` (bytes each class flow moved since the start)."""
         return self.service + self.level * (now - self.service_t)
 
-    def join(self, f: _Flow) -> None:
-        """``f`` (not started yet or brought up to date at ``service_t``) joins."""
-        f.finish = self.service + f.remaining
+    def join(self, f: _Flow, now: float) -> None:
+        """``f``, with ``f.remaining`` bytes left at ``now``, joins."""
+        f.finish = self.served(now) + f.remaining
         heapq.heappush(self.heap, (f.finish, f.seq, f))
         self.members[f] = None
 
@@ -578,7 +579,7 @@ class FairNetwork:
             if g in flows:
                 g.remaining -= g.rate * (now - g.t0)  # bytes left now
                 g.t0 = now
-                c.join(g)
+                c.join(g, now)
                 for q, a in g.route.pairs:
                     weight[q] = weight.get(q, 0.0) + a
             else:
@@ -679,7 +680,7 @@ class FairNetwork:
             c.service = c.served(now)
             c.service_t, c.level = now, level
         if joins:
-            c.join(flow)
+            c.join(flow, now)
             c.updates += 1
             if c.updates % _REBASE == 0:
                 c.rebase(capacity)
