@@ -340,10 +340,19 @@ class FlowEnvironment(simpy.Environment):
         if until is not None:
             raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
         net = self.network
-        if net is None:
-            super().run()
+        queue, pop = self._queue, heapq.heappop
+        if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
+            while queue:
+                self._now, _, _, event = pop(queue)
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
+                    exc = type(event._value)(*event._value.args)  # noqa: SLF001
+                    exc.__cause__ = event._value  # noqa: SLF001
+                    raise exc
             return
-        queue, pop, fire = self._queue, heapq.heappop, net._fire  # noqa: SLF001 - our network
+        fire = net._fire  # noqa: SLF001 - our network
         while True:
             end = net.next_end
             if queue and queue[0][0] < end:
