@@ -58,7 +58,7 @@ _ALL_BELOW = 32
 _MEMO_SIZE = 65536
 #: fewest flows on the first bottleneck for them to be kept as a :class:`_Class`
 _CLASS_MIN = 4
-#: a class's loads are summed afresh and its service counted from zero every this many updates
+#: a class's loads are summed afresh and its service counted from zero every this many joins
 _REBASE = 256
 #: a resource loaded up to this much of its capacity (rounding of the level) is not over it
 _OVER = 1.0 + _TIGHT
@@ -636,12 +636,7 @@ class FairNetwork:
         assert c is not None
         route, weight, capacity = flow.route, c.weight, self.capacity
         joins = False
-        level = c.level
-        # does the class still fit at its level on every resource it loads? (its bottleneck
-        # fills exactly.) ``c.bound`` is at most the least level at which another resource
-        # fills under the class alone: lowered as flows join, recomputed only when a level
-        # above it is asked for
-        bottleneck = c.bottleneck
+        level, bottleneck = c.level, c.bottleneck
         if started:
             c.touched.update(route.resources)
             if flow in self._on[bottleneck]:
@@ -656,7 +651,8 @@ class FairNetwork:
             else:
                 c.rest[flow] = None
         elif flow in c.members:
-            heapq.heappop(c.heap)  # the class's first through: the flow that ended
+            assert c.heap[0][2] is flow  # the class's first through (_class_next)
+            heapq.heappop(c.heap)
             del c.members[flow]
             if not c.members:
                 return False
@@ -665,6 +661,10 @@ class FairNetwork:
             level = capacity[bottleneck] / weight[bottleneck]
         else:
             del c.rest[flow]
+        # does the class still fit at its level on every resource it loads (its bottleneck
+        # fills exactly)? ``c.bound`` is at most the least level at which another resource
+        # fills under the class alone: lowered as flows join, recomputed only when a level
+        # above it is asked for
         if level > c.bound and level > c.tighten(capacity):
             return False
         # ... and the rest, filled on what it leaves, is no slower: the class's bottleneck
