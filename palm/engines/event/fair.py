@@ -639,6 +639,8 @@ class FairNetwork:
         level, bottleneck = c.level, c.bottleneck
         if started:
             c.touched.update(route.resources)
+            if not c.rest and flow not in self._on[bottleneck]:
+                return self._alone_beside(c, flow, now)
             if flow in self._on[bottleneck]:
                 joins = True
                 bound = c.bound
@@ -703,6 +705,26 @@ class FairNetwork:
                     g.rate = rate
                     g.end = now + g.remaining / rate
         self._class_next()
+        return True
+
+    def _alone_beside(self, c: _Class, flow: _Flow, now: float) -> bool:
+        """:meth:`_class_change` for a flow that starts off the class's bottleneck when it is
+        the only such flow: it gets what the class leaves on its tightest resource, and no
+        other rate changes."""
+        capacity, weight, level = self.capacity, c.weight, c.level
+        rate = _INF
+        for q, a in flow.route.pairs:
+            share = (capacity[q] - weight.get(q, 0.0) * level) / a
+            if share < rate:
+                rate = share
+        if rate < level * (1.0 - _TIGHT):  # slower than the class: it binds the class
+            return False
+        c.rest[flow] = None
+        self.class_updates += 1
+        flow.rate = rate
+        flow.end = end = now + flow.remaining / rate
+        if end < self.next_end:  # on a tie, the class's flow started earlier
+            self.next_end, self._first = end, flow
         return True
 
     def _dissolve(self, now: float) -> None:
