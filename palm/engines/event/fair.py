@@ -56,7 +56,8 @@ _INF = float("inf")
 _ALL_BELOW = 32
 #: answers of progressive filling kept for reuse (the memo is cleared when full)
 _MEMO_SIZE = 65536
-#: fewest flows on the first bottleneck for them to be kept as a :class:`_Class`
+#: fewest flows on the first bottleneck for them to be kept as a :class:`_Class` (and at
+#: least as many as the other flows in flight)
 _CLASS_MIN = 4
 #: a class's loads are summed afresh and its service counted from zero every this many joins
 _REBASE = 256
@@ -575,6 +576,7 @@ class FairNetwork:
             flows = on[r]
             if (
                 len(flows) >= _CLASS_MIN
+                and 2 * len(flows) >= len(group)  # the class is at least half of the flows
                 and used[r] >= capacity[r] * (1.0 - _SLACK)
                 and all(g.rate == lowest for g in flows)
             ):
@@ -663,6 +665,10 @@ class FairNetwork:
             level = capacity[bottleneck] / weight[bottleneck]
         else:
             del c.rest[flow]
+        if len(c.members) < len(c.rest):
+            # an update refills the rest: with more flows there than in the class, a full
+            # filling (memoised) costs less
+            return False
         # does the class still fit at its level on every resource it loads (its bottleneck
         # fills exactly)? ``c.bound`` is at most the least level at which another resource
         # fills under the class alone: lowered as flows join, recomputed only when a level
