@@ -4,7 +4,8 @@ progressive filling is memoised. Hand-worked cases on one or two links."""
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Hashable, Mapping
+from typing import Any
 
 import pytest
 import simpy
@@ -172,10 +173,10 @@ def test_rates_after_every_start_and_end_are_max_min_fair(seed: int) -> None:
     pace = 2.0 if seed % 2 else 0.3  # starts per second: many flows in flight, or a few
 
     def check() -> None:
-        flows = list(net._active)  # noqa: SLF001 - the flows in flight
-        loads = [dict(f.route.pairs) for f in flows]
+        rates = net.rates()  # the flows in flight and their rates
+        loads: list[Mapping[Hashable, float]] = [dict(f.route.pairs) for f in rates]
         want = max_min_rates(loads=loads, capacity_Bps=dict(enumerate(capacity)))
-        assert [f.rate for f in flows] == pytest.approx(want, rel=1e-9)
+        assert list(rates.values()) == pytest.approx(want, rel=1e-9)
         checked[0] += 1
 
     def starter() -> Generator[simpy.Event, None, None]:
@@ -189,3 +190,108 @@ def test_rates_after_every_start_and_end_are_max_min_fair(seed: int) -> None:
     env.process(starter())
     env.run()
     assert checked[0] == 80
+
+
+def test_flows_sharing_one_full_resource_end_as_processor_sharing_predicts() -> None:
+    # four flows of 1, 2, 3 and 4 B on a 1 B/s resource (each also on a fast link of its own,
+    # so that no two routes are alike) start together and form a class: each moves at 1/4
+    # until the first is through at t = 4, the other three at 1/3 for their next byte (t =
+    # 7), two at 1/2 (t = 9), the last alone (t = 10); every end after the class formed is
+    # a class update, no full filling
+    env = FlowEnvironment()
+    net = FairNetwork(env, [1.0, 10.0, 10.0, 10.0, 10.0])
+    ends: dict[str, float] = {}
+    for i in range(4):
+        _start(env, net, net.route([0, i + 1], [1.0, 1.0]), float(i + 1), ends, str(i))
+    env.run()
+    assert ends == pytest.approx({"0": 4.0, "1": 7.0, "2": 9.0, "3": 10.0}, rel=1e-12)
+    assert net.class_updates == 3  # the ends of the first three; the last one closes it
+
+
+def test_a_flow_joining_a_class_without_changing_its_level_moves_its_bytes_from_then() -> None:
+    # four flows of 10 B share a 1 B/s resource (0.25 B/s each, a class); at t = 1 a flow of
+    # 1 B joins that loads it by 1e-17 B per byte, too little to change the class's level in
+    # floating point: it moves at 0.25 B/s from t = 1 and ends at t = 5, the others at 40
+    env = FlowEnvironment()
+    net = FairNetwork(env, [1.0, 10.0, 10.0, 10.0, 10.0, 10.0])
+    ends: dict[str, float] = {}
+    for i in range(4):
+        _start(env, net, net.route([0, i + 1], [1.0, 1.0]), 10.0, ends, str(i))
+
+    def late() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(1.0)
+        _start(env, net, net.route([0, 5], [1e-17, 1.0]), 1.0, ends, "late")
+
+    env.process(late())
+    env.run()
+    assert ends["late"] == pytest.approx(5.0, rel=1e-12)
+    assert [ends[str(i)] for i in range(4)] == pytest.approx([40.0] * 4, rel=1e-12)
+    assert net.class_updates > 0
+
+
+def test_a_class_gives_way_to_full_fillings_with_many_flows_and_comes_back() -> None:
+    # 40 flows of 1, 2, ..., 40 B start together on one 1 B/s resource: processor sharing
+    # ends the k-th at sum_{j <= k} (41 - j) = 41 k - k (k + 1) / 2. A class forms at the
+    # fourth start, gives way to full fillings beyond 32 flows in flight and forms again
+    # once fewer are left
+    n = 40
+    env = FlowEnvironment()
+    net = FairNetwork(env, [1.0])
+    route = net.route([0], [1.0])
+    ends: dict[str, float] = {}
+    for k in range(1, n + 1):
+        _start(env, net, route, float(k), ends, str(k))
+    env.run()
+    want = {str(k): (n + 1) * k - k * (k + 1) / 2 for k in range(1, n + 1)}
+    assert ends == pytest.approx(want, rel=1e-12)
+    assert 0 < net.class_updates < net.recomputes
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_class_keeps_rates_max_min_fair_and_moves_every_byte(seed: int) -> None:
+    # the wafer's pattern: "reads" share resource 0 (the DRAM channels) and load a link of
+    # their own, "sends" load two neighbouring links. After every start and end the rates
+    # equal a from-scratch progressive filling, whether a class's update or a full filling
+    # gave them; and integrating each flow's rate over time gives exactly its bytes
+    import random
+
+    from palm.network.flows import max_min_rates
+
+    rng = random.Random(seed)
+    capacity = [10.0] + [rng.uniform(3.0, 8.0) for _ in range(6)]
+    env = FlowEnvironment()
+    net = FairNetwork(env, capacity)
+    reads = [net.route([0, i], [1.0, rng.choice((0.5, 1.0, 2.0))]) for i in range(1, 7)]
+    sends = [net.route([i, i + 1], [1.0, 1.0]) for i in range(1, 6)]
+    size: dict[Any, float] = {}
+    moved: dict[Any, float] = {}
+    previous: dict[Any, float] = {}  # the rates of the previous check ...
+    since = [0.0]  # ... and its time
+
+    def check() -> None:
+        t, rates = float(env.now), net.rates()
+        for f, rate in previous.items():
+            moved[f] = moved.get(f, 0.0) + rate * (t - since[0])
+        loads: list[Mapping[Hashable, float]] = [dict(f.route.pairs) for f in rates]
+        want = max_min_rates(loads=loads, capacity_Bps=dict(enumerate(capacity)))
+        assert list(rates.values()) == pytest.approx(want, rel=1e-9)
+        previous.clear()
+        previous.update(rates)
+        since[0] = t
+
+    def starter() -> Generator[simpy.Event, None, None]:
+        for k in range(60):
+            done = Arrival(env)
+            done.callbacks.append(lambda _e: check())
+            route = rng.choice(sends) if k % 4 == 3 else rng.choice(reads)
+            nbytes = rng.uniform(1.0, 20.0)
+            net.start(route, nbytes, latency_s=0.0, done=done)
+            size[list(net.rates())[-1]] = nbytes  # the flow just started
+            check()
+            yield env.timeout(rng.expovariate(3.0))
+
+    env.process(starter())
+    env.run()
+    assert net.class_updates > 0  # classes formed and carried changes ...
+    assert net.recomputes > net.class_updates  # ... and full fillings the others
+    assert moved == pytest.approx(size, rel=1e-9)

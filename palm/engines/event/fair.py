@@ -15,6 +15,17 @@ latency, DRAM response) is added when its bytes are through.
 
 A flow alone moves at ``min_r c_r / a_ir``, so it takes exactly what the analytical engine
 charges; ``k`` equal flows on one resource each take ``k`` times as long.
+
+When the flows on one full resource all move at the lowest rate in flight (on the wafer, every
+stage's DRAM reads on the channels), they are kept as a *class* (:class:`_Class`): a start or
+an end among them changes the class's level (capacity over the class's load there) and the
+rates of the few other flows, filled on what the class leaves, instead of a filling and a
+bytes-left update of every flow; the class's flows share one service counter (generalized
+processor sharing's virtual time) and end in the order of the counter value at which their
+bytes are through. A change that would make another resource bind the class, or leave a flow
+slower than the class, ends the class, and a full filling takes over. The rates are those of
+a full filling, up to rounding (the class's load is kept as flows join and leave, not summed
+anew).
 """
 
 from __future__ import annotations
@@ -45,6 +56,13 @@ _INF = float("inf")
 _ALL_BELOW = 32
 #: answers of progressive filling kept for reuse (the memo is cleared when full)
 _MEMO_SIZE = 65536
+#: fewest flows on the first bottleneck for them to be kept as a :class:`_Class` (and at
+#: least as many as the other flows in flight)
+_CLASS_MIN = 4
+#: a class's loads are summed afresh and its service counted from zero every this many joins
+_REBASE = 256
+#: a resource loaded up to this much of its capacity (rounding of the level) is not over it
+_OVER = 1.0 + _TIGHT
 
 
 _ROUTES_MADE = itertools.count()
@@ -101,8 +119,12 @@ class _Filler:
         self.unfrozen = [0] * n  # unfrozen flows on the resource
         self.on: list[list[int]] = [[] for _ in range(n)]
 
-    def fill(self, routes: Sequence[Route]) -> tuple[list[float], dict[int, float]]:
-        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates."""
+    def fill(
+        self, routes: Sequence[Route], taken: dict[int, float] | None = None, level: float = 0.0
+    ) -> tuple[list[float], dict[int, float]]:
+        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates.
+        With ``taken``, resource ``r`` has ``taken[r] x level`` of its capacity taken already
+        (by a :class:`_Class` of flows frozen at ``level``)."""
         inf = _INF
         rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
         room, weight, unfrozen, on, capacity = (
@@ -123,7 +145,8 @@ class _Filler:
                     unfrozen[r] += 1
                     on[r].append(i)
                 else:
-                    room[r], weight[r], unfrozen[r], on[r] = capacity[r], a, 1, [i]
+                    cap = capacity[r] if taken is None else capacity[r] - taken.get(r, 0.0) * level
+                    room[r], weight[r], unfrozen[r], on[r] = cap, a, 1, [i]
                     loaded.append(r)
         # a freeze only raises the level at which another resource fills ((room - a L) /
         # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when
@@ -166,10 +189,24 @@ class _Flow:
     """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
     done at ``end``."""
 
-    __slots__ = ("route", "order", "remaining", "t0", "rate", "end", "latency", "done")
+    __slots__ = (
+        "route",
+        "order",
+        "seq",
+        "remaining",
+        "t0",
+        "rate",
+        "end",
+        "latency",
+        "done",
+        "finish",
+    )
 
-    def __init__(self, route: Route, nbytes: float, now: float, latency: float, done: Arrival):
+    def __init__(
+        self, route: Route, nbytes: float, now: float, latency: float, done: Arrival, seq: int
+    ) -> None:
         self.route = route
+        self.seq = seq  # start rank: on equal ends, the flow started first ends first
         self.order = route.order
         self.remaining = nbytes
         self.t0 = now
@@ -177,6 +214,96 @@ class _Flow:
         self.end = _INF
         self.latency = latency
         self.done = done
+        self.finish = 0.0  # in a _Class: the class's service counter when its bytes are through
+
+
+class _Class:
+    """The flows in flight that share one full resource ``bottleneck`` and all move at the
+    lowest rate in flight, ``level`` (= capacity / ``weight[bottleneck]``): the first
+    bottleneck of progressive filling, whose flows it freezes in its first round. On the
+    wafer every stage's DRAM reads share the channels' resource and mostly form one.
+
+    While the flows on the bottleneck stay the slowest, a start or an end there changes the
+    class's level only, and the other flows in flight (the *rest*) get the max-min fair
+    rates of what the class leaves of each resource (progressive filling continued past the
+    class's level, Bertsekas & Gallager sec. 6.5.2). So a change costs the rest's filling
+    and a pass over the resources the class loads, not a filling and an update per flow:
+
+    * ``weight[r]``: the load of the class on resource ``r`` per unit of level, kept as flows
+      join and leave (not summed anew, so rates may differ from a full filling's in the last
+      bits);
+    * ``service``: bytes each class flow has moved since the class was formed, at
+      ``service_t`` (the virtual time of generalized processor sharing: Parekh & Gallager,
+      IEEE/ACM Trans. Networking 1(3), 1993):
+      a flow that joins with ``b`` bytes to move is through when the counter reaches its
+      ``finish = service + b``; the class's flows end in the order of ``finish``, kept in a
+      heap, and a change of level costs one update of the counter, not one per flow.
+    """
+
+    __slots__ = (
+        "bottleneck",
+        "level",
+        "weight",
+        "members",
+        "heap",
+        "service",
+        "service_t",
+        "rest",
+        "touched",
+        "bound",
+        "updates",
+    )
+
+    def __init__(self, bottleneck: int, level: float, now: float) -> None:
+        self.bottleneck = bottleneck
+        self.level = level
+        self.weight: dict[int, float] = {}
+        self.members: dict[_Flow, None] = {}
+        self.heap: list[tuple[float, int, _Flow]] = []
+        self.service = 0.0
+        self.service_t = now
+        self.rest: dict[_Flow, None] = {}  # the other flows in flight, in start order
+        self.touched: set[int] = set()  # resources loaded by any flow while the class lived
+        self.bound = 0.0  # see tighten
+        self.updates = 0
+
+    def tighten(self, capacity: Sequence[float]) -> float:
+        """``bound``: the least level at which a resource other than the bottleneck fills
+        under the class's flows alone (up to the rounding slack)."""
+        bound = _INF
+        for q, w in self.weight.items():
+            if w > 0.0 and q != self.bottleneck and capacity[q] * _OVER < bound * w:
+                bound = capacity[q] * _OVER / w
+        self.bound = bound
+        return bound
+
+    def rebase(self, capacity: Sequence[float]) -> None:
+        """Sum the class's loads afresh and count service from zero again, so that neither
+        the rounding of many joins and leaves nor a large counter builds up (every
+        ``_REBASE`` joins)."""
+        weight: dict[int, float] = {}
+        for f in self.members:
+            for q, a in f.route.pairs:
+                weight[q] = weight.get(q, 0.0) + a
+        self.weight = weight
+        served = self.service
+        heap = []
+        for f in self.members:
+            f.finish -= served
+            heap.append((f.finish, f.seq, f))
+        heapq.heapify(heap)
+        self.heap, self.service = heap, 0.0
+        self.tighten(capacity)
+
+    def served(self, now: float) -> float:
+        """The service counter at ``now`` (bytes each class flow moved since the start)."""
+        return self.service + self.level * (now - self.service_t)
+
+    def join(self, f: _Flow, now: float) -> None:
+        """``f``, with ``f.remaining`` bytes left at ``now``, joins."""
+        f.finish = self.served(now) + f.remaining
+        heapq.heappush(self.heap, (f.finish, f.seq, f))
+        self.members[f] = None
 
 
 def _tops(flows: dict[_Flow, None], new: _Flow, rate: float) -> bool:
@@ -214,10 +341,19 @@ class FlowEnvironment(simpy.Environment):
         if until is not None:
             raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
         net = self.network
-        if net is None:
-            super().run()
+        queue, pop = self._queue, heapq.heappop
+        if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
+            while queue:
+                self._now, _, _, event = pop(queue)
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
+                    exc = type(event._value)(*event._value.args)  # noqa: SLF001
+                    exc.__cause__ = event._value  # noqa: SLF001
+                    raise exc
             return
-        queue, pop, fire = self._queue, heapq.heappop, net._fire  # noqa: SLF001 - our network
+        fire = net._fire  # noqa: SLF001 - our network
         while True:
             end = net.next_end
             if queue and queue[0][0] < end:
@@ -280,11 +416,16 @@ class FairNetwork:
         #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
         self._first: _Flow | None = None
+        self._started = itertools.count()
         self.recomputes = 0
         # progressive filling's answers by the routes in flight, in order: a pipeline's steady
         # state brings the same sets of flows back again and again
         self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
         self._filler = _Filler(self.capacity)
+        #: the flows frozen at the first bottleneck, while they stay the slowest (else None)
+        self._cls: _Class | None = None
+        #: recomputations done as a class's update (without a full filling)
+        self.class_updates = 0
 
     def route(
         self, resources: Sequence[int], loads: Sequence[float], *, passive: Sequence[int] = ()
@@ -298,8 +439,11 @@ class FairNetwork:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
-        flow = _Flow(route, nbytes, now, latency_s, done)
+        flow = _Flow(route, nbytes, now, latency_s, done, next(self._started))
         self._active[flow] = None
+        if self._cls is not None:
+            self._start_in_class(flow, now)
+            return
         self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
@@ -334,7 +478,13 @@ class FairNetwork:
                 self.next_end, self._first = end, flow
         else:
             self._reschedule(route.resources, now)
-            self._next()
+
+    def rates(self) -> dict[_Flow, float]:
+        """The rate (bytes/s) of every flow in flight, in start order."""
+        c = self._cls
+        if c is None:
+            return {f: f.rate for f in self._active}
+        return {f: c.level if f in c.members else f.rate for f in self._active}
 
     def _next(self) -> None:
         """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
@@ -370,24 +520,29 @@ class FairNetwork:
                     stack.extend(f.route.resources)
         return list(found)
 
-    def _reschedule(self, changed: Sequence[int], now: float) -> None:
-        """New rates for the flows connected to the resources that ``changed``."""
+    def _reschedule(self, changed: Sequence[int], now: float, *, whole: bool = False) -> None:
+        """New rates for the flows connected to the resources that ``changed`` (every flow
+        in flight if ``whole``), and the next flow end (``next_end``)."""
         self.recomputes += 1
         active = self._active
         # with few flows in flight (group mode) or routes of hundreds of links (link mode),
         # recomputing every flow in flight is cheaper than finding the connected ones; the
         # others' rates come out the same (max-min fairness splits over connected groups)
-        if len(active) <= _ALL_BELOW or len(changed) > 16:
+        whole = whole or len(active) <= _ALL_BELOW or len(changed) > 16
+        if whole:
             group = self._sorted
-            routes = tuple(map(_ROUTE, group))
         else:
             group = self._connected(changed)
             group.sort(key=_ORDER)
-            routes = tuple(map(_ROUTE, group))
+        routes = tuple(map(_ROUTE, group))
         filled = self._filled.get(routes)
         if filled is None:
             filled = self._fill(routes)
         rates, used = filled
+        # the earliest end among the group (ties: the earliest started), found on the way when
+        # the group is every flow in flight
+        first: _Flow | None = None
+        first_end, first_seq = _INF, 0
         for f, rate in zip(group, rates):  # noqa: B905 (equal by construction)
             old = f.rate
             if rate != old:
@@ -395,9 +550,205 @@ class FairNetwork:
                     f.remaining -= old * (now - f.t0)
                     f.t0 = now
                 f.rate = rate
-                f.end = now + f.remaining / rate
+                f.end = end = now + f.remaining / rate
+            else:
+                end = f.end
+            if end <= first_end and (end < first_end or f.seq < first_seq):
+                first, first_end, first_seq = f, end, f.seq
         # the group holds every flow on its resources: what they use is what is not left
         self._used.update(used)
+        if whole:
+            self.next_end, self._first = first_end, first
+            if _CLASS_MIN <= len(group) <= _ALL_BELOW:
+                self._form_class(group, rates, now)
+        else:
+            self._next()
+
+    def _form_class(self, group: list[_Flow], rates: list[float], now: float) -> None:
+        """Keep the flows on a full resource as a :class:`_Class` if they all move at the
+        lowest rate of ``group`` (every flow in flight, just refilled): that resource is
+        then a bottleneck of the filling's first round, which froze all its flows. (While
+        the class lives, ``_sorted`` and ``_used`` are not kept; :meth:`_dissolve` sets
+        them again.)"""
+        lowest = min(rates)
+        on, used, capacity = self._on, self._used, self.capacity
+        for r in group[rates.index(lowest)].route.resources:
+            flows = on[r]
+            if (
+                len(flows) >= _CLASS_MIN
+                and 2 * len(flows) >= len(group)  # the class is at least half of the flows
+                and used[r] >= capacity[r] * (1.0 - _SLACK)
+                and all(g.rate == lowest for g in flows)
+            ):
+                break
+        else:
+            return
+        c = self._cls = _Class(r, lowest, now)
+        weight, touched = c.weight, c.touched
+        for g in group:
+            touched.update(g.route.resources)
+            if g in flows:
+                g.remaining -= g.rate * (now - g.t0)  # bytes left now
+                g.t0 = now
+                c.join(g, now)
+                for q, a in g.route.pairs:
+                    weight[q] = weight.get(q, 0.0) + a
+            else:
+                c.rest[g] = None
+        c.tighten(self.capacity)
+        self._class_next()
+
+    def _class_next(self) -> None:
+        """``next_end`` while a class lives: its first flow through, or a rest flow's end
+        (ties: the earliest started)."""
+        c = self._cls
+        assert c is not None
+        finish, seq, first = c.heap[0]
+        end = first.end = c.service_t + (finish - c.service) / c.level
+        for g in c.rest:
+            e = g.end
+            if e <= end and (e < end or g.seq < seq):
+                first, end, seq = g, e, g.seq
+        self.next_end, self._first = end, first
+
+    def _start_in_class(self, flow: _Flow, now: float) -> None:
+        """:meth:`start` while a class lives (``flow`` is in flight already)."""
+        route, on, users, since = flow.route, self._on, self._users, self._since
+        for r in route.resources:
+            on[r][flow] = None
+        if self._count_bytes:
+            carried, nbytes = self.nbytes, flow.remaining
+            for r, a in route.pairs:
+                carried[r] += a * nbytes
+        for r in route.tracked:
+            if not users[r]:
+                since[r] = now
+            users[r] += 1
+        if len(self._active) > _ALL_BELOW or not self._class_change(flow, now, started=True):
+            self._dissolve(now)
+            self._reschedule(flow.route.resources, now, whole=True)
+
+    def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
+        """``flow`` started (``started``) or ended while a class lives: the class's new level
+        and the rest's rates, when the class's flows are still the slowest and their
+        bottleneck still full; else False, and the caller dissolves the class (whose level
+        and counter this leaves as they were)."""
+        self.recomputes += 1
+        c = self._cls
+        assert c is not None
+        route, weight, capacity = flow.route, c.weight, self.capacity
+        joins = False
+        level, bottleneck = c.level, c.bottleneck
+        if started:
+            c.touched.update(route.resources)
+            if not c.rest and flow not in self._on[bottleneck]:
+                return self._alone_beside(c, flow, now)
+            if flow in self._on[bottleneck]:
+                joins = True
+                bound = c.bound
+                for q, a in route.pairs:
+                    w = weight[q] = weight.get(q, 0.0) + a
+                    if q != bottleneck and capacity[q] * _OVER < bound * w:
+                        bound = capacity[q] * _OVER / w
+                c.bound = bound
+                level = capacity[bottleneck] / weight[bottleneck]
+            else:
+                c.rest[flow] = None
+        elif flow in c.members:
+            assert c.heap[0][2] is flow  # the class's first through (_class_next)
+            heapq.heappop(c.heap)
+            del c.members[flow]
+            if not c.members:
+                return False
+            for q, a in route.pairs:
+                weight[q] -= a
+            level = capacity[bottleneck] / weight[bottleneck]
+        else:
+            del c.rest[flow]
+        if len(c.members) < len(c.rest):
+            # an update refills the rest: with more flows there than in the class, a full
+            # filling (memoised) costs less
+            return False
+        # does the class still fit at its level on every resource it loads (its bottleneck
+        # fills exactly)? ``c.bound`` is at most the least level at which another resource
+        # fills under the class alone: lowered as flows join, recomputed only when a level
+        # above it is asked for
+        if level > c.bound and level > c.tighten(capacity):
+            return False
+        # ... and the rest, filled on what it leaves, is no slower: the class's bottleneck
+        # fills first, so the class's flows freeze in the first round, at ``level``
+        rest = c.rest
+        if len(rest) == 1:  # the usual case: progressive filling of one flow, inlined
+            (g,) = rest
+            rate = _INF
+            for q, a in g.route.pairs:
+                share = (capacity[q] - weight.get(q, 0.0) * level) / a
+                if share < rate:
+                    rate = share
+            rates = [rate]
+            if rate < level * (1.0 - _TIGHT):
+                return False
+        elif rest:
+            rates = self._filler.fill([g.route for g in rest], weight, level)[0]
+            if min(rates) < level * (1.0 - _TIGHT):
+                return False
+        self.class_updates += 1
+        if level != c.level:
+            c.service = c.served(now)
+            c.service_t, c.level = now, level
+        if joins:
+            c.join(flow, now)
+            c.updates += 1
+            if c.updates % _REBASE == 0:
+                c.rebase(capacity)
+        if rest:
+            for g, rate in zip(rest, rates):  # noqa: B905 (equal by construction)
+                old = g.rate
+                if rate != old:
+                    if old:  # 0 for the flow being started
+                        g.remaining -= old * (now - g.t0)
+                        g.t0 = now
+                    g.rate = rate
+                    g.end = now + g.remaining / rate
+        self._class_next()
+        return True
+
+    def _alone_beside(self, c: _Class, flow: _Flow, now: float) -> bool:
+        """:meth:`_class_change` for a flow that starts off the class's bottleneck when it is
+        the only such flow: it gets what the class leaves on its tightest resource, and no
+        other rate changes."""
+        capacity, weight, level = self.capacity, c.weight, c.level
+        rate = _INF
+        for q, a in flow.route.pairs:
+            share = (capacity[q] - weight.get(q, 0.0) * level) / a
+            if share < rate:
+                rate = share
+        if rate < level * (1.0 - _TIGHT):  # slower than the class: it binds the class
+            return False
+        c.rest[flow] = None
+        self.class_updates += 1
+        flow.rate = rate
+        flow.end = end = now + flow.remaining / rate
+        if end < self.next_end:  # on a tie, the class's flow started earlier
+            self.next_end, self._first = end, flow
+        return True
+
+    def _dissolve(self, now: float) -> None:
+        """End the class: its flows get their bytes left, rate and end as flows of their own,
+        and the use of every resource it touched is left for a full filling to set."""
+        c = self._cls
+        assert c is not None
+        self._cls = None
+        served, level = c.served(now), c.level
+        for f in c.members:
+            f.remaining = f.finish - served
+            f.t0, f.rate = now, level
+            f.end = now + f.remaining / level
+        used = self._used
+        for r in c.touched:
+            used[r] = 0.0
+        # the flows in flight by route (ties: start order), not kept while the class lived
+        self._sorted = sorted(self._active, key=_ORDER)
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -425,6 +776,9 @@ class FairNetwork:
         f = self._first
         assert f is not None
         del self._active[f]
+        if self._cls is not None:
+            self._fire_in_class(f, self.env._now)  # noqa: SLF001
+            return
         self._sorted.remove(f)  # flows compare by identity
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
@@ -461,8 +815,29 @@ class FairNetwork:
                 self.busy_s[r] += now - self._since[r]
         if self._active and not alone:
             self._reschedule(route.resources, now)
-        self._next()
+        else:
+            self._next()
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
+        done = f.done
+        done._ok, done._value = True, None  # noqa: SLF001
+        self.env.schedule(done, simpy.events.NORMAL, f.latency)
+
+    def _fire_in_class(self, f: _Flow, now: float) -> None:
+        """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
+        route, on, users = f.route, self._on, self._users
+        for r in route.resources:
+            del on[r][f]
+        f.rate = 0.0
+        for r in route.tracked:
+            users[r] -= 1
+            if not users[r]:
+                self.busy_s[r] += now - self._since[r]
+        if not self._class_change(f, now, started=False):
+            self._dissolve(now)
+            if self._active:
+                self._reschedule(route.resources, now, whole=True)
+            else:
+                self._next()
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
         self.env.schedule(done, simpy.events.NORMAL, f.latency)

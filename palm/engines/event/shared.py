@@ -29,6 +29,8 @@ import simpy
 
 __all__ = ["DramSystem", "Arrival", "ChannelClasses"]
 
+_INF = float("inf")
+
 
 class Arrival(simpy.Event):
     """An event that can be told, at the sender's time, to fire ``delay`` seconds later: one
@@ -156,10 +158,13 @@ class DramSystem:
         if dt > 0 and self._active:
             for a in self._active:
                 a.remaining -= a.rate * dt
-            for k, users in enumerate(self._users):
-                if users:
-                    self._class_busy[k] += dt
+            self._count_busy(dt)
         self._last = now
+
+    def _count_busy(self, dt: float) -> None:
+        for k, users in enumerate(self._users):
+            if users:
+                self._class_busy[k] += dt
 
     def read(
         self,
@@ -171,39 +176,73 @@ class DramSystem:
     ) -> simpy.Event:
         """Every core of access pattern ``pattern`` reads ``nbytes_per_core``."""
         now = self.env.now
-        self._advance(now)
         done = Arrival(self.env)
         self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
+            self._advance(now)
             done.succeed_in(0.0)
             return done
+        # the accesses in progress move their bytes up to now in _schedule's pass (the new
+        # one, at rate 0, moves none)
+        dt = now - self._last
+        if dt > 0 and self._active:
+            self._count_busy(dt)
+        else:
+            dt = 0.0
+        self._last = now
         access = _Access(nbytes_per_core, pattern, noc_bandwidth_Bps, latency_s, done)
         self._active.append(access)
         for k, _limit in self._limits[pattern]:
             self._users[k] += 1
-        self._schedule()
+        self._schedule(dt)
         return done
 
-    def _schedule(self) -> None:
-        """New rates, and one timer for every start and every finish, firing when the access
-        closest to completion is done. Earlier timers become stale. (Exactly two timers per
-        access, so the event count never depends on how accesses overlap.)"""
-        for a in self._active:
-            a.rate = self._rate(a)
+    def _schedule(self, dt: float = 0.0) -> None:
+        """Bytes moved in the ``dt`` seconds since the last change, new rates, and one timer
+        for every start and every finish, firing when the access closest to completion is
+        done. Earlier timers become stale. (Exactly two timers per access, so the event
+        count never depends on how accesses overlap.)"""
+        users, limits = self._users, self._limits
+        soonest = _INF if self._active else 0.0
+        for a in self._active:  # _rate inlined, and the earliest completion on the way
+            if dt:
+                a.remaining -= a.rate * dt
+            rate = a.noc_bandwidth
+            for k, limit in limits[a.pattern]:
+                share = limit / users[k]
+                if share < rate:
+                    rate = share
+            a.rate = rate
+            left = a.remaining / rate
+            if left < soonest:
+                soonest = left
         self._version += 1
         version = self._version
-        dt = min((a.remaining / a.rate for a in self._active), default=0.0)
-        timer = self.env.timeout(max(dt, 0.0))
+        timer = self.env.timeout(max(soonest, 0.0))
         timer.callbacks.append(lambda _e: self._complete(version))
 
     def _complete(self, version: int) -> None:
-        if version != self._version or not self._active:
+        active = self._active
+        if version != self._version or not active:
             return  # superseded by a later start or finish, or nothing left
-        self._advance(self.env.now)
-        # the access this timer was set for (ties: the earliest started); rounding may leave
-        # it a sliver of bytes, which is why it is not found by remaining <= 0
-        a = min(self._active, key=lambda x: x.remaining / x.rate)
-        self._active.remove(a)
+        now = self.env.now
+        dt = now - self._last
+        if dt > 0:
+            self._count_busy(dt)
+        else:
+            dt = 0.0
+        self._last = now
+        # bytes moved up to now, and the access this timer was set for (ties: the earliest
+        # started); rounding may leave it a sliver of bytes, which is why it is not found by
+        # remaining <= 0
+        a, best = active[0], _INF
+        for x in active:
+            if dt:
+                x.remaining -= x.rate * dt
+            left = x.remaining / x.rate
+            if left < best:
+                a, best = x, left
+        active.remove(a)
         for k, _limit in self._limits[a.pattern]:
             self._users[k] -= 1
         a.done.succeed_in(a.latency)
