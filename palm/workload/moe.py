@@ -269,7 +269,51 @@ class MoELayer(TransformerLayer):
         act = (self._mlp_in_mats + 1) * n * self.moe_ffn_hidden / self.etp * p
         shared_w = self.shared_experts * self.moe_ffn_hidden
         shared = (self._mlp_in_mats + 1) * batch * self.seq_len * shared_w / tp * p
-        return base + router + permute + act + shared
+        unfused, _ = self.unfused_expert_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
+        return base + router + permute + act + shared + unfused
+
+    def unfused_expert_bytes(self, *, batch: int, tp: int, act_bytes: float) -> tuple[float, float]:
+        """Forward and backward memory traffic of the routed experts' element-wise passes
+        that Megatron-Core's grouped MLP (``TEGroupedMLP``) runs outside fused kernels, on the
+        busiest device (``N`` expert rows, intermediate width ``F = moe_ffn_hidden / etp``,
+        ``p`` bytes per element):
+
+        * ``clamped-swiglu`` (gpt-oss): the gate half is clamped from above and the linear
+          half on both sides and the two are concatenated before the fused gated kernel
+          (``weighted_bias_quick_geglu_impl``), forward ``(2 + 2 + 4) N F p``; backward, each
+          clamp's gradient reads its saved input and the incoming gradient and writes its own
+          (``2 x 3 N F p``) and the split's gradient concatenates the two (``4 N F p``):
+          ``8 N F p`` forward, ``10 N F p`` backward beyond the fused kernel's ``3 N F p``;
+        * ``bias``: the second projection's bias is added after the grouped GEMM, scaled by
+          each row's routing probability, expert by expert (``_apply_bias``): ``b p`` written,
+          added to the GEMM output (read two, write one), the experts' pieces concatenated
+          (read, write), ``6 N h p`` forward; backward, the bias and probability gradients
+          are two products of the incoming gradient, each written and read back for its
+          reduction (``2 x 3 N h p``).
+
+        Sources: Megatron-Core ``megatron/core/transformer/moe/experts.py`` and
+        ``megatron/core/fusions/fused_bias_geglu.py`` at 92c8482e (Megatron-Bridge 25.11) and
+        d7288711 (26.04), unchanged between them."""
+        if not self.experts:
+            return 0.0, 0.0
+        n, p = self.expert_tokens(batch=batch, tp=tp), act_bytes
+        forward = backward = 0.0
+        if self.mlp == "clamped-swiglu":
+            inner = n * self.moe_ffn_hidden / self.etp * p
+            forward += 8 * inner
+            backward += 10 * inner
+        if self.bias:
+            out = n * self.hidden * p
+            forward += 6 * out
+            backward += 6 * out
+        return forward, backward
+
+    def backward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
+        """Twice the forward traffic (the default rule), except the routed experts' unfused
+        passes, priced as they run (:meth:`unfused_expert_bytes`)."""
+        fwd = self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
+        unfused_f, unfused_b = self.unfused_expert_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
+        return 2.0 * (fwd - unfused_f) + unfused_b
 
     def activation_bytes(
         self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
@@ -278,7 +322,9 @@ class MoELayer(TransformerLayer):
         layer has) plus what the experts keep for the backward pass: router probabilities
         (fp32), the received dispatch buffer (expert input), the expert MLP's intermediate
         activations, the expert output before the combine; the shared experts' activations;
-        MLA's latents. Full recompute keeps only the layer input."""
+        MLA's latents; with ``clamped-swiglu`` the clamped copy of the intermediate activation
+        that the fused gated kernel keeps beside the GEMM output the clamps keep. Full
+        recompute keeps only the layer input."""
         base = super().activation_bytes(
             batch=batch, tp=tp, sp=sp, act_bytes=act_bytes, recompute=recompute
         )
@@ -293,6 +339,8 @@ class MoELayer(TransformerLayer):
             extra += 4.0 * self.tokens_in(batch=batch, tp=tp) * self.experts
             extra += 2 * n * h * p
             extra += (self._mlp_in_mats + 1) * n * self.moe_ffn_hidden / self.etp * p
+            if self.mlp == "clamped-swiglu":  # the clamped, concatenated copy of the input
+                extra += 2 * n * self.moe_ffn_hidden / self.etp * p
             shared_w = self.shared_experts * self.moe_ffn_hidden
             extra += (self._mlp_in_mats + 1) * t * shared_w / tp * p
         return base + extra
