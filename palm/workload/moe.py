@@ -61,7 +61,9 @@ class MoELayer(TransformerLayer):
     from ``[parallelism]``. MLA: ``head_dim`` is the query/key head width (``qk_nope + qk_rope``),
     ``v_head_dim`` the value head width, ``qk_rope_head_dim`` the decoupled rotary part shared by
     all heads, ``q_lora_rank`` (0 = queries straight from the hidden state) and ``kv_lora_rank``
-    the widths of the compressed latents.
+    the widths of the compressed latents. ``prob_bytes`` is the width of the routing
+    probabilities the experts receive (0: the activations'; 4 under the flex dispatcher, whose
+    DeepEP / HybridEP kernels take fp32 probabilities), set by the plan.
     """
 
     experts: int = 0
@@ -72,6 +74,7 @@ class MoELayer(TransformerLayer):
     load_imbalance: float = 1.0
     ep: int = 1
     etp: int = 1
+    prob_bytes: float = 0.0
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -285,11 +288,14 @@ class MoELayer(TransformerLayer):
           (``2 x 3 N F p``) and the split's gradient concatenates the two (``4 N F p``):
           ``8 N F p`` forward, ``10 N F p`` backward beyond the fused kernel's ``3 N F p``;
         * ``bias``: the second projection's bias is added after the grouped GEMM, scaled by
-          each row's routing probability, expert by expert (``_apply_bias``): ``b p`` written,
-          added to the GEMM output (read two, write one), the experts' pieces concatenated
-          (read, write), ``6 N h p`` forward; backward, the bias and probability gradients
+          each row's routing probability, expert by expert (``_apply_bias``), in the wider of
+          the activation and probability types (``q`` bytes): ``b p`` written, added to the
+          GEMM output (read ``p + q``, write ``q``), the experts' pieces concatenated (read,
+          write ``q``) and, if ``q > p``, cast back (read ``q``, write ``p``): ``6 N h p``
+          forward with 16-bit probabilities; backward, the bias and probability gradients
           are two products of the incoming gradient, each written and read back for its
-          reduction (``2 x 3 N h p``).
+          reduction (``2 x 3 N h q``), plus, if ``q > p``, the casts of the incoming
+          gradient up and of the GEMM output's gradient down (``2 (p + q) N h``).
 
         Sources: Megatron-Core ``megatron/core/transformer/moe/experts.py`` and
         ``megatron/core/fusions/fused_bias_geglu.py`` at 92c8482e (Megatron-Bridge 25.11) and
@@ -303,9 +309,11 @@ class MoELayer(TransformerLayer):
             forward += 8 * inner
             backward += 10 * inner
         if self.bias:
-            out = n * self.hidden * p
-            forward += 6 * out
-            backward += 6 * out
+            rows = n * self.hidden
+            q = max(p, self.prob_bytes)
+            cast = p + q if q > p else 0.0
+            forward += rows * (q + (p + 2 * q) + 2 * q + cast)
+            backward += rows * (2 * 3 * q + 2 * cast)
         return forward, backward
 
     def backward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
@@ -391,10 +399,16 @@ class MoELayer(TransformerLayer):
         return tuple(out)
 
 
-def with_expert_layout(ops: tuple[Op, ...], *, ep: int, etp: int) -> tuple[Op, ...]:
-    """``ops`` with the expert-parallel degrees of ``[parallelism]`` set on every MoE layer."""
+def with_expert_layout(
+    ops: tuple[Op, ...], *, ep: int, etp: int, prob_bytes: float = 0.0
+) -> tuple[Op, ...]:
+    """``ops`` with the expert-parallel degrees of ``[parallelism]`` set on every MoE layer,
+    and the width of the routing probabilities its dispatcher hands the experts."""
     return tuple(
-        replace(op, ep=ep, etp=etp) if isinstance(op, MoELayer) and op.experts else op for op in ops
+        replace(op, ep=ep, etp=etp, prob_bytes=prob_bytes)
+        if isinstance(op, MoELayer) and op.experts
+        else op
+        for op in ops
     )
 
 

@@ -590,3 +590,28 @@ def test_unfused_expert_passes_scale_with_the_routed_rows_and_slow_the_backward(
     bw = rates.local_bandwidth_Bps
     assert slow.forward_s - fast.forward_s == pytest.approx(one[0] / bw, rel=1e-9)
     assert slow.backward_s - fast.backward_s == pytest.approx(one[1] / bw, rel=1e-9)
+
+
+def test_fp32_probabilities_of_the_flex_dispatcher_widen_the_expert_bias_passes() -> None:
+    # the toy above with biases only: N h = 32 x 8 = 256 elements; bf16 activations, fp32
+    # probabilities (q = 4): forward b p 4 + sum (2 + 4) + 4 + concatenation 4 + 4 + cast back
+    # 4 + 2 = 28 bytes per element; backward two products 2 x 3 x 4 + casts 2 x (2 + 4) = 36
+    layer = moe_layer(
+        hidden=8,
+        heads=2,
+        kv_heads=2,
+        seq_len=16,
+        experts=4,
+        top_k=2,
+        moe_ffn_hidden=4,
+        ep=2,
+        bias=True,
+    )
+    assert layer.unfused_expert_bytes(batch=1, tp=1, act_bytes=2) == (12 * 256, 12 * 256)
+    wide = dataclasses.replace(layer, prob_bytes=4)
+    assert wide.unfused_expert_bytes(batch=1, tp=1, act_bytes=2) == (28 * 256, 36 * 256)
+    # the plan sets them from the dispatcher
+    flex = build_plan(parse_config(mixtral(ep=8, moe_dispatcher="deepep")))
+    plain = build_plan(parse_config(mixtral(ep=8)))
+    first = [next(op for op in p.workload.ops if isinstance(op, MoELayer)) for p in (flex, plain)]
+    assert [op.prob_bytes for op in first] == [4.0, 0.0]
