@@ -274,7 +274,8 @@ def _read_hf(path: Path) -> dict[str, Any]:
 
 
 def _hf_mlp(raw: Mapping[str, Any], model_type: str) -> str:
-    """``swiglu`` (SiLU-gated), ``geglu`` (GELU-gated: Gemma) or ``gelu`` (two matrices)."""
+    """``swiglu`` (SiLU-gated), ``geglu`` (GELU-gated: Gemma), ``clamped-swiglu`` (gated with
+    its halves clamped at ``swiglu_limit``: gpt-oss) or ``gelu`` (two matrices)."""
     key = next(
         (k for k in ("hidden_act", "hidden_activation", "activation_function") if k in raw),
         None,
@@ -283,6 +284,9 @@ def _hf_mlp(raw: Mapping[str, Any], model_type: str) -> str:
     if not isinstance(act, str):
         raise ConfigError(f"model.hf_config:{key}", act, "an activation name (a string)")
     act = act.lower()
+    if raw.get("swiglu_limit") and (act in ("silu", "swiglu", "swish") or model_type == "gpt_oss"):
+        # gpt-oss: the gate and linear halves clamped at swiglu_limit before the gating
+        return "clamped-swiglu"
     if act in ("silu", "swiglu", "swish"):
         return "swiglu"
     if model_type in _GATED_MODEL_TYPES or act in ("geglu", "gegelu"):

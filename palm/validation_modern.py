@@ -183,6 +183,11 @@ def stack_epoch(row: dict[str, Any]) -> str | None:
     return None
 
 
+#: Megatron-Bridge model providers that set ``add_bias_linear = True`` (biases on the QKV,
+#: projection and expert linears): ``GPTOSSProvider`` (gpt_oss_provider.py @5776a6d9; the
+#: 26.04 bridge sets it in ``GPTOSSBridge.provider_bridge``, gpt_oss_bridge.py @v0.4.0)
+_BIASED_PROVIDERS = ("GPTOSSProvider",)
+
 _FP8_WORDS = ("fp8", "float8")
 
 #: GPUs with no preset, and why
@@ -311,6 +316,12 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         assumed.append("precision bf16 (not stated; MFU implies it)")
     extra = m.get("arch_extra") or {}
     gated = m["mlp"] == "swiglu"
+    # gpt-oss's gate and linear halves are clamped before the gating ("clamped SwiGLU")
+    clamped = gated and "clamped" in str(extra.get("mlp_note", "")).lower()
+    bias = extra.get("bias")
+    if bias is None and any(p in str(m.get("arch_source", "")) for p in _BIASED_PROVIDERS):
+        bias = True
+        assumed.append("biases on every linear layer (add_bias_linear of the model provider)")
     tp, pp, vp = par["tp"], par["pp"], par.get("vp") or 1
     model = {
         "name": row["id"],
@@ -322,8 +333,8 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         "ffn_hidden": m["ffn_hidden"],
         "seq_len": seq,
         "vocab": m["vocab"],
-        "mlp": "swiglu" if gated else "gelu",
-        "bias": bool(extra.get("bias", False)),
+        "mlp": ("clamped-swiglu" if clamped else "swiglu") if gated else "gelu",
+        "bias": bool(bias),
         "norm": "rmsnorm" if gated else "layernorm",
         "dropout": False,
         "tied_embeddings": bool(extra.get("tied_embeddings", not gated)),

@@ -250,7 +250,8 @@ def op_times(
     if not training:
         return OpTimes(fwd, 0.0, 0.0, fwd_flops, 0.0, 0.0)
     bwd = sum(gemm_time(b, rates) for g in fwd_gemms for b in _backward_gemms(g))
-    bwd += (2 * vec + _fp8_cast_bytes(fwd_gemms, rates, backward=True)) / bw
+    bwd_vec = op.backward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=p)
+    bwd += (bwd_vec + _fp8_cast_bytes(fwd_gemms, rates, backward=True)) / bw
     if early_stop and recompute == "full":
         re_gemms = op.early_stop_recompute_gemms(batch=batch, tp=tp)
     else:

@@ -43,10 +43,10 @@ _DGX_B200 = GpuClusterHardware(
     # (benchmarks/calibrate_gpus.py); no dense BF16 row: matmul_efficiency keeps the A100
     # fit as a prior
     matmul_efficiency=0.671,
-    fp8_matmul_efficiency=0.470,
-    attention_efficiency=0.376,
-    grouped_gemm_efficiency=0.484,
-    grouped_gemm_expert_us=24.594,
+    fp8_matmul_efficiency=0.469,
+    attention_efficiency=0.391,
+    grouped_gemm_efficiency=0.499,
+    grouped_gemm_expert_us=25.650,
     # special-function units: 5 T exponentials/s ("Attention acceleration (SFU EX2)", NVIDIA
     # technical blog "Inside NVIDIA Blackwell Ultra", 2025, B200 / GB200 column)
     sfu_exp_tera_per_s=5.0,
@@ -63,10 +63,10 @@ _DGX_B300 = replace(
     name="dgx-b300",
     hbm_gib=288e9 / 2**30,
     inter_node_bandwidth_gbps=100.0,
-    fp8_matmul_efficiency=0.539,
-    attention_efficiency=0.606,
-    grouped_gemm_efficiency=0.463,
-    grouped_gemm_expert_us=0.001,
+    fp8_matmul_efficiency=0.535,
+    attention_efficiency=0.637,
+    grouped_gemm_efficiency=0.499,
+    grouped_gemm_expert_us=5.037,
     # Blackwell Ultra doubles the special-function units' exponential rate: 10.7 T/s against
     # Blackwell's 5 ("Inside NVIDIA Blackwell Ultra", 2025, B300 / GB300 column)
     sfu_exp_tera_per_s=10.7,
@@ -90,12 +90,12 @@ _DGX_H100 = GpuClusterHardware(
     # fitted on the visible H100 rows of visible_modern.json (benchmarks/calibrate_gpus.py,
     # docs/validation.md): BF16 and FP8 large products, FlashAttention kernels, MoE
     # grouped GEMMs, compute lost to hidden FSDP collectives
-    matmul_efficiency=0.586,
-    fp8_matmul_efficiency=0.544,
-    attention_efficiency=0.177,
-    grouped_gemm_efficiency=0.489,
-    grouped_gemm_expert_us=7.596,
-    overlap_interference=0.646,
+    matmul_efficiency=0.604,
+    fp8_matmul_efficiency=0.548,
+    attention_efficiency=0.178,
+    grouped_gemm_efficiency=0.477,
+    grouped_gemm_expert_us=3.850,
+    overlap_interference=0.757,
     # 3.9 T special-function results/s (Shah et al. 2024, "FlashAttention-3", sec. 3.1;
     # = 132 SMs x 16 per clock x 1.83 GHz, the clock of the 989 TFLOP/s peak)
     sfu_exp_tera_per_s=3.9,

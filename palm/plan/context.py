@@ -129,9 +129,13 @@ def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
         cp=par.cp,
         causal=config.model.family != "bert",
     )
-    # the expert-parallel degrees on every mixture-of-experts layer
+    # the expert-parallel degrees on every mixture-of-experts layer; the flex dispatcher
+    # (DeepEP / HybridEP) hands the experts fp32 routing probabilities (Megatron-Core
+    # token_dispatcher.py @92c8482e: "DeepEP only supports float32 probs", likewise HybridEP)
+    prob_bytes = 4.0 if par.moe_dispatcher == "deepep" else 0.0
     workload = dataclasses.replace(
-        workload, ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.expert_tp)
+        workload,
+        ops=with_expert_layout(workload.ops, ep=par.ep, etp=par.expert_tp, prob_bytes=prob_bytes),
     )
     placement = make_placement(config)
     mesh = isinstance(config.hardware, Mesh2DHardware)

@@ -31,7 +31,10 @@ class ModelConfig:
     ``layers`` (L), ``hidden`` (h), ``heads`` (a), ``kv_heads`` (grouped-query attention; equal
     to ``heads`` for multi-head attention), ``ffn_hidden`` (MLP width), ``seq_len`` (s, tokens
     per sample), ``vocab`` (V). ``mlp`` is ``gelu`` (two matrices) or ``swiglu`` / ``geglu``
-    (gated, three).
+    (gated, three), or ``clamped-swiglu``: gpt-oss's gated activation, whose gate and linear
+    halves are clamped before the gating (``limit = 7``); its routed experts are priced with
+    the element-wise passes Megatron-Core runs it in (docs/model.md, "Mixture of experts"),
+    a dense MLP with it as SwiGLU (gpt-oss has none).
     ``image_size`` (pixels, square) is used by ``resnet50``; ``graph_ops`` by ``graph``.
     ``attention`` is the attention kernel: ``flash`` (FlashAttention), ``unfused`` (two batched
     products and the score matrix in memory, Megatron-LM 2021), or ``auto``: flash on a
@@ -63,7 +66,7 @@ class ModelConfig:
     ffn_hidden: int = 0
     seq_len: int = 0
     vocab: int = 0
-    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu", "clamped-swiglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True

@@ -61,7 +61,9 @@ class MoELayer(TransformerLayer):
     from ``[parallelism]``. MLA: ``head_dim`` is the query/key head width (``qk_nope + qk_rope``),
     ``v_head_dim`` the value head width, ``qk_rope_head_dim`` the decoupled rotary part shared by
     all heads, ``q_lora_rank`` (0 = queries straight from the hidden state) and ``kv_lora_rank``
-    the widths of the compressed latents.
+    the widths of the compressed latents. ``prob_bytes`` is the width of the routing
+    probabilities the experts receive (0: the activations'; 4 under the flex dispatcher, whose
+    DeepEP / HybridEP kernels take fp32 probabilities), set by the plan.
     """
 
     experts: int = 0
@@ -72,6 +74,7 @@ class MoELayer(TransformerLayer):
     load_imbalance: float = 1.0
     ep: int = 1
     etp: int = 1
+    prob_bytes: float = 0.0
     q_lora_rank: int = 0
     kv_lora_rank: int = 0
     qk_rope_head_dim: int = 0
@@ -269,7 +272,56 @@ class MoELayer(TransformerLayer):
         act = (self._mlp_in_mats + 1) * n * self.moe_ffn_hidden / self.etp * p
         shared_w = self.shared_experts * self.moe_ffn_hidden
         shared = (self._mlp_in_mats + 1) * batch * self.seq_len * shared_w / tp * p
-        return base + router + permute + act + shared
+        unfused, _ = self.unfused_expert_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
+        return base + router + permute + act + shared + unfused
+
+    def unfused_expert_bytes(self, *, batch: int, tp: int, act_bytes: float) -> tuple[float, float]:
+        """Forward and backward memory traffic of the routed experts' element-wise passes
+        that Megatron-Core's grouped MLP (``TEGroupedMLP``) runs outside fused kernels, on the
+        busiest device (``N`` expert rows, intermediate width ``F = moe_ffn_hidden / etp``,
+        ``p`` bytes per element):
+
+        * ``clamped-swiglu`` (gpt-oss): the gate half is clamped from above and the linear
+          half on both sides and the two are concatenated before the fused gated kernel
+          (``weighted_bias_quick_geglu_impl``), forward ``(2 + 2 + 4) N F p``; backward, each
+          clamp's gradient reads its saved input and the incoming gradient and writes its own
+          (``2 x 3 N F p``) and the split's gradient concatenates the two (``4 N F p``):
+          ``8 N F p`` forward, ``10 N F p`` backward beyond the fused kernel's ``3 N F p``;
+        * ``bias``: the second projection's bias is added after the grouped GEMM, scaled by
+          each row's routing probability, expert by expert (``_apply_bias``), in the wider of
+          the activation and probability types (``q`` bytes): ``b p`` written, added to the
+          GEMM output (read ``p + q``, write ``q``), the experts' pieces concatenated (read,
+          write ``q``) and, if ``q > p``, cast back (read ``q``, write ``p``): ``6 N h p``
+          forward with 16-bit probabilities; backward, the bias and probability gradients
+          are two products of the incoming gradient, each written and read back for its
+          reduction (``2 x 3 N h q``), plus, if ``q > p``, the casts of the incoming
+          gradient up and of the GEMM output's gradient down (``2 (p + q) N h``).
+
+        Sources: Megatron-Core ``megatron/core/transformer/moe/experts.py`` and
+        ``megatron/core/fusions/fused_bias_geglu.py`` at 92c8482e (Megatron-Bridge 25.11) and
+        d7288711 (26.04), unchanged between them."""
+        if not self.experts:
+            return 0.0, 0.0
+        n, p = self.expert_tokens(batch=batch, tp=tp), act_bytes
+        forward = backward = 0.0
+        if self.mlp == "clamped-swiglu":
+            inner = n * self.moe_ffn_hidden / self.etp * p
+            forward += 8 * inner
+            backward += 10 * inner
+        if self.bias:
+            rows = n * self.hidden
+            q = max(p, self.prob_bytes)
+            cast = p + q if q > p else 0.0
+            forward += rows * (q + (p + 2 * q) + 2 * q + cast)
+            backward += rows * (2 * 3 * q + 2 * cast)
+        return forward, backward
+
+    def backward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
+        """Twice the forward traffic (the default rule), except the routed experts' unfused
+        passes, priced as they run (:meth:`unfused_expert_bytes`)."""
+        fwd = self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
+        unfused_f, unfused_b = self.unfused_expert_bytes(batch=batch, tp=tp, act_bytes=act_bytes)
+        return 2.0 * (fwd - unfused_f) + unfused_b
 
     def activation_bytes(
         self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
@@ -278,7 +330,9 @@ class MoELayer(TransformerLayer):
         layer has) plus what the experts keep for the backward pass: router probabilities
         (fp32), the received dispatch buffer (expert input), the expert MLP's intermediate
         activations, the expert output before the combine; the shared experts' activations;
-        MLA's latents. Full recompute keeps only the layer input."""
+        MLA's latents; with ``clamped-swiglu`` the clamped copy of the intermediate activation
+        that the fused gated kernel keeps beside the GEMM output the clamps keep. Full
+        recompute keeps only the layer input."""
         base = super().activation_bytes(
             batch=batch, tp=tp, sp=sp, act_bytes=act_bytes, recompute=recompute
         )
@@ -293,6 +347,8 @@ class MoELayer(TransformerLayer):
             extra += 4.0 * self.tokens_in(batch=batch, tp=tp) * self.experts
             extra += 2 * n * h * p
             extra += (self._mlp_in_mats + 1) * n * self.moe_ffn_hidden / self.etp * p
+            if self.mlp == "clamped-swiglu":  # the clamped, concatenated copy of the input
+                extra += 2 * n * self.moe_ffn_hidden / self.etp * p
             shared_w = self.shared_experts * self.moe_ffn_hidden
             extra += (self._mlp_in_mats + 1) * t * shared_w / tp * p
         return base + extra
@@ -343,10 +399,16 @@ class MoELayer(TransformerLayer):
         return tuple(out)
 
 
-def with_expert_layout(ops: tuple[Op, ...], *, ep: int, etp: int) -> tuple[Op, ...]:
-    """``ops`` with the expert-parallel degrees of ``[parallelism]`` set on every MoE layer."""
+def with_expert_layout(
+    ops: tuple[Op, ...], *, ep: int, etp: int, prob_bytes: float = 0.0
+) -> tuple[Op, ...]:
+    """``ops`` with the expert-parallel degrees of ``[parallelism]`` set on every MoE layer,
+    and the width of the routing probabilities its dispatcher hands the experts."""
     return tuple(
-        replace(op, ep=ep, etp=etp) if isinstance(op, MoELayer) and op.experts else op for op in ops
+        replace(op, ep=ep, etp=etp, prob_bytes=prob_bytes)
+        if isinstance(op, MoELayer) and op.experts
+        else op
+        for op in ops
     )
 
 

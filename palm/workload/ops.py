@@ -182,6 +182,12 @@ class Op:
     def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         return 0.0
 
+    def backward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
+        """Memory traffic of the backward pass's element-wise work: by default twice the
+        forward's (each element-wise operator reads its saved input and the incoming gradient
+        and writes the outgoing gradient)."""
+        return 2.0 * self.forward_vector_bytes(batch=batch, tp=tp, sp=sp, act_bytes=act_bytes)
+
     def activation_bytes(
         self, *, batch: int, tp: int, sp: bool, act_bytes: float, recompute: RecomputeMode
     ) -> float:
@@ -446,7 +452,7 @@ class TransformerLayer(Op):
     kv_heads: int
     ffn_hidden: int
     seq_len: int
-    mlp: Literal["gelu", "swiglu", "geglu"] = "gelu"
+    mlp: Literal["gelu", "swiglu", "geglu", "clamped-swiglu"] = "gelu"
     bias: bool = True
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
@@ -472,7 +478,7 @@ class TransformerLayer(Op):
 
     @property
     def _mlp_in_mats(self) -> int:
-        return 2 if self.mlp in ("swiglu", "geglu") else 1
+        return 1 if self.mlp == "gelu" else 2
 
     @property
     def params(self) -> int:

@@ -168,9 +168,10 @@ MOE_PRESETS: dict[str, ModelConfig] = {
     ),
     # OpenAI gpt-oss model card (Aug 2025) and openai/gpt-oss-120b config.json: 36 layers,
     # d 2880, 64 query / 8 KV heads of 64, biases in attention and experts, 128 experts of 2880,
-    # top-4, V 201088. Published: 116.8B total, 5.1B active per token (the card counts the
-    # unembedding, not the embedding, as active). Not modelled: the alternating 128-token
-    # sliding-window attention (priced as full attention) and the attention sinks (64 scalars).
+    # top-4, V 201088, the gated activation clamped at swiglu_limit 7. Published: 116.8B total,
+    # 5.1B active per token (the card counts the unembedding, not the embedding, as active).
+    # Not modelled: the alternating 128-token sliding-window attention (priced as full
+    # attention) and the attention sinks (64 scalars).
     "gpt-oss-120b": _moe(
         "gpt-oss-120b",
         36,
@@ -183,6 +184,7 @@ MOE_PRESETS: dict[str, ModelConfig] = {
         moe_ffn=2880,
         head_dim=64,
         bias=True,
+        mlp="clamped-swiglu",
     ),
 }
 

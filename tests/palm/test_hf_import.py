@@ -250,3 +250,36 @@ def test_qwen_moe_shared_expert_width_becomes_shared_experts(tmp_path: Path) -> 
         ConfigError, match=r"^model.hf_config:shared_expert_intermediate_size = 1000"
     ):
         load_config(write(tmp_path, bad, parallelism="dp = 4\nep = 4", seq_len=4096))
+
+
+# openai/gpt-oss-120b config.json as released (the fields that matter)
+GPT_OSS_HF: dict[str, Any] = {
+    "model_type": "gpt_oss",
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_hidden_layers": 36,
+    "num_local_experts": 128,
+    "num_experts_per_tok": 4,
+    "vocab_size": 201088,
+    "hidden_act": "silu",
+    "swiglu_limit": 7.0,
+    "attention_bias": True,
+    "rms_norm_eps": 1e-5,
+    "rope_theta": 150000,
+    "tie_word_embeddings": False,
+    "attention_dropout": 0.0,
+}
+
+
+def test_gpt_oss_reads_its_clamped_gated_activation_and_biases(tmp_path: Path) -> None:
+    path = write(tmp_path, GPT_OSS_HF, parallelism="dp = 8\nep = 8", seq_len=4096)
+    m = load_config(path).model
+    assert (m.mlp, m.bias, m.experts, m.top_k) == ("clamped-swiglu", True, 128, 4)
+    assert build_workload(m).params == build_workload(MODEL_PRESETS["gpt-oss-120b"]).params
+    plain = write(
+        tmp_path, {**GPT_OSS_HF, "swiglu_limit": None}, parallelism="dp = 8", seq_len=4096
+    )
+    assert load_config(plain).model.mlp == "swiglu"

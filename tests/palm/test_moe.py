@@ -505,7 +505,7 @@ def test_expert_count_is_bounded() -> None:
 
 def test_moe_activation_and_vector_bytes_hand_worked() -> None:
     # h 8, s 4, 4 SwiGLU experts of 16, top-2, ep 2, bf16: T = 4 tokens, D = N = 8 rows
-    tiny = dict(hidden=8, heads=2, kv_heads=2, seq_len=4, mlp="swiglu", norm="rmsnorm")
+    tiny = dict(hidden=8, heads=2, kv_heads=2, seq_len=4, mlp="swiglu", norm="rmsnorm", bias=False)
     layer = MoELayer(
         name="m", ffn_hidden=0, dropout=False, experts=4, top_k=2, moe_ffn_hidden=16, ep=2, **tiny
     )
@@ -542,3 +542,76 @@ def test_plan_gathers_expert_weights_bucket_by_bucket() -> None:
     dense = stage(ep=8, dp=8)
     exposed = split.param_gather_exposed_s / split.dp_param_gather_s  # 0.75
     assert exposed > 3 * dense.param_gather_exposed_s / dense.dp_param_gather_s  # 0.15
+
+
+# ------------------------------------------------------------------- unfused expert passes
+
+
+def test_clamped_activation_and_expert_bias_add_their_unfused_passes_by_hand() -> None:
+    # gpt-oss-like toy: h 8, F 4, 4 experts, top-2, 16 tokens, ep 2: N = 16 x 2 = 32 rows
+    plain = moe_layer(
+        hidden=8, heads=2, kv_heads=2, seq_len=16, experts=4, top_k=2, moe_ffn_hidden=4, ep=2
+    )
+    gpt_oss = dataclasses.replace(plain, mlp="clamped-swiglu", bias=True)
+    n, f, h, p = 32, 4, 8, 2.0
+    kw = {"batch": 1, "tp": 1, "sp": False, "act_bytes": p}
+    # forward: clamps (r+w of each half: 4 N F p), concatenation (4 N F p); bias: b p written,
+    # added (r 2, w 1), the experts' pieces concatenated (r 1, w 1): 6 N h p
+    fwd = gpt_oss.forward_vector_bytes(**kw) - plain.forward_vector_bytes(**kw)
+    assert fwd == 8 * n * f * p + 6 * n * h * p == 5120
+    # backward: the plain layer's rule (twice its forward) plus the clamps' gradients
+    # (2 x 3 N F p), the split's concatenation (4 N F p) and the two bias / probability
+    # gradient products written and read back (2 x 3 N h p)
+    assert plain.backward_vector_bytes(**kw) == 2 * plain.forward_vector_bytes(**kw)
+    bwd = gpt_oss.backward_vector_bytes(**kw) - plain.backward_vector_bytes(**kw)
+    assert bwd == 10 * n * f * p + 6 * n * h * p == 5632
+    # memory: the clamped, concatenated copy (2 N F p) beside the GEMM output
+    mem = {"batch": 1, "tp": 1, "sp": False, "act_bytes": p, "recompute": "selective"}
+    clamped_only = dataclasses.replace(plain, mlp="clamped-swiglu")
+    extra = clamped_only.activation_bytes(**mem) - plain.activation_bytes(**mem)  # type: ignore[arg-type]
+    assert extra == 2 * n * f * p
+    # the clamp changes no product: same FLOPs and parameters as a SwiGLU layer
+    assert clamped_only.params == plain.params
+    assert clamped_only.forward_flops(batch=1) == plain.forward_flops(batch=1)
+
+
+def test_unfused_expert_passes_scale_with_the_routed_rows_and_slow_the_backward() -> None:
+    base = moe_layer(mlp="clamped-swiglu", bias=True, ep=8)
+    one = base.unfused_expert_bytes(batch=1, tp=1, act_bytes=2)
+    four = base.unfused_expert_bytes(batch=4, tp=1, act_bytes=2)
+    assert four == (4 * one[0], 4 * one[1])
+    assert moe_layer().unfused_expert_bytes(batch=1, tp=1, act_bytes=2) == (0.0, 0.0)
+    rates = device_rates(H100, precision="bf16")
+    from palm.cost.compute import op_times
+
+    args = {"batch": 1, "tp": 1, "sp": False, "recompute": "none", "training": True}
+    slow = op_times(base, rates=rates, **args)  # type: ignore[arg-type]
+    fast = op_times(moe_layer(ep=8), rates=rates, **args)  # type: ignore[arg-type]
+    bw = rates.local_bandwidth_Bps
+    assert slow.forward_s - fast.forward_s == pytest.approx(one[0] / bw, rel=1e-9)
+    assert slow.backward_s - fast.backward_s == pytest.approx(one[1] / bw, rel=1e-9)
+
+
+def test_fp32_probabilities_of_the_flex_dispatcher_widen_the_expert_bias_passes() -> None:
+    # the toy above with biases only: N h = 32 x 8 = 256 elements; bf16 activations, fp32
+    # probabilities (q = 4): forward b p 4 + sum (2 + 4) + 4 + concatenation 4 + 4 + cast back
+    # 4 + 2 = 28 bytes per element; backward two products 2 x 3 x 4 + casts 2 x (2 + 4) = 36
+    layer = moe_layer(
+        hidden=8,
+        heads=2,
+        kv_heads=2,
+        seq_len=16,
+        experts=4,
+        top_k=2,
+        moe_ffn_hidden=4,
+        ep=2,
+        bias=True,
+    )
+    assert layer.unfused_expert_bytes(batch=1, tp=1, act_bytes=2) == (12 * 256, 12 * 256)
+    wide = dataclasses.replace(layer, prob_bytes=4)
+    assert wide.unfused_expert_bytes(batch=1, tp=1, act_bytes=2) == (28 * 256, 36 * 256)
+    # the plan sets them from the dispatcher
+    flex = build_plan(parse_config(mixtral(ep=8, moe_dispatcher="deepep")))
+    plain = build_plan(parse_config(mixtral(ep=8)))
+    first = [next(op for op in p.workload.ops if isinstance(op, MoELayer)) for p in (flex, plain)]
+    assert [op.prob_bytes for op in first] == [4.0, 0.0]

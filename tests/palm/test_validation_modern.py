@@ -54,6 +54,10 @@ def test_mapping_rules() -> None:
     assert by_id["mlm-weak-h100-32b-384g"].parallelism.overlap_param_gather
     assert not fsdp.parallelism.overlap_param_gather
     assert "micro_batch 1 (not stated)" in data.assumptions["mlm-weak-h100-1.7b-48g"]
+    # gpt-oss: its clamped gated activation and the biases of GPTOSSProvider
+    oss = by_id["mb260401-b200-gpt-oss-120b-64g-bf16"].model
+    assert (oss.mlp, oss.bias) == ("clamped-swiglu", True)
+    assert by_id["nemo2407-h100-llama2-70b-64g"].model.mlp == "swiglu"
     reasons = {x.case_id: x.reason for x in data.left_out}
     assert "fp4" in reasons["mb260401-gb200-llama31-405b-256g-nvfp4"].lower()
 
