@@ -74,6 +74,12 @@ class ExclusiveNet:
         if end > self.env.now:
             yield self.env.timeout(end - self.env.now)
 
+    def block(self, flow: Flow, duration: float, nbytes: float, stage: int) -> simpy.Event | None:
+        """:meth:`blocking`'s event (None: nothing to wait for), for a caller that yields it."""
+        end = self._hold(flow, duration, nbytes, stage)
+        now = self.env._now  # noqa: SLF001 - the clock, without the property
+        return self.env.timeout(end - now) if end > now else None
+
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
         to.succeed_in(self._hold(flow, duration, nbytes, stage) - self.env.now)
 
@@ -200,6 +206,16 @@ class FairNet:
         done = Arrival(self.env)
         self._start(flow, duration, nbytes, stage, done)
         yield done
+
+    def block(self, flow: Flow, duration: float, nbytes: float, stage: int) -> simpy.Event | None:
+        """:meth:`blocking`'s event (None: nothing to wait for), for a caller that yields it."""
+        if duration <= 0:
+            return None
+        if not flow.resources:
+            return self.env.timeout(duration)
+        done = Arrival(self.env)
+        self._start(flow, duration, nbytes, stage, done)
+        return done
 
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
         if duration <= 0 or not flow.resources:
