@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from bisect import bisect_right
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -66,6 +65,9 @@ _OVER = 1.0 + _TIGHT
 
 
 _ROUTES_MADE = itertools.count()
+#: SimPy's priority of an ordinary event (``simpy.events.NORMAL``)
+_NORMAL = simpy.events.NORMAL
+_new_event = object.__new__
 
 
 class Route:
@@ -337,6 +339,18 @@ class FlowEnvironment(simpy.Environment):
         self.network: FairNetwork | None = None
         self.flow_events = 0
 
+    def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:  # type: ignore[override]
+        """``simpy.Timeout(self, delay, value)`` built without its constructor's calls (SimPy
+        4.1, simpy/events.py: the fields ``Timeout.__init__`` sets, then ``schedule``'s push
+        with the environment's event counter): the same event, scheduled the same way."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        event = _new_event(simpy.Timeout)
+        event.env, event.callbacks, event._value = self, [], value  # noqa: SLF001
+        event._delay, event._ok = delay, True  # noqa: SLF001
+        heapq.heappush(self._queue, (self._now + delay, _NORMAL, next(self._eid), event))
+        return event
+
     def run(self, until: Any = None) -> None:
         if until is not None:
             raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
@@ -410,9 +424,6 @@ class FairNetwork:
         self._used: dict[int, float] = dict.fromkeys(range(n), 0.0)
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
         self._active: dict[_Flow, None] = {}  # in start order
-        # the same flows ordered by route (ties: start order): the memo's key without a sort
-        # per change
-        self._sorted: list[_Flow] = []
         #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
         self._first: _Flow | None = None
@@ -444,7 +455,6 @@ class FairNetwork:
         if self._cls is not None:
             self._start_in_class(flow, now)
             return
-        self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
@@ -529,8 +539,8 @@ class FairNetwork:
         # recomputing every flow in flight is cheaper than finding the connected ones; the
         # others' rates come out the same (max-min fairness splits over connected groups)
         whole = whole or len(active) <= _ALL_BELOW or len(changed) > 16
-        if whole:
-            group = self._sorted
+        if whole:  # by route (ties: start order), the memo's key
+            group = sorted(active, key=_ORDER)
         else:
             group = self._connected(changed)
             group.sort(key=_ORDER)
@@ -568,7 +578,7 @@ class FairNetwork:
         """Keep the flows on a full resource as a :class:`_Class` if they all move at the
         lowest rate of ``group`` (every flow in flight, just refilled): that resource is
         then a bottleneck of the filling's first round, which froze all its flows. (While
-        the class lives, ``_sorted`` and ``_used`` are not kept; :meth:`_dissolve` sets
+        the class lives, ``_used`` is not kept; :meth:`_dissolve` sets
         them again.)"""
         lowest = min(rates)
         on, used, capacity = self._on, self._used, self.capacity
@@ -624,9 +634,35 @@ class FairNetwork:
             if not users[r]:
                 since[r] = now
             users[r] += 1
-        if len(self._active) > _ALL_BELOW or not self._class_change(flow, now, started=True):
+        if len(self._active) > _ALL_BELOW:
             self._dissolve(now)
-            self._reschedule(flow.route.resources, now, whole=True)
+            self._reschedule(route.resources, now, whole=True)
+            return
+        c = self._cls
+        assert c is not None
+        if not c.rest and flow not in on[c.bottleneck]:
+            # _class_change's first case (a flow beside the class, no other: a hand-off
+            # beside the reads), inline: it takes what the class leaves
+            self.recomputes += 1
+            c.touched.update(route.resources)
+            capacity, weight, level = self.capacity, c.weight, c.level
+            rate = _INF
+            for q, a in route.pairs:
+                share = (capacity[q] - weight.get(q, 0.0) * level) / a
+                if share < rate:
+                    rate = share
+            if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
+                c.rest[flow] = None
+                self.class_updates += 1
+                flow.rate = rate
+                flow.end = end = now + flow.remaining / rate
+                if end < self.next_end:  # on a tie, the class's flow started earlier
+                    self.next_end, self._first = end, flow
+                return
+        elif self._class_change(flow, now, started=True):
+            return
+        self._dissolve(now)
+        self._reschedule(route.resources, now, whole=True)
 
     def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
         """``flow`` started (``started``) or ended while a class lives: the class's new level
@@ -747,8 +783,6 @@ class FairNetwork:
         used = self._used
         for r in c.touched:
             used[r] = 0.0
-        # the flows in flight by route (ties: start order), not kept while the class lived
-        self._sorted = sorted(self._active, key=_ORDER)
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -779,7 +813,6 @@ class FairNetwork:
         if self._cls is not None:
             self._fire_in_class(f, self.env._now)  # noqa: SLF001
             return
-        self._sorted.remove(f)  # flows compare by identity
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
             self._users,
@@ -820,7 +853,8 @@ class FairNetwork:
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
-        self.env.schedule(done, simpy.events.NORMAL, f.latency)
+        env = self.env
+        heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
 
     def _fire_in_class(self, f: _Flow, now: float) -> None:
         """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
@@ -832,7 +866,19 @@ class FairNetwork:
             users[r] -= 1
             if not users[r]:
                 self.busy_s[r] += now - self._since[r]
-        if not self._class_change(f, now, started=False):
+        c = self._cls
+        assert c is not None
+        rest = c.rest
+        if f in rest and len(rest) == 1 and c.members and c.level <= c.bound:
+            # _class_change for the end of the only flow beside the class (a hand-off), inline:
+            # nothing else changes, the next end is the class's first through
+            self.recomputes += 1
+            del rest[f]
+            self.class_updates += 1
+            finish, _seq, first = c.heap[0]
+            first.end = end = c.service_t + (finish - c.service) / c.level
+            self.next_end, self._first = end, first
+        elif not self._class_change(f, now, started=False):
             self._dissolve(now)
             if self._active:
                 self._reschedule(route.resources, now, whole=True)
@@ -840,4 +886,5 @@ class FairNetwork:
                 self._next()
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
-        self.env.schedule(done, simpy.events.NORMAL, f.latency)
+        env = self.env
+        heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001

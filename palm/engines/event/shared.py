@@ -23,6 +23,7 @@ number of events does not grow with the mesh.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from heapq import heappush
 
 import numpy as np
 import simpy
@@ -30,6 +31,7 @@ import simpy
 __all__ = ["DramSystem", "Arrival", "ChannelClasses"]
 
 _INF = float("inf")
+_NORMAL = simpy.events.NORMAL
 
 
 class Arrival(simpy.Event):
@@ -40,7 +42,8 @@ class Arrival(simpy.Event):
         # the two fields Event.succeed sets (SimPy 4, simpy/events.py), then a delayed schedule
         self._ok = True
         self._value = None
-        self.env.schedule(self, simpy.events.NORMAL, delay)
+        env = self.env  # Environment.schedule, inlined
+        heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), self))  # noqa: SLF001
 
 
 class ChannelClasses:
