@@ -446,6 +446,10 @@ class FairNetwork:
     def start(self, route: Route, nbytes: float, *, latency_s: float, done: Arrival) -> None:
         """Start moving ``nbytes`` over ``route``; ``done`` fires ``latency_s`` after the last
         byte (for an empty route: at once, after the latency)."""
+        self.begin(route, nbytes, latency_s, done)
+
+    def begin(self, route: Route, nbytes: float, latency_s: float, done: Arrival) -> None:
+        """:meth:`start` with positional arguments (the engine's hot path)."""
         if nbytes <= 0 or not route.pairs:
             done.succeed_in(latency_s)
             return
@@ -846,10 +850,14 @@ class FairNetwork:
             users[r] -= 1
             if not users[r]:
                 self.busy_s[r] += now - self._since[r]
-        if self._active and not alone:
-            self._reschedule(route.resources, now)
+        active = self._active
+        if not active:
+            self.next_end, self._first = _INF, None
+        elif alone:  # _next, inline
+            first = self._first = min(active, key=_END)
+            self.next_end = first.end
         else:
-            self._next()
+            self._reschedule(route.resources, now)
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001

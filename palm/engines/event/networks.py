@@ -152,6 +152,18 @@ class FairNet:
         self._reads = [
             self.net.route(*self._kept(*read), passive=self._passive(read[0])) for read in reads
         ]
+        # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
+        self._read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
+        if plan.dram is not None:
+            for s, route in enumerate(self._reads):
+                access = plan.dram[s]
+                noc_flow = flows.dram[s].noc if flows.dram is not None else None
+                booked = (
+                    tuple(zip(noc_flow.resources, noc_flow.booked, strict=True))
+                    if noc_flow is not None
+                    else ()
+                )
+                self._read_info.append((route, access.response_s + access.noc.latency_s, booked))
 
     def _kept(
         self, resources: Sequence[int], loads: Sequence[float]
@@ -189,7 +201,7 @@ class FairNet:
         if not route.pairs:  # never: some resource of a flow always binds (binding_links)
             to.succeed_in(duration)
         else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
-            self.net.start(route, duration * route.alone_Bps, latency_s=0.0, done=to)
+            self.net.begin(route, duration * route.alone_Bps, 0.0, to)
         log = self.log
         if log is not None and flow.resources:
             kind, resources, start = flow.kind, flow.resources, float(self.env.now)
@@ -224,19 +236,17 @@ class FairNet:
         self._start(flow, duration, nbytes, stage, to)
 
     def read(self, stage: int, nbytes: float) -> Any:
-        assert self.plan.dram is not None and self._channels is not None
-        access = self.plan.dram[stage]
+        assert self._channels is not None
+        route, latency, booked = self._read_info[stage]
         self._channels.read_per_core[stage] += nbytes
-        noc = self.flows.dram[stage].noc if self.flows.dram is not None else None
-        if noc is not None and noc.resources and nbytes > 0:
-            self.fabric.book(noc, nbytes)
+        if nbytes > 0:
+            carried = self.fabric.nbytes
+            for r, load in booked:  # Fabric.book, inlined
+                carried[r] += load * nbytes
+        else:
+            latency = 0.0
         done = Arrival(self.env)
-        self.net.start(
-            self._reads[stage],
-            nbytes,
-            latency_s=access.response_s + access.noc.latency_s if nbytes > 0 else 0.0,
-            done=done,
-        )
+        self.net.begin(route, nbytes, latency, done)
         return done
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:
