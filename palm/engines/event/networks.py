@@ -57,7 +57,7 @@ class ExclusiveNet:
         return None if self.dram is None else self.dram.classes
 
     def _hold(self, flow: Flow, duration: float, nbytes: float, stage: int) -> float:
-        now = float(self.env.now)
+        now = self.env._now  # noqa: SLF001 - the clock (a float), without the property
         if duration <= 0:
             return now
         if not flow.resources:
@@ -81,7 +81,7 @@ class ExclusiveNet:
         return self.env.timeout(end - now) if end > now else None
 
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        to.succeed_in(self._hold(flow, duration, nbytes, stage) - self.env.now)
+        to.succeed_in(self._hold(flow, duration, nbytes, stage) - self.env._now)  # noqa: SLF001
 
     def read(self, stage: int, nbytes: float) -> Any:
         """Every core of ``stage`` reads ``nbytes``: the channels' event and when the NoC part
@@ -105,10 +105,11 @@ class ExclusiveNet:
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:
         event, end = token
-        if not event.processed:
+        if event.callbacks is not None:  # not processed yet
             yield event
-        if end > self.env.now:
-            yield self.env.timeout(end - self.env.now)
+        now = self.env._now  # noqa: SLF001
+        if end > now:
+            yield self.env.timeout(end - now)
 
     def account(self, flow: Flow, duration: float, nbytes: float) -> None:
         self.fabric.account(flow, duration, nbytes)

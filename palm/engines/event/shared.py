@@ -178,7 +178,7 @@ class DramSystem:
         latency_s: float,
     ) -> simpy.Event:
         """Every core of access pattern ``pattern`` reads ``nbytes_per_core``."""
-        now = self.env.now
+        now = self.env._now  # noqa: SLF001 - the clock, without the property
         done = Arrival(self.env)
         self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
@@ -228,7 +228,7 @@ class DramSystem:
         active = self._active
         if version != self._version or not active:
             return  # superseded by a later start or finish, or nothing left
-        now = self.env.now
+        now = self.env._now  # noqa: SLF001
         dt = now - self._last
         if dt > 0:
             self._count_busy(dt)
