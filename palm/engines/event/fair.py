@@ -734,10 +734,13 @@ class FairNetwork:
                 return False
         self.class_updates += 1
         if level != c.level:
-            c.service = c.served(now)
+            c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
             c.service_t, c.level = now, level
         if joins:
-            c.join(flow, now)
+            # c.join(flow, now), inline
+            flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
+            heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
+            c.members[flow] = None
             c.updates += 1
             if c.updates % _REBASE == 0:
                 c.rebase(capacity)
@@ -750,7 +753,14 @@ class FairNetwork:
                         g.t0 = now
                     g.rate = rate
                     g.end = now + g.remaining / rate
-        self._class_next()
+        # self._class_next(), inline: the class's first through, or a rest flow's end
+        finish, seq, first = c.heap[0]
+        end = first.end = c.service_t + (finish - c.service) / c.level
+        for g in rest:
+            e = g.end
+            if e <= end and (e < end or g.seq < seq):
+                first, end, seq = g, e, g.seq
+        self.next_end, self._first = end, first
         return True
 
     def _alone_beside(self, c: _Class, flow: _Flow, now: float) -> bool:
