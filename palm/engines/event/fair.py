@@ -355,7 +355,7 @@ class FlowEnvironment(simpy.Environment):
         if until is not None:
             raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
         net = self.network
-        queue, pop = self._queue, heapq.heappop
+        queue, pop, heappush = self._queue, heapq.heappop, heapq.heappush
         if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
             while queue:
                 self._now, _, _, event = pop(queue)
@@ -385,6 +385,19 @@ class FlowEnvironment(simpy.Environment):
                 self._now = end
                 self.flow_events += 1
                 fire()
+                event = net.ready
+                if event is not None:
+                    # the ended flow's done event, scheduled at ``end`` (no latency): it is
+                    # SimPy's next event when nothing else is due by then (every event queued
+                    # at ``end`` was scheduled earlier, so comes first) and no flow ends then
+                    # (flow ends go first): then run it at once, as step would, else queue it
+                    net.ready = None
+                    if (queue and queue[0][0] <= end) or net.next_end <= end:
+                        heappush(queue, (end, _NORMAL, net.ready_eid, event))
+                    else:
+                        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                        for callback in callbacks:
+                            callback(event)
             else:
                 return
 
@@ -426,6 +439,10 @@ class FairNetwork:
         self._active: dict[_Flow, None] = {}  # in start order
         #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
+        #: the done event of a flow that just ended without latency, and its event number,
+        #: for the clock to queue or run (:meth:`FlowEnvironment.run`)
+        self.ready: Arrival | None = None
+        self.ready_eid = 0
         self._first: _Flow | None = None
         self._started = itertools.count()
         self.recomputes = 0
@@ -872,7 +889,10 @@ class FairNetwork:
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
         env = self.env
-        heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
+        if f.latency:
+            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
+        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
+            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
 
     def _fire_in_class(self, f: _Flow, now: float) -> None:
         """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
@@ -905,4 +925,7 @@ class FairNetwork:
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
         env = self.env
-        heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
+        if f.latency:
+            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
+        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
+            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
