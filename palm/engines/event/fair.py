@@ -385,19 +385,19 @@ class FlowEnvironment(simpy.Environment):
                 self._now = end
                 self.flow_events += 1
                 fire()
-                event = net.ready
-                if event is not None:
+                ready = net.ready
+                if ready is not None:
                     # the ended flow's done event, scheduled at ``end`` (no latency): it is
                     # SimPy's next event when nothing else is due by then (every event queued
                     # at ``end`` was scheduled earlier, so comes first) and no flow ends then
                     # (flow ends go first): then run it at once, as step would, else queue it
                     net.ready = None
                     if (queue and queue[0][0] <= end) or net.next_end <= end:
-                        heappush(queue, (end, _NORMAL, net.ready_eid, event))
+                        heappush(queue, (end, _NORMAL, net.ready_eid, ready))
                     else:
-                        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                        callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
                         for callback in callbacks:
-                            callback(event)
+                            callback(ready)
             else:
                 return
 
