@@ -135,7 +135,7 @@ class DramSystem:
         self._users = [0] * self.classes.count
         self._class_busy = [0.0] * self.classes.count
         self._last = 0.0
-        self._version = 0
+        self._timer: simpy.Event | None = None  # the timer of the last change (others: stale)
 
     @property
     def busy_s(self) -> np.ndarray:
@@ -207,26 +207,35 @@ class DramSystem:
         count never depends on how accesses overlap.)"""
         users, limits = self._users, self._limits
         soonest = _INF if self._active else 0.0
-        for a in self._active:  # _rate inlined, and the earliest completion on the way
-            if dt:
+        if dt:  # bytes moved since the last change first (the loop below, with one line more)
+            for a in self._active:
                 a.remaining -= a.rate * dt
-            rate = a.noc_bandwidth
-            for k, limit in limits[a.pattern]:
-                share = limit / users[k]
-                if share < rate:
-                    rate = share
-            a.rate = rate
-            left = a.remaining / rate
-            if left < soonest:
-                soonest = left
-        self._version += 1
-        version = self._version
-        timer = self.env.timeout(max(soonest, 0.0))
-        timer.callbacks.append(lambda _e: self._complete(version))
+                rate = a.noc_bandwidth
+                for k, limit in limits[a.pattern]:
+                    share = limit / users[k]
+                    if share < rate:
+                        rate = share
+                a.rate = rate
+                left = a.remaining / rate
+                if left < soonest:
+                    soonest = left
+        else:
+            for a in self._active:  # _rate inlined, and the earliest completion on the way
+                rate = a.noc_bandwidth
+                for k, limit in limits[a.pattern]:
+                    share = limit / users[k]
+                    if share < rate:
+                        rate = share
+                a.rate = rate
+                left = a.remaining / rate
+                if left < soonest:
+                    soonest = left
+        timer = self._timer = self.env.timeout(max(soonest, 0.0))
+        timer.callbacks.append(self._complete)
 
-    def _complete(self, version: int) -> None:
+    def _complete(self, timer: simpy.Event) -> None:
         active = self._active
-        if version != self._version or not active:
+        if timer is not self._timer or not active:
             return  # superseded by a later start or finish, or nothing left
         now = self.env._now  # noqa: SLF001
         dt = now - self._last
@@ -239,12 +248,17 @@ class DramSystem:
         # started); rounding may leave it a sliver of bytes, which is why it is not found by
         # remaining <= 0
         a, best = active[0], _INF
-        for x in active:
-            if dt:
+        if dt:
+            for x in active:
                 x.remaining -= x.rate * dt
-            left = x.remaining / x.rate
-            if left < best:
-                a, best = x, left
+                left = x.remaining / x.rate
+                if left < best:
+                    a, best = x, left
+        else:
+            for x in active:
+                left = x.remaining / x.rate
+                if left < best:
+                    a, best = x, left
         active.remove(a)
         for k, _limit in self._limits[a.pattern]:
             self._users[k] -= 1
