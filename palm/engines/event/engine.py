@@ -301,10 +301,15 @@ class _Run:
                 if end > now:
                     yield timeout(end - now)
                 if streaming is not None:
-                    if not fair:
-                        yield from net.wait(streaming)
-                    elif streaming.callbacks is not None:
-                        yield streaming
+                    if fair:  # FairNet.wait, inline
+                        if streaming.callbacks is not None:
+                            yield streaming
+                    else:  # ExclusiveNet.wait, inline: the channels, then the NoC links
+                        channels, noc_end = streaming
+                        if channels.callbacks is not None:
+                            yield channels
+                        if noc_end > env._now:  # noqa: SLF001
+                            yield timeout(noc_end - env._now)  # noqa: SLF001
                     if fold:  # the collectives follow the pass, which waited for its weights
                         self._fold(s, env._now, x)  # noqa: SLF001
                         yield timeout(comm)

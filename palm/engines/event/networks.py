@@ -49,8 +49,15 @@ class ExclusiveNet:
     ) -> None:
         self.env, self.plan, self.fabric, self.flows, self.log = env, plan, fabric, flows, log
         self.dram: DramSystem | None = None
+        # per stage: its reads' NoC bandwidth, latency and NoC flow (link mode)
+        self._read_info: list[tuple[float, float, Flow]] = []
         if plan.dram is not None:
             self.dram = DramSystem(env, *_dram_patterns(plan))
+            if flows.dram is not None:
+                self._read_info = [
+                    (a.noc.bandwidth_Bps, a.response_s + a.noc.latency_s, d.noc)
+                    for a, d in zip(plan.dram, flows.dram, strict=True)
+                ]
 
     @property
     def channels(self) -> ChannelClasses | None:
@@ -86,21 +93,16 @@ class ExclusiveNet:
     def read(self, stage: int, nbytes: float) -> Any:
         """Every core of ``stage`` reads ``nbytes``: the channels' event and when the NoC part
         (link mode) is through."""
-        assert self.plan.dram is not None and self.dram is not None
-        assert self.flows.dram is not None
-        access = self.plan.dram[stage]
+        assert self.dram is not None
+        bandwidth, latency, noc = self._read_info[stage]
         event = self.dram.read(
-            nbytes,
-            pattern=stage,
-            noc_bandwidth_Bps=access.noc.bandwidth_Bps,
-            latency_s=access.response_s + access.noc.latency_s,
+            nbytes, pattern=stage, noc_bandwidth_Bps=bandwidth, latency_s=latency
         )
-        noc = self.flows.dram[stage].noc
-        end = float(self.env.now)
+        end = self.env._now  # noqa: SLF001 - the clock, without the property
         if noc.resources and nbytes > 0:
             # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of
             # the access is the channels' time, during which those links carry other flows)
-            end = self._hold(noc, nbytes / access.noc.bandwidth_Bps, nbytes, stage)
+            end = self._hold(noc, nbytes / bandwidth, nbytes, stage)
         return event, end
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:
