@@ -295,3 +295,33 @@ def test_a_class_keeps_rates_max_min_fair_and_moves_every_byte(seed: int) -> Non
     assert net.class_updates > 0  # classes formed and carried changes ...
     assert net.recomputes > net.class_updates  # ... and full fillings the others
     assert moved == pytest.approx(size, rel=1e-9)
+
+
+def _order_of_a_flow_end_beside_a_timeout(timeout_s: float) -> tuple[list[str], int]:
+    """A flow of 1 B on a 1 B/s link from t = 0, and a timeout of ``timeout_s`` made before
+    it: the order in which their callbacks run, and the events of the run."""
+    env = FlowEnvironment()
+    net = FairNetwork(env, [1.0])
+    route = net.route([0], [1.0])
+    order: list[str] = []
+    timer = env.timeout(timeout_s)
+    timer.callbacks.append(lambda _e: order.append(f"timeout@{env.now}"))
+    done = Arrival(env)
+    done.callbacks.append(lambda _e: order.append(f"done@{env.now}"))
+    net.start(route, 1.0, latency_s=0.0, done=done)
+    env.run()
+    return order, int(next(env._eid)) + env.flow_events  # noqa: SLF001
+
+
+def test_a_done_event_without_latency_keeps_its_place_among_events_of_the_same_time() -> None:
+    # the flow ends at 1.0; its done event is scheduled then, after the timeout queued at
+    # 1.0 earlier, so the timeout's callback runs first (the clock queues the done event)
+    order, events = _order_of_a_flow_end_beside_a_timeout(1.0)
+    assert order == ["timeout@1.0", "done@1.0"]
+    # nothing else due at the flow's end: the done event runs at once, at the flow's end,
+    # and still counts as an event (the timeout, the done event and the flow's end)
+    order_later, events_later = _order_of_a_flow_end_beside_a_timeout(2.0)
+    assert order_later == ["done@1.0", "timeout@2.0"]
+    order_earlier, events_earlier = _order_of_a_flow_end_beside_a_timeout(0.5)
+    assert order_earlier == ["timeout@0.5", "done@1.0"]
+    assert events == events_later == events_earlier == 3

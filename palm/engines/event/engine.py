@@ -225,7 +225,12 @@ class _Run:
 
     def stage(self, s: int) -> Generator[simpy.Event, Any, None]:
         """Pipeline rank ``s``: its passes in schedule order, then the gradient all-reduce's
-        tail, the optimizer step and, under ZeRO 1-2, the all-gather of the updated weights."""
+        tail, the optimizer step and, under ZeRO 1-2, the all-gather of the updated weights.
+
+        The hot loop of the engine (one turn per pass): the pass (:meth:`_pass`'s steps) is
+        run inline rather than as a generator of its own, and what it reads is held in locals,
+        so that a pass costs few calls beyond its events (the events, and their order, are
+        those of :meth:`_pass`)."""
         par, p = self.par, self.p
         program = stage_program(
             schedule=par.schedule,
@@ -238,42 +243,95 @@ class _Run:
         last_backward = max((i for i, op in enumerate(program) if op[0] == "B"), default=-1)
         stage_busy = 0.0
         dp_proc = None
+        env, net, keep = self.env, self.net, self.keep
+        timeout, block = env.timeout, net.block
+        fair = isinstance(net, FairNet)
+        forward_params, backward_params = self.forward, self.backward
+        started, n_chunks = self.started, self.n_chunks
+        received, sent_bytes, done_last = self.received, self.sent_bytes, self.done_last
+        raw_phases = self.timeline.raw_phases
+        send, group = net.send, self.group
+        fetch_s = self.plan.chunks[0].fetch_s
+        buckets = bool(self.plan.stages[s].dp_buckets)
+        tp_flow, dp_flow = self.flows.tp[s], self.flows.dp[s]
+        tp_exclusive = self.flows.tp_exclusive[s]
         for index, (kind, j, mb) in enumerate(program):
             g = j * p + s
             forward = kind == "F"
-            params = self.forward[g] if forward else self.backward[g]
-            if params.inbox is not None:
-                arrival = params.inbox[mb]
-                if not arrival.processed:
+            x = forward_params[g] if forward else backward_params[g]
+            inbox = x.inbox
+            if inbox is not None:
+                arrival = inbox[mb]
+                if arrival.callbacks is not None:  # not processed yet
                     yield arrival
-                self.received[s] += params.inbound
-            if self.started:
-                if g < self.n_chunks - 1 and mb >= _BUFFER:
-                    ahead = self.started[g + 1][mb - _BUFFER]
-                    if not ahead.processed:
+                received[s] += x.inbound
+            if started:
+                if g < n_chunks - 1 and mb >= _BUFFER:
+                    ahead = started[g + 1][mb - _BUFFER]
+                    if ahead.callbacks is not None:
                         yield ahead
-                self.started[g][mb].succeed()
-            t0 = self.env._now  # noqa: SLF001 - the clock (a float), without the property
-            if forward and g == 0 and self.plan.chunks[0].fetch_s > 0:
-                yield from self.net.wait(self.net.read(s, self.plan.chunks[0].fetch_bytes))
-            if index == last_backward and self.plan.stages[s].dp_buckets:
+                started[g][mb].succeed()
+            t0 = env._now  # noqa: SLF001 - the clock (a float), without the property
+            if forward and g == 0 and fetch_s > 0:
+                yield from net.wait(net.read(s, self.plan.chunks[0].fetch_bytes))
+            if index == last_backward and buckets:
                 backward_s = self.plan.chunks[g].backward_s
-                dp_proc = self.env.process(self._buckets(s, float(self.env.now), backward_s))
-            delay = self._plain_pass(s, params)
-            if delay is None:
-                yield from self._pass(s, params)
-            elif delay > 0:
-                yield self.env.timeout(delay)
-            now = self.env._now  # noqa: SLF001
+                dp_proc = env.process(self._buckets(s, float(env.now), backward_s))
+            comm = x.comm
+            fold = comm > 0 and tp_exclusive
+            if x.stream <= 0 and x.zero3 <= 0 and (comm <= 0 or fold):
+                # a pass that only computes (and runs collectives folded into it, which
+                # nothing else can delay): one timeout (most passes on GPUs)
+                now = env._now  # noqa: SLF001
+                end = now + x.compute
+                if comm > 0:
+                    self._fold(s, end, x)
+                    end += comm
+                if end - now > 0:
+                    yield timeout(end - now)
+            else:
+                # :meth:`_pass`, inline: compute while the weights stream from DRAM, then the
+                # collectives (folded when nothing else uses their resources), then ZeRO-3
+                now = env._now  # noqa: SLF001
+                end = now + x.compute
+                streaming = net.read(s, x.stream_bytes) if x.stream > 0 else None
+                if fold and streaming is None:
+                    self._fold(s, end, x)
+                    end += comm
+                if end > now:
+                    yield timeout(end - now)
+                if streaming is not None:
+                    if fair:  # FairNet.wait, inline
+                        if streaming.callbacks is not None:
+                            yield streaming
+                    else:  # ExclusiveNet.wait, inline: the channels, then the NoC links
+                        channels, noc_end = streaming
+                        if channels.callbacks is not None:
+                            yield channels
+                        if noc_end > env._now:  # noqa: SLF001
+                            yield timeout(noc_end - env._now)  # noqa: SLF001
+                    if fold:  # the collectives follow the pass, which waited for its weights
+                        self._fold(s, env._now, x)  # noqa: SLF001
+                        yield timeout(comm)
+                if comm > 0 and not fold:
+                    event = block(tp_flow, comm, x.sent, s)
+                    if event is not None:
+                        yield event
+                if x.zero3 > 0:
+                    event = block(dp_flow, x.zero3, 0.0, s)
+                    if event is not None:
+                        yield event
+            now = env._now  # noqa: SLF001
             stage_busy += now - t0
-            if self.keep:
-                self.timeline.raw_phases.append((s, j, mb, kind, t0, now))
-            if params.hand_off is not None:
-                flow, duration, nbytes, targets = params.hand_off
-                self.net.send(flow, duration, nbytes, s, targets[mb])
-                self.sent_bytes[s] += nbytes * self.group
+            if keep:
+                raw_phases.append((s, j, mb, kind, t0, now))
+            hand_off = x.hand_off
+            if hand_off is not None:
+                flow, duration, nbytes, targets = hand_off
+                send(flow, duration, nbytes, s, targets[mb])
+                sent_bytes[s] += nbytes * group
             elif forward:
-                self.done_last.append(now)
+                done_last.append(now)
         self.busy[s] = stage_busy
         if self._tp_busy[s]:
             self.net.account(self.flows.tp[s], self._tp_busy[s], self._tp_bytes[s])
@@ -283,43 +341,6 @@ class _Run:
         yield from self._optimizer(s)
         yield from self._param_gather(s)
         self.stage_end[s] = float(self.env.now)
-
-    def _plain_pass(self, s: int, x: _PassParams) -> float | None:
-        """A pass that only computes (and runs collectives folded into it): its duration,
-        without a generator of its own (most passes on GPUs); None for any other pass."""
-        if x.stream > 0 or x.zero3 > 0 or (x.comm > 0 and not self.flows.tp_exclusive[s]):
-            return None
-        now = self.env._now  # noqa: SLF001
-        end = now + x.compute
-        if x.comm > 0:  # folded, as in _pass
-            self._fold(s, end, x)
-            end += x.comm
-        return end - now
-
-    def _pass(self, s: int, x: _PassParams) -> Generator[simpy.Event, Any, None]:
-        """One pass: compute while the weights stream from DRAM, then the tensor-parallel
-        collectives (folded into the compute event when nothing else uses their resources),
-        then the ZeRO-3 gather."""
-        env, net = self.env, self.net
-        tp_flow = self.flows.tp[s]
-        now = float(env.now)
-        end = now + x.compute
-        streaming = net.read(s, x.stream_bytes) if x.stream > 0 else None
-        fold = x.comm > 0 and self.flows.tp_exclusive[s]
-        if fold and streaming is None:
-            self._fold(s, end, x)
-            end += x.comm
-        if end > now:
-            yield env.timeout(end - now)
-        if streaming is not None:
-            yield from net.wait(streaming)
-            if fold:  # the collectives follow the pass, which waited for its weights
-                self._fold(s, float(env.now), x)
-                yield env.timeout(x.comm)
-        if x.comm > 0 and not fold:
-            yield from net.blocking(tp_flow, x.comm, x.sent, s)
-        if x.zero3 > 0:
-            yield from net.blocking(self.flows.dp[s], x.zero3, 0.0, s)
 
     def _fold(self, s: int, start: float, x: _PassParams) -> None:
         self._tp_busy[s] += x.comm
@@ -340,10 +361,13 @@ class _Run:
         else:
             grads = Collective("all-reduce", st.dp_grad_bytes)
         sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
+        env, flow, block = self.env, self.flows.dp[s], self.net.block
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
-            yield self.env.timeout(max(0.0, ready - self.env.now))
-            yield from self.net.blocking(self.flows.dp[s], per, sent, s)
+            yield env.timeout(max(0.0, ready - env._now))  # noqa: SLF001 - the clock
+            event = block(flow, per, sent, s)
+            if event is not None:
+                yield event
 
     def _param_gather(self, s: int) -> Generator[simpy.Event, Any, None]:
         """ZeRO 1 / 2: the all-gather of the updated weights after the optimizer step

@@ -133,13 +133,13 @@ def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hasha
     order of ``links`` (``bincount`` adds them one by one, as a loop would)."""
     kind, gpu = np.divmod(np.asarray(links.ids, dtype=np.int64), devices)
     stride = devices // group + 1  # more than the number of groups
-    codes, inverse = np.unique(kind * stride + gpu // group, return_inverse=True)
-    sums = np.bincount(
-        inverse.ravel(), weights=np.asarray(links.loads, dtype=np.float64), minlength=len(codes)
-    )
+    code = kind * stride + gpu // group  # small integers: counted by bins, not sorted
+    bins = len(_CLUSTER_KINDS) * stride
+    codes = np.nonzero(np.bincount(code, minlength=bins))[0]
+    sums = np.bincount(code, weights=np.asarray(links.loads, dtype=np.float64), minlength=bins)
     return {
-        (_CLUSTER_KINDS[code // stride], code % stride): load
-        for code, load in zip(codes.tolist(), sums.tolist(), strict=True)
+        (_CLUSTER_KINDS[c // stride], c % stride): load
+        for c, load in zip(codes.tolist(), sums[codes].tolist(), strict=True)
     }
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from bisect import bisect_right
 from collections.abc import Sequence
 from operator import attrgetter
 from typing import Any
@@ -66,6 +65,9 @@ _OVER = 1.0 + _TIGHT
 
 
 _ROUTES_MADE = itertools.count()
+#: SimPy's priority of an ordinary event (``simpy.events.NORMAL``)
+_NORMAL = simpy.events.NORMAL
+_new_event = object.__new__
 
 
 class Route:
@@ -337,11 +339,23 @@ class FlowEnvironment(simpy.Environment):
         self.network: FairNetwork | None = None
         self.flow_events = 0
 
+    def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:  # type: ignore[override]
+        """``simpy.Timeout(self, delay, value)`` built without its constructor's calls (SimPy
+        4.1, simpy/events.py: the fields ``Timeout.__init__`` sets, then ``schedule``'s push
+        with the environment's event counter): the same event, scheduled the same way."""
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        event = _new_event(simpy.Timeout)
+        event.env, event.callbacks, event._value = self, [], value  # noqa: SLF001
+        event._delay, event._ok = delay, True  # noqa: SLF001
+        heapq.heappush(self._queue, (self._now + delay, _NORMAL, next(self._eid), event))
+        return event
+
     def run(self, until: Any = None) -> None:
         if until is not None:
             raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
         net = self.network
-        queue, pop = self._queue, heapq.heappop
+        queue, pop, heappush = self._queue, heapq.heappop, heapq.heappush
         if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
             while queue:
                 self._now, _, _, event = pop(queue)
@@ -371,6 +385,19 @@ class FlowEnvironment(simpy.Environment):
                 self._now = end
                 self.flow_events += 1
                 fire()
+                ready = net.ready
+                if ready is not None:
+                    # the ended flow's done event, scheduled at ``end`` (no latency): it is
+                    # SimPy's next event when nothing else is due by then (every event queued
+                    # at ``end`` was scheduled earlier, so comes first) and no flow ends then
+                    # (flow ends go first): then run it at once, as step would, else queue it
+                    net.ready = None
+                    if (queue and queue[0][0] <= end) or net.next_end <= end:
+                        heappush(queue, (end, _NORMAL, net.ready_eid, ready))
+                    else:
+                        callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
+                        for callback in callbacks:
+                            callback(ready)
             else:
                 return
 
@@ -410,11 +437,12 @@ class FairNetwork:
         self._used: dict[int, float] = dict.fromkeys(range(n), 0.0)
         self._on: list[dict[_Flow, None]] = [{} for _ in range(n)]  # ordered sets of flows
         self._active: dict[_Flow, None] = {}  # in start order
-        # the same flows ordered by route (ties: start order): the memo's key without a sort
-        # per change
-        self._sorted: list[_Flow] = []
         #: when the next flow ends (inf: none in flight), and which; read by the clock
         self.next_end = _INF
+        #: the done event of a flow that just ended without latency, and its event number,
+        #: for the clock to queue or run (:meth:`FlowEnvironment.run`)
+        self.ready: Arrival | None = None
+        self.ready_eid = 0
         self._first: _Flow | None = None
         self._started = itertools.count()
         self.recomputes = 0
@@ -435,6 +463,10 @@ class FairNetwork:
     def start(self, route: Route, nbytes: float, *, latency_s: float, done: Arrival) -> None:
         """Start moving ``nbytes`` over ``route``; ``done`` fires ``latency_s`` after the last
         byte (for an empty route: at once, after the latency)."""
+        self.begin(route, nbytes, latency_s, done)
+
+    def begin(self, route: Route, nbytes: float, latency_s: float, done: Arrival) -> None:
+        """:meth:`start` with positional arguments (the engine's hot path)."""
         if nbytes <= 0 or not route.pairs:
             done.succeed_in(latency_s)
             return
@@ -444,7 +476,6 @@ class FairNetwork:
         if self._cls is not None:
             self._start_in_class(flow, now)
             return
-        self._sorted.insert(bisect_right(self._sorted, route.order, key=_ORDER), flow)
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
@@ -529,8 +560,8 @@ class FairNetwork:
         # recomputing every flow in flight is cheaper than finding the connected ones; the
         # others' rates come out the same (max-min fairness splits over connected groups)
         whole = whole or len(active) <= _ALL_BELOW or len(changed) > 16
-        if whole:
-            group = self._sorted
+        if whole:  # by route (ties: start order), the memo's key
+            group = sorted(active, key=_ORDER)
         else:
             group = self._connected(changed)
             group.sort(key=_ORDER)
@@ -568,7 +599,7 @@ class FairNetwork:
         """Keep the flows on a full resource as a :class:`_Class` if they all move at the
         lowest rate of ``group`` (every flow in flight, just refilled): that resource is
         then a bottleneck of the filling's first round, which froze all its flows. (While
-        the class lives, ``_sorted`` and ``_used`` are not kept; :meth:`_dissolve` sets
+        the class lives, ``_used`` is not kept; :meth:`_dissolve` sets
         them again.)"""
         lowest = min(rates)
         on, used, capacity = self._on, self._used, self.capacity
@@ -624,9 +655,35 @@ class FairNetwork:
             if not users[r]:
                 since[r] = now
             users[r] += 1
-        if len(self._active) > _ALL_BELOW or not self._class_change(flow, now, started=True):
+        if len(self._active) > _ALL_BELOW:
             self._dissolve(now)
-            self._reschedule(flow.route.resources, now, whole=True)
+            self._reschedule(route.resources, now, whole=True)
+            return
+        c = self._cls
+        assert c is not None
+        if not c.rest and flow not in on[c.bottleneck]:
+            # _class_change's first case (a flow beside the class, no other: a hand-off
+            # beside the reads), inline: it takes what the class leaves
+            self.recomputes += 1
+            c.touched.update(route.resources)
+            capacity, weight, level = self.capacity, c.weight, c.level
+            rate = _INF
+            for q, a in route.pairs:
+                share = (capacity[q] - weight.get(q, 0.0) * level) / a
+                if share < rate:
+                    rate = share
+            if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
+                c.rest[flow] = None
+                self.class_updates += 1
+                flow.rate = rate
+                flow.end = end = now + flow.remaining / rate
+                if end < self.next_end:  # on a tie, the class's flow started earlier
+                    self.next_end, self._first = end, flow
+                return
+        elif self._class_change(flow, now, started=True):
+            return
+        self._dissolve(now)
+        self._reschedule(route.resources, now, whole=True)
 
     def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
         """``flow`` started (``started``) or ended while a class lives: the class's new level
@@ -694,10 +751,13 @@ class FairNetwork:
                 return False
         self.class_updates += 1
         if level != c.level:
-            c.service = c.served(now)
+            c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
             c.service_t, c.level = now, level
         if joins:
-            c.join(flow, now)
+            # c.join(flow, now), inline
+            flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
+            heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
+            c.members[flow] = None
             c.updates += 1
             if c.updates % _REBASE == 0:
                 c.rebase(capacity)
@@ -710,7 +770,14 @@ class FairNetwork:
                         g.t0 = now
                     g.rate = rate
                     g.end = now + g.remaining / rate
-        self._class_next()
+        # self._class_next(), inline: the class's first through, or a rest flow's end
+        finish, seq, first = c.heap[0]
+        end = first.end = c.service_t + (finish - c.service) / c.level
+        for g in rest:
+            e = g.end
+            if e <= end and (e < end or g.seq < seq):
+                first, end, seq = g, e, g.seq
+        self.next_end, self._first = end, first
         return True
 
     def _alone_beside(self, c: _Class, flow: _Flow, now: float) -> bool:
@@ -747,8 +814,6 @@ class FairNetwork:
         used = self._used
         for r in c.touched:
             used[r] = 0.0
-        # the flows in flight by route (ties: start order), not kept while the class lived
-        self._sorted = sorted(self._active, key=_ORDER)
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -779,7 +844,6 @@ class FairNetwork:
         if self._cls is not None:
             self._fire_in_class(f, self.env._now)  # noqa: SLF001
             return
-        self._sorted.remove(f)  # flows compare by identity
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
             self._users,
@@ -813,14 +877,22 @@ class FairNetwork:
             users[r] -= 1
             if not users[r]:
                 self.busy_s[r] += now - self._since[r]
-        if self._active and not alone:
-            self._reschedule(route.resources, now)
+        active = self._active
+        if not active:
+            self.next_end, self._first = _INF, None
+        elif alone:  # _next, inline
+            first = self._first = min(active, key=_END)
+            self.next_end = first.end
         else:
-            self._next()
+            self._reschedule(route.resources, now)
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
-        self.env.schedule(done, simpy.events.NORMAL, f.latency)
+        env = self.env
+        if f.latency:
+            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
+        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
+            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
 
     def _fire_in_class(self, f: _Flow, now: float) -> None:
         """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
@@ -832,7 +904,19 @@ class FairNetwork:
             users[r] -= 1
             if not users[r]:
                 self.busy_s[r] += now - self._since[r]
-        if not self._class_change(f, now, started=False):
+        c = self._cls
+        assert c is not None
+        rest = c.rest
+        if f in rest and len(rest) == 1 and c.members and c.level <= c.bound:
+            # _class_change for the end of the only flow beside the class (a hand-off), inline:
+            # nothing else changes, the next end is the class's first through
+            self.recomputes += 1
+            del rest[f]
+            self.class_updates += 1
+            finish, _seq, first = c.heap[0]
+            first.end = end = c.service_t + (finish - c.service) / c.level
+            self.next_end, self._first = end, first
+        elif not self._class_change(f, now, started=False):
             self._dissolve(now)
             if self._active:
                 self._reschedule(route.resources, now, whole=True)
@@ -840,4 +924,8 @@ class FairNetwork:
                 self._next()
         done = f.done
         done._ok, done._value = True, None  # noqa: SLF001
-        self.env.schedule(done, simpy.events.NORMAL, f.latency)
+        env = self.env
+        if f.latency:
+            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
+        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
+            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001

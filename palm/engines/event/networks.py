@@ -49,15 +49,22 @@ class ExclusiveNet:
     ) -> None:
         self.env, self.plan, self.fabric, self.flows, self.log = env, plan, fabric, flows, log
         self.dram: DramSystem | None = None
+        # per stage: its reads' NoC bandwidth, latency and NoC flow (link mode)
+        self._read_info: list[tuple[float, float, Flow]] = []
         if plan.dram is not None:
             self.dram = DramSystem(env, *_dram_patterns(plan))
+            if flows.dram is not None:
+                self._read_info = [
+                    (a.noc.bandwidth_Bps, a.response_s + a.noc.latency_s, d.noc)
+                    for a, d in zip(plan.dram, flows.dram, strict=True)
+                ]
 
     @property
     def channels(self) -> ChannelClasses | None:
         return None if self.dram is None else self.dram.classes
 
     def _hold(self, flow: Flow, duration: float, nbytes: float, stage: int) -> float:
-        now = float(self.env.now)
+        now = self.env._now  # noqa: SLF001 - the clock (a float), without the property
         if duration <= 0:
             return now
         if not flow.resources:
@@ -74,35 +81,37 @@ class ExclusiveNet:
         if end > self.env.now:
             yield self.env.timeout(end - self.env.now)
 
+    def block(self, flow: Flow, duration: float, nbytes: float, stage: int) -> simpy.Event | None:
+        """:meth:`blocking`'s event (None: nothing to wait for), for a caller that yields it."""
+        end = self._hold(flow, duration, nbytes, stage)
+        now = self.env._now  # noqa: SLF001 - the clock, without the property
+        return self.env.timeout(end - now) if end > now else None
+
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        to.succeed_in(self._hold(flow, duration, nbytes, stage) - self.env.now)
+        to.succeed_in(self._hold(flow, duration, nbytes, stage) - self.env._now)  # noqa: SLF001
 
     def read(self, stage: int, nbytes: float) -> Any:
         """Every core of ``stage`` reads ``nbytes``: the channels' event and when the NoC part
         (link mode) is through."""
-        assert self.plan.dram is not None and self.dram is not None
-        assert self.flows.dram is not None
-        access = self.plan.dram[stage]
+        assert self.dram is not None
+        bandwidth, latency, noc = self._read_info[stage]
         event = self.dram.read(
-            nbytes,
-            pattern=stage,
-            noc_bandwidth_Bps=access.noc.bandwidth_Bps,
-            latency_s=access.response_s + access.noc.latency_s,
+            nbytes, pattern=stage, noc_bandwidth_Bps=bandwidth, latency_s=latency
         )
-        noc = self.flows.dram[stage].noc
-        end = float(self.env.now)
+        end = self.env._now  # noqa: SLF001 - the clock, without the property
         if noc.resources and nbytes > 0:
             # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of
             # the access is the channels' time, during which those links carry other flows)
-            end = self._hold(noc, nbytes / access.noc.bandwidth_Bps, nbytes, stage)
+            end = self._hold(noc, nbytes / bandwidth, nbytes, stage)
         return event, end
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:
         event, end = token
-        if not event.processed:
+        if event.callbacks is not None:  # not processed yet
             yield event
-        if end > self.env.now:
-            yield self.env.timeout(end - self.env.now)
+        now = self.env._now  # noqa: SLF001
+        if end > now:
+            yield self.env.timeout(end - now)
 
     def account(self, flow: Flow, duration: float, nbytes: float) -> None:
         self.fabric.account(flow, duration, nbytes)
@@ -146,6 +155,18 @@ class FairNet:
         self._reads = [
             self.net.route(*self._kept(*read), passive=self._passive(read[0])) for read in reads
         ]
+        # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
+        self._read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
+        if plan.dram is not None:
+            for s, route in enumerate(self._reads):
+                access = plan.dram[s]
+                noc_flow = flows.dram[s].noc if flows.dram is not None else None
+                booked = (
+                    tuple(zip(noc_flow.resources, noc_flow.booked, strict=True))
+                    if noc_flow is not None
+                    else ()
+                )
+                self._read_info.append((route, access.response_s + access.noc.latency_s, booked))
 
     def _kept(
         self, resources: Sequence[int], loads: Sequence[float]
@@ -183,7 +204,7 @@ class FairNet:
         if not route.pairs:  # never: some resource of a flow always binds (binding_links)
             to.succeed_in(duration)
         else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
-            self.net.start(route, duration * route.alone_Bps, latency_s=0.0, done=to)
+            self.net.begin(route, duration * route.alone_Bps, 0.0, to)
         log = self.log
         if log is not None and flow.resources:
             kind, resources, start = flow.kind, flow.resources, float(self.env.now)
@@ -201,6 +222,16 @@ class FairNet:
         self._start(flow, duration, nbytes, stage, done)
         yield done
 
+    def block(self, flow: Flow, duration: float, nbytes: float, stage: int) -> simpy.Event | None:
+        """:meth:`blocking`'s event (None: nothing to wait for), for a caller that yields it."""
+        if duration <= 0:
+            return None
+        if not flow.resources:
+            return self.env.timeout(duration)
+        done = Arrival(self.env)
+        self._start(flow, duration, nbytes, stage, done)
+        return done
+
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
         if duration <= 0 or not flow.resources:
             to.succeed_in(max(duration, 0.0))
@@ -208,19 +239,17 @@ class FairNet:
         self._start(flow, duration, nbytes, stage, to)
 
     def read(self, stage: int, nbytes: float) -> Any:
-        assert self.plan.dram is not None and self._channels is not None
-        access = self.plan.dram[stage]
+        assert self._channels is not None
+        route, latency, booked = self._read_info[stage]
         self._channels.read_per_core[stage] += nbytes
-        noc = self.flows.dram[stage].noc if self.flows.dram is not None else None
-        if noc is not None and noc.resources and nbytes > 0:
-            self.fabric.book(noc, nbytes)
+        if nbytes > 0:
+            carried = self.fabric.nbytes
+            for r, load in booked:  # Fabric.book, inlined
+                carried[r] += load * nbytes
+        else:
+            latency = 0.0
         done = Arrival(self.env)
-        self.net.start(
-            self._reads[stage],
-            nbytes,
-            latency_s=access.response_s + access.noc.latency_s if nbytes > 0 else 0.0,
-            done=done,
-        )
+        self.net.begin(route, nbytes, latency, done)
         return done
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:

@@ -23,6 +23,7 @@ number of events does not grow with the mesh.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from heapq import heappush
 
 import numpy as np
 import simpy
@@ -30,6 +31,7 @@ import simpy
 __all__ = ["DramSystem", "Arrival", "ChannelClasses"]
 
 _INF = float("inf")
+_NORMAL = simpy.events.NORMAL
 
 
 class Arrival(simpy.Event):
@@ -40,7 +42,8 @@ class Arrival(simpy.Event):
         # the two fields Event.succeed sets (SimPy 4, simpy/events.py), then a delayed schedule
         self._ok = True
         self._value = None
-        self.env.schedule(self, simpy.events.NORMAL, delay)
+        env = self.env  # Environment.schedule, inlined
+        heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), self))  # noqa: SLF001
 
 
 class ChannelClasses:
@@ -132,7 +135,7 @@ class DramSystem:
         self._users = [0] * self.classes.count
         self._class_busy = [0.0] * self.classes.count
         self._last = 0.0
-        self._version = 0
+        self._timer: simpy.Event | None = None  # the timer of the last change (others: stale)
 
     @property
     def busy_s(self) -> np.ndarray:
@@ -175,7 +178,7 @@ class DramSystem:
         latency_s: float,
     ) -> simpy.Event:
         """Every core of access pattern ``pattern`` reads ``nbytes_per_core``."""
-        now = self.env.now
+        now = self.env._now  # noqa: SLF001 - the clock, without the property
         done = Arrival(self.env)
         self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
@@ -204,28 +207,37 @@ class DramSystem:
         count never depends on how accesses overlap.)"""
         users, limits = self._users, self._limits
         soonest = _INF if self._active else 0.0
-        for a in self._active:  # _rate inlined, and the earliest completion on the way
-            if dt:
+        if dt:  # bytes moved since the last change first (the loop below, with one line more)
+            for a in self._active:
                 a.remaining -= a.rate * dt
-            rate = a.noc_bandwidth
-            for k, limit in limits[a.pattern]:
-                share = limit / users[k]
-                if share < rate:
-                    rate = share
-            a.rate = rate
-            left = a.remaining / rate
-            if left < soonest:
-                soonest = left
-        self._version += 1
-        version = self._version
-        timer = self.env.timeout(max(soonest, 0.0))
-        timer.callbacks.append(lambda _e: self._complete(version))
+                rate = a.noc_bandwidth
+                for k, limit in limits[a.pattern]:
+                    share = limit / users[k]
+                    if share < rate:
+                        rate = share
+                a.rate = rate
+                left = a.remaining / rate
+                if left < soonest:
+                    soonest = left
+        else:
+            for a in self._active:  # _rate inlined, and the earliest completion on the way
+                rate = a.noc_bandwidth
+                for k, limit in limits[a.pattern]:
+                    share = limit / users[k]
+                    if share < rate:
+                        rate = share
+                a.rate = rate
+                left = a.remaining / rate
+                if left < soonest:
+                    soonest = left
+        timer = self._timer = self.env.timeout(max(soonest, 0.0))
+        timer.callbacks.append(self._complete)
 
-    def _complete(self, version: int) -> None:
+    def _complete(self, timer: simpy.Event) -> None:
         active = self._active
-        if version != self._version or not active:
+        if timer is not self._timer or not active:
             return  # superseded by a later start or finish, or nothing left
-        now = self.env.now
+        now = self.env._now  # noqa: SLF001
         dt = now - self._last
         if dt > 0:
             self._count_busy(dt)
@@ -236,12 +248,17 @@ class DramSystem:
         # started); rounding may leave it a sliver of bytes, which is why it is not found by
         # remaining <= 0
         a, best = active[0], _INF
-        for x in active:
-            if dt:
+        if dt:
+            for x in active:
                 x.remaining -= x.rate * dt
-            left = x.remaining / x.rate
-            if left < best:
-                a, best = x, left
+                left = x.remaining / x.rate
+                if left < best:
+                    a, best = x, left
+        else:
+            for x in active:
+                left = x.remaining / x.rate
+                if left < best:
+                    a, best = x, left
         active.remove(a)
         for k, _limit in self._limits[a.pattern]:
             self._users[k] -= 1
