@@ -147,15 +147,6 @@ class DramSystem:
         """Bytes each channel delivered."""
         return self.classes.nbytes
 
-    def _rate(self, a: _Access) -> float:
-        rate = a.noc_bandwidth
-        users = self._users
-        for k, limit in self._limits[a.pattern]:
-            share = limit / users[k]
-            if share < rate:
-                rate = share
-        return rate
-
     def _advance(self, now: float) -> None:
         dt = now - self._last
         if dt > 0 and self._active:
@@ -207,29 +198,20 @@ class DramSystem:
         count never depends on how accesses overlap.)"""
         users, limits = self._users, self._limits
         soonest = _INF if self._active else 0.0
-        if dt:  # bytes moved since the last change first (the loop below, with one line more)
-            for a in self._active:
+        for a in self._active:
+            if dt:  # bytes moved since the last change, at the old rate
                 a.remaining -= a.rate * dt
-                rate = a.noc_bandwidth
-                for k, limit in limits[a.pattern]:
-                    share = limit / users[k]
-                    if share < rate:
-                        rate = share
-                a.rate = rate
-                left = a.remaining / rate
-                if left < soonest:
-                    soonest = left
-        else:
-            for a in self._active:  # _rate inlined, and the earliest completion on the way
-                rate = a.noc_bandwidth
-                for k, limit in limits[a.pattern]:
-                    share = limit / users[k]
-                    if share < rate:
-                        rate = share
-                a.rate = rate
-                left = a.remaining / rate
-                if left < soonest:
-                    soonest = left
+            # the access's rate: its NoC bandwidth or its least channel share, whichever is
+            # lower; and the earliest completion on the way
+            rate = a.noc_bandwidth
+            for k, limit in limits[a.pattern]:
+                share = limit / users[k]
+                if share < rate:
+                    rate = share
+            a.rate = rate
+            left = a.remaining / rate
+            if left < soonest:
+                soonest = left
         timer = self._timer = self.env.timeout(max(soonest, 0.0))
         timer.callbacks.append(self._complete)
 
