@@ -29,7 +29,8 @@ section search per constant, in two stages: the dense constants on the dense row
 grouped-GEMM constants on the MoE rows with the dense ones fixed. Leave-one-out: for every row,
 refit on the others (warm-started from the full fit) and predict it. The rows argued
 inconsistent with the model (``modern_accuracy.ARGUED_OUT``: dropless runs measured at twice
-their token-drop twins, docs/validation.md) are predicted and listed but left out of every fit.
+their token-drop twins, an FSDP run a third slower per layer than its siblings with the same
+work per GPU, docs/validation.md) are predicted and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
 are printed beside it.
 
