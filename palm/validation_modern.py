@@ -45,7 +45,8 @@ says why it cannot yet be expressed (:class:`LeftOut`). The mapping rules, each 
   table's own commit take the config's value (:data:`TABLE_CORRECTIONS`, each with its
   evidence; docs/validation.md, "Layout columns corrected");
 * rows whose recipe uses DeepEP or HybridEP (``moe_flex_dispatcher_backend`` in the workload
-  config; DeepSeek-V3 on H100 in 25.09) -> ``moe_dispatcher = "deepep"``, and those that
+  config; DeepSeek-V3 on H100 in 25.09; the 25.11 GB200 / GB300 DeepSeek-V3 and Qwen3-235B
+  runs, :data:`FLEX_DISPATCH_RUNS`) -> ``moe_dispatcher = "deepep"``, and those that
   overlap the expert all-to-all with another micro-batch (DeepSeek-V3 on H100 in 25.09)
   -> ``moe_a2a_overlap``; the all-to-all is never hidden by ``tp_comm_overlap``;
 * the software stack: a row measured in a container of a stack epoch (:data:`STACK_EPOCHS`,
@@ -71,6 +72,7 @@ from palm.inputs import read_input
 from palm.validation import ValidationCase
 
 __all__ = [
+    "FLEX_DISPATCH_RUNS",
     "GPU_PRESETS",
     "STACK_EPOCHS",
     "TABLE_CORRECTIONS",
@@ -120,6 +122,20 @@ TABLE_CORRECTIONS: dict[str, tuple[dict[str, Any], str]] = {
         "micro_batch 1 and recompute layernorm,moe_act from "
         "GPT_OSS_120B_PRETRAIN_CONFIG_H100_BF16 @5776a6d9 (the table's GA 2 contradicts its "
         "MBS 4, which needs GA 8; 26.02 archive: the same plan at MBS 1, 5993 tokens/s/GPU)",
+    ),
+}
+
+
+#: Megatron-Bridge releases whose MoE runs of a model on a GPU dispatch with HybridEP in every
+#: workload config of that model and GPU, for rows that record no recipe hints: release ->
+#: {(model key, GPU)}. 25.11: ``moe_flex_dispatcher_backend="hybridep"`` in each GB200 / GB300
+#: config of DeepSeek-V3 (``scripts/performance/configs/deepseek/
+#: deepseek_workload_base_configs.py``) and Qwen3-235B-A22B (``.../qwen/
+#: qwen3_workload_base_configs.py``) at the table's commit 5776a6d9 and in their V1 / V2
+#: configs at 52a31ded1 (V2 inherits V1's backend); the B200 / B300 configs there name none.
+FLEX_DISPATCH_RUNS: dict[str, frozenset[tuple[str, str]]] = {
+    "25.11": frozenset(
+        (model, gpu) for model in ("deepseek-v3", "qwen3-235b-a22b") for gpu in ("GB200", "GB300")
     ),
 }
 
@@ -446,11 +462,21 @@ def _hierarchical_dispatch(row: dict[str, Any]) -> bool:
     """Whether the row's recipe dispatches tokens with DeepEP or HybridEP (the ``flex``
     dispatcher): its workload config names the backend, or it is a Megatron-Bridge 25.09
     DeepSeek-V3 run on H100 (``scripts/performance/run_script.py`` @fa0315ae enables DeepEP
-    for DeepSeek-V3 on H100)."""
+    for DeepSeek-V3 on H100), or a run of :data:`FLEX_DISPATCH_RUNS` without recorded hints."""
     hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
     if hints.get("moe_flex_dispatcher_backend") in ("hybridep", "deepep"):
         return True
+    if not hints and _flex_dispatch_run(row):
+        return True
     return _deepseek_h100_2509(row)
+
+
+def _flex_dispatch_run(row: dict[str, Any]) -> bool:
+    table = str(row["source"].get("table", ""))
+    return any(
+        table.startswith(release) and (row["model"].get("key"), row["hardware"]["gpu"]) in runs
+        for release, runs in FLEX_DISPATCH_RUNS.items()
+    )
 
 
 def _a2a_overlap(row: dict[str, Any]) -> bool:

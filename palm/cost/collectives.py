@@ -31,6 +31,19 @@ receives none of a token's copies with probability ``p0 = C(E - E/N, k) / C(E, k
 NIC carries ``(N - 1)(1 - p0)`` copies per token instead of ``k (N - 1)/N``: a factor
 ``N (1 - p0) / k`` (:func:`hierarchical_inter_node_scale`). The forwarded copies cross NVLink
 at the far end: ``(n - local)(local - 1)/local`` more parts on the switch port.
+
+The same deduplication holds rank by rank over NVLink: DeepEP's normal kernels send a token
+once to each rank that hosts any of its experts (``get_dispatch_layout``'s
+``is_token_in_rank``, ``num_tokens_per_rank``), and HybridEP's dispatch output holds one row
+per source token and destination rank, expanded to at most ``min(top_k, local experts)`` rows
+by the permute that follows it (DeepEP ``docs/Hybrid-EP_Implementation.md`` @0b18ed2a, 7.2
+"Buffer allocation challenge"; its combine reduces a token's expert outputs on each rank
+before sending one row back, sec. 8.2). With ``E / n`` experts on each of the ``n`` ranks a
+rank receives none of a token's copies with probability ``p0r = C(E - E/n, k) / C(E, k)``,
+so every part on the switch port (the own node's and the forwarded ones) is scaled by
+``n (1 - p0r) / k`` (:func:`hierarchical_inter_node_scale` with ``n`` destinations), inside
+one node too. Megatron-Core's all-to-all dispatcher permutes first and sends ``k`` copies
+(``MoEAlltoAllTokenDispatcher``).
 """
 
 from __future__ import annotations
@@ -115,18 +128,21 @@ def all_to_all_step(
     intra_latency_s: float,
     inter_latency_s: float,
     inter_scale: float | None = None,
+    rank_scale: float = 1.0,
 ) -> AllToAllStep:
     """Step of an all-to-all over ``n`` members of which ``local`` (itself included) share the
     node of the member with the fewest local peers: bandwidth
     ``(n - 1) / max((local - 1)/intra, (n - local)/inter)``, latency of the slowest path.
     ``inter_scale`` (hierarchical dispatch, module docstring) scales the parts that cross the
-    network and adds the copies forwarded over NVLink at the far end."""
+    network and adds the copies forwarded over NVLink at the far end; ``rank_scale`` (one copy
+    per destination rank, module docstring) scales every part on the switch port."""
     if n <= 1:
         return AllToAllStep(0.0, float("inf"))
     intra_parts, inter_parts = float(local - 1), float(n - local)
     if inter_scale is not None and n > local:
         intra_parts += (n - local) * (local - 1) / local
         inter_parts *= inter_scale
+    intra_parts *= rank_scale
     slowest = max(intra_parts / intra_Bps, inter_parts / inter_Bps)
     latency = inter_latency_s if local < n else intra_latency_s
     return AllToAllStep(latency, (n - 1) / slowest)
@@ -135,7 +151,8 @@ def all_to_all_step(
 def hierarchical_inter_node_scale(*, experts: int, top_k: int, nodes: int) -> float:
     """Network bytes of a hierarchical dispatch relative to a flat all-to-all: a token's copies
     for one remote node travel once, ``N (1 - p0) / k`` with ``p0 = C(E - E/N, k) / C(E, k)``
-    (module docstring); 1 within one node or with one copy per token."""
+    (module docstring); 1 within one node or with one copy per token. With ``nodes`` the
+    ranks of the group, the same factor for one copy per destination rank."""
     if nodes <= 1 or top_k <= 1:
         return 1.0
     per_node = experts // nodes
@@ -157,14 +174,18 @@ def cluster_all_to_all_step(
     local = int(np.unique(keys, return_counts=True)[1].min())
     n = groups.shape[1]
     scale = None
+    rank_scale = 1.0
     if routing is not None:
         scale = hierarchical_inter_node_scale(
             experts=routing[0], top_k=routing[1], nodes=max(1, n // local)
         )
+        # one copy per destination rank over NVLink: the same law with n destinations
+        rank_scale = hierarchical_inter_node_scale(experts=routing[0], top_k=routing[1], nodes=n)
     return all_to_all_step(
         n=n,
         local=local,
         inter_scale=scale,
+        rank_scale=rank_scale,
         intra_Bps=hw.switch_bandwidth_gbps * 1e9,
         inter_Bps=hw.inter_node_bandwidth_gbps * 1e9,
         intra_latency_s=hw.switch_latency_us * 1e-6,

@@ -302,9 +302,45 @@ def test_hierarchical_all_to_all_step_hand_worked() -> None:
     deep = cluster_all_to_all_step(H100, np.arange(16)[None, :], routing=(128, 8))
     assert deep.bandwidth_Bps == pytest.approx(15 / max(14 / 450e9, 8 * s / 50e9))
     assert flat.bandwidth_Bps / deep.bandwidth_Bps == pytest.approx(s)
-    # inside one node the dispatchers are the same
+
+
+def test_flex_dispatch_sends_one_copy_per_destination_rank_over_nvlink_hand_worked() -> None:
+    # Qwen3-235B at ep 16 inside one NVLink domain (GB300 NVL72 segment): 128 experts, 8 per
+    # rank, top-8. A rank gets none of a token's copies with p0 = C(120, 8) / C(128, 8) =
+    # 840261910995 / 1429702652400 = 0.5877, so the flex dispatcher sends 16 (1 - p0) = 6.60
+    # rows per token where the all-to-all dispatcher sends 8: every NVLink part x 0.8246
+    p0 = 840261910995 / 1429702652400
+    r = 16 * (1 - p0) / 8
+    assert r == pytest.approx(0.82456, abs=1e-5)
+    assert hierarchical_inter_node_scale(experts=128, top_k=8, nodes=16) == pytest.approx(r)
+    gb300 = HARDWARE_PRESETS["gb300-nvl72"]
+    flat = cluster_all_to_all_step(gb300, np.arange(16)[None, :])
+    flex = cluster_all_to_all_step(gb300, np.arange(16)[None, :], routing=(128, 8))
+    assert flat.bandwidth_Bps == pytest.approx(15 / (15 / 900e9))
+    assert flex.bandwidth_Bps == pytest.approx(15 / (15 * r / 900e9))
+    assert flex.latency_s == flat.latency_s == pytest.approx(2e-6)
+    # one DGX-H100 node, 16 experts per rank: 8 (1 - C(112, 8) / C(128, 8)) / 8 = 0.6674
     one = cluster_all_to_all_step(H100, np.arange(8)[None, :], routing=(128, 8))
-    assert one == cluster_all_to_all_step(H100, np.arange(8)[None, :])
+    flat8 = cluster_all_to_all_step(H100, np.arange(8)[None, :])
+    assert flat8.bandwidth_Bps / one.bandwidth_Bps == pytest.approx(0.66742, abs=1e-5)
+    # one expert per rank (Mixtral, 8 experts top-2 on 8 ranks): the k copies already go to k
+    # ranks, nothing to deduplicate; gpt-oss at ep 64 (2 per rank, top-4): 0.988
+    assert hierarchical_inter_node_scale(experts=8, top_k=2, nodes=8) == pytest.approx(1.0)
+    assert hierarchical_inter_node_scale(experts=128, top_k=4, nodes=64) == pytest.approx(
+        0.98819, abs=1e-5
+    )
+    # across two nodes the NVLink parts (7 own + 8 x 7/8 forwarded) shrink by the same factor
+    across = all_to_all_step(
+        n=16,
+        local=8,
+        intra_Bps=450e9,
+        inter_Bps=1e30,
+        intra_latency_s=0,
+        inter_latency_s=0,
+        inter_scale=0.5,
+        rank_scale=r,
+    )
+    assert across.bandwidth_Bps == pytest.approx(15 / (14 * r / 450e9))
 
 
 def test_plan_prices_the_deepep_dispatcher_across_nodes() -> None:

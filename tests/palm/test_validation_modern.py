@@ -58,6 +58,16 @@ def test_mapping_rules() -> None:
     oss = by_id["mb260401-b200-gpt-oss-120b-64g-bf16"].model
     assert (oss.mlp, oss.bias) == ("clamped-swiglu", True)
     assert by_id["nemo2407-h100-llama2-70b-64g"].model.mlp == "swiglu"
+    # the flex dispatcher: from the recorded recipe hints, or for the 25.11 GB200 / GB300
+    # DeepSeek-V3 and Qwen3-235B runs (no hints recorded) from their workload configs
+    dispatcher = {k: c.parallelism.moe_dispatcher for k, c in by_id.items()}
+    assert dispatcher["mb260401-b300-qwen3-235b-a22b-256g-mxfp8"] == "deepep"
+    assert dispatcher["mb260401-b200-qwen3-235b-a22b-256g-mxfp8"] == "alltoall"
+    assert dispatcher["mb2511-gb300-qwen3-235b-a22b-256g-bf16"] == "deepep"
+    assert dispatcher["mb2511-gb200-deepseek-v3-256g-bf16"] == "deepep"
+    assert dispatcher["mb2511-b200-qwen3-235b-a22b-64g-fp8mx"] == "alltoall"
+    assert dispatcher["mb2511-gb300-gpt-oss-120b-64g-bf16"] == "alltoall"
+    assert dispatcher["mb2509-gb200-qwen3-235b-a22b-64g-fp8"] == "alltoall"
     reasons = {x.case_id: x.reason for x in data.left_out}
     assert "fp4" in reasons["mb260401-gb200-llama31-405b-256g-nvfp4"].lower()
 
