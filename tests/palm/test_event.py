@@ -269,6 +269,24 @@ def test_same_input_same_json() -> None:
     assert a["engine"] == "event" and a["events_simulated"] > 0
 
 
+@pytest.mark.parametrize("noc_model", ["fair", "exclusive"])
+@pytest.mark.parametrize("path", ["examples/wafer-t18b.toml", "examples/megatron-145b.toml"])
+def test_runs_of_one_plan_agree(path: str, noc_model: str) -> None:
+    # the engine builds its resources, flows and routes once per plan (Plan.engine_tables):
+    # later runs of the plan, which read them, give the first run's result bit for bit, and
+    # a run's counters (bytes read, busy times) start from zero
+    cfg = palm.load_config(path, overrides=[f'communication.noc_model="{noc_model}"'])
+    plan = plan_for(cfg, engine="event")
+    first = run_event(plan, record=False)[0].to_dict()
+    again = run_event(plan, record=True)[0].to_dict()
+    fresh = run_event(plan_for(cfg, engine="event"), record=False)[0].to_dict()
+    for result in (first, again, fresh):
+        result.pop("sim_wall_s")
+    assert json.dumps(first) == json.dumps(again) == json.dumps(fresh)
+    assert plan.engine_tables  # the tables were kept
+    assert not dataclasses.replace(plan).engine_tables  # and are not carried over
+
+
 def test_event_count_does_not_grow_with_the_tile_count() -> None:
     counts = []
     for tiles, dp in (((5, 4), 2), ((10, 8), 8), ((50, 40), 200)):

@@ -40,7 +40,7 @@ import simpy
 
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
-from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
+from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric, resource_label
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
@@ -98,6 +98,17 @@ _BUFFER = 2
 _STEADY_EXTRA = 96
 #: inference: fewest exits before the drain for the steady-state window to use them only
 _STEADY_MIN = 8
+
+
+def _fabric(plan: Plan, granularity: str, noc_model: str) -> tuple[Fabric, FlowTable]:
+    """The plan's resources and flows (:func:`build_fabric`), built once per plan and model
+    (``Plan.engine_tables``), with a fabric of the run's own (its counters at zero)."""
+    key = ("fabric", granularity, noc_model)
+    built = plan.engine_tables.get(key)
+    if built is None:
+        built = plan.engine_tables[key] = build_fabric(plan, granularity, noc_model)
+    fabric, flows = built
+    return fabric.fresh(), flows
 
 
 def _events_scheduled(env: FlowEnvironment) -> int:
@@ -162,7 +173,7 @@ class _Run:
         self.timeline = Timeline()
         self.keep = record
         log = self.timeline.raw_flows.append if record else None
-        self.fabric, self.flows = build_fabric(plan, granularity, noc_model)
+        self.fabric, self.flows = _fabric(plan, granularity, noc_model)
         net_class = FairNet if noc_model == "fair" else ExclusiveNet
         self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)
         m, env = self.m, self.env

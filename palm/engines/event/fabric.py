@@ -96,6 +96,16 @@ class Fabric:
             self.nbytes.append(0.0)
         return idx
 
+    def fresh(self) -> Fabric:
+        """The same resources with every counter at zero: a run's own fabric, from one built
+        once per plan (whose counters stay at zero)."""
+        out = Fabric.__new__(Fabric)
+        out.keys, out.kinds, out._index = self.keys, self.kinds, self._index
+        out.capacity_Bps = self.capacity_Bps
+        n = len(self.keys)
+        out.free_at, out.busy_s, out.nbytes = [0.0] * n, [0.0] * n, [0.0] * n
+        return out
+
     def account(self, flow: Flow, duration: float, nbytes: float) -> None:
         """Book busy time and bytes without reserving: for a flow that nothing else shares,
         which therefore never waits."""

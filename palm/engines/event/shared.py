@@ -22,6 +22,7 @@ number of events does not grow with the mesh.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from heapq import heappush
 
@@ -85,6 +86,12 @@ class ChannelClasses:
             self.limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
         self.read_per_core = [0.0] * len(self.patterns)
 
+    def fresh(self) -> ChannelClasses:
+        """The same classes with nothing read yet: a run's own, from one built once per plan."""
+        out = copy.copy(self)
+        out.read_per_core = [0.0] * len(self.patterns)
+        return out
+
     def per_channel(self, per_class: Sequence[float]) -> np.ndarray:
         """A per-class quantity spread over the channels (0 for unused channels)."""
         values = np.append(np.asarray(per_class, dtype=np.float64), 0.0)
@@ -126,9 +133,15 @@ class DramSystem:
         env: simpy.Environment,
         bandwidth_Bps: Sequence[float],
         patterns: Sequence[tuple[Sequence[int], Sequence[float]]],
+        *,
+        classes: ChannelClasses | None = None,
     ) -> None:
+        """``classes``: the channels grouped already (:meth:`ChannelClasses.fresh` of those of
+        ``bandwidth_Bps`` and ``patterns``), else grouped here."""
         self.env = env
-        self.classes = ChannelClasses(bandwidth_Bps, patterns)
+        self.classes = (
+            classes if classes is not None else ChannelClasses(bandwidth_Bps, patterns)
+        )
         self.bandwidth = self.classes.bandwidth
         self._limits = self.classes.limits
         self._active: list[_Access] = []
