@@ -51,6 +51,8 @@ from palm.workload.ops import Collective
 
 __all__ = ["run_event", "Timeline", "PhaseRecord", "FlowRecord"]
 
+_new_event = object.__new__
+
 
 @dataclass(frozen=True)
 class PhaseRecord:
@@ -109,6 +111,17 @@ def _fabric(plan: Plan, granularity: str, noc_model: str) -> tuple[Fabric, FlowT
         built = plan.engine_tables[key] = build_fabric(plan, granularity, noc_model)
     fabric, flows = built
     return fabric.fresh(), flows
+
+
+def _arrivals(env: FlowEnvironment, n: int) -> list[Arrival]:
+    """``[Arrival(env) for _ in range(n)]``, the events built without their constructor's call
+    (the two fields ``simpy.Event.__init__`` sets, SimPy 4.1 simpy/events.py)."""
+    out = []
+    for _ in range(n):
+        event = _new_event(Arrival)
+        event.env, event.callbacks = env, []
+        out.append(event)
+    return out
 
 
 def _events_scheduled(env: FlowEnvironment) -> int:
@@ -177,8 +190,8 @@ class _Run:
         net_class = FairNet if noc_model == "fair" else ExclusiveNet
         self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)
         m, env = self.m, self.env
-        self.act = [[Arrival(env) for _ in range(m)] for _ in range(self.n_chunks)]
-        self.grad = [[Arrival(env) for _ in range(m)] for _ in range(self.n_chunks)]
+        self.act = [_arrivals(env, m) for _ in range(self.n_chunks)]
+        self.grad = [_arrivals(env, m) for _ in range(self.n_chunks)]
         # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead
         self.started = (
             [[env.event() for _ in range(m)] for _ in range(self.n_chunks)]

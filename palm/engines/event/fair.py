@@ -471,7 +471,22 @@ class FairNetwork:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
-        flow = _Flow(route, nbytes, now, latency_s, done, next(self._started))
+        # _Flow(route, nbytes, now, latency_s, done, seq), without the constructor's call
+        flow = _new_event(_Flow)
+        flow.route, flow.seq, flow.order, flow.remaining = (
+            route,
+            next(self._started),
+            route.order,
+            nbytes,
+        )
+        flow.t0, flow.rate, flow.end, flow.latency, flow.done, flow.finish = (
+            now,
+            0.0,
+            _INF,
+            latency_s,
+            done,
+            0.0,
+        )
         self._active[flow] = None
         if self._cls is not None:
             self._start_in_class(flow, now)
@@ -644,9 +659,8 @@ class FairNetwork:
 
     def _start_in_class(self, flow: _Flow, now: float) -> None:
         """:meth:`start` while a class lives (``flow`` is in flight already)."""
-        route, on, users, since = flow.route, self._on, self._users, self._since
-        for r in route.resources:
-            on[r][flow] = None
+        # (``_on`` is not kept while a class lives: :meth:`_dissolve` sets it again)
+        route, users, since = flow.route, self._users, self._since
         if self._count_bytes:
             carried, nbytes = self.nbytes, flow.remaining
             for r, a in route.pairs:
@@ -661,7 +675,38 @@ class FairNetwork:
             return
         c = self._cls
         assert c is not None
-        if not c.rest and flow not in on[c.bottleneck]:
+        member = c.bottleneck in route.resources
+        if member and not c.rest:
+            # _class_change for a flow that joins the class, no flow beside it (a stage's
+            # reads among the others'), inline
+            self.recomputes += 1
+            c.touched.update(route.resources)
+            weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
+            bound = c.bound
+            for q, a in route.pairs:
+                w = weight[q] = weight.get(q, 0.0) + a
+                if q != bottleneck and capacity[q] * _OVER < bound * w:
+                    bound = capacity[q] * _OVER / w
+            c.bound = bound
+            level = capacity[bottleneck] / weight[bottleneck]
+            if level <= bound or level <= c.tighten(capacity):
+                self.class_updates += 1
+                if level != c.level:
+                    c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
+                    c.service_t, c.level = now, level
+                # c.join(flow, now), inline
+                flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
+                heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
+                c.members[flow] = None
+                c.updates += 1
+                if c.updates % _REBASE == 0:
+                    c.rebase(capacity)
+                # self._class_next(), inline (no flow beside the class)
+                finish, _seq, first = c.heap[0]
+                first.end = end = c.service_t + (finish - c.service) / c.level
+                self.next_end, self._first = end, first
+                return
+        elif not c.rest:
             # _class_change's first case (a flow beside the class, no other: a hand-off
             # beside the reads), inline: it takes what the class leaves
             self.recomputes += 1
@@ -698,9 +743,10 @@ class FairNetwork:
         level, bottleneck = c.level, c.bottleneck
         if started:
             c.touched.update(route.resources)
-            if not c.rest and flow not in self._on[bottleneck]:
+            member = bottleneck in route.resources
+            if not c.rest and not member:
                 return self._alone_beside(c, flow, now)
-            if flow in self._on[bottleneck]:
+            if member:
                 joins = True
                 bound = c.bound
                 for q, a in route.pairs:
@@ -814,6 +860,15 @@ class FairNetwork:
         used = self._used
         for r in c.touched:
             used[r] = 0.0
+        # the flows on each resource, in start order, as begin and _fire keep them (every
+        # flow in flight loads only resources the class touched, but one that starts with
+        # too many in flight, whose resources carry no other flow)
+        on = self._on
+        for r in c.touched:
+            on[r] = {}
+        for f in self._active:
+            for r in f.route.resources:
+                on[r][f] = None
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -896,9 +951,8 @@ class FairNetwork:
 
     def _fire_in_class(self, f: _Flow, now: float) -> None:
         """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
-        route, on, users = f.route, self._on, self._users
-        for r in route.resources:
-            del on[r][f]
+        # (``_on`` is not kept while a class lives: :meth:`_dissolve` sets it again)
+        route, users = f.route, self._users
         f.rate = 0.0
         for r in route.tracked:
             users[r] -= 1
@@ -916,6 +970,27 @@ class FairNetwork:
             finish, _seq, first = c.heap[0]
             first.end = end = c.service_t + (finish - c.service) / c.level
             self.next_end, self._first = end, first
+        elif not rest and len(c.members) > 1:
+            # _class_change for a class flow through, no flow beside the class, inline
+            assert c.heap[0][2] is f  # the class's first through (_class_next)
+            self.recomputes += 1
+            heapq.heappop(c.heap)
+            del c.members[f]
+            weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
+            for q, a in route.pairs:
+                weight[q] -= a
+            level = capacity[bottleneck] / weight[bottleneck]
+            if level > c.bound and level > c.tighten(capacity):
+                self._dissolve(now)
+                self._reschedule(route.resources, now, whole=True)
+            else:
+                self.class_updates += 1
+                if level != c.level:
+                    c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
+                    c.service_t, c.level = now, level
+                finish, _seq, first = c.heap[0]
+                first.end = end = c.service_t + (finish - c.service) / c.level
+                self.next_end, self._first = end, first
         elif not self._class_change(f, now, started=False):
             self._dissolve(now)
             if self._active:

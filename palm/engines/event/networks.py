@@ -30,6 +30,8 @@ from palm.plan import Plan
 
 __all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
 
+_new_event = object.__new__
+
 #: where flows are recorded (the timeline's list's append), None when nothing is recorded
 FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None] | None
 
@@ -167,9 +169,7 @@ class _FairTables:
         self.same = binding_links(capacity, table + reads)
         #: routes of flows by the flow's id, made as they are first used
         self.routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
-        read_routes = [
-            Route(*self.kept(*read), capacity, self.passive(read[0])) for read in reads
-        ]
+        read_routes = [Route(*self.kept(*read), capacity, self.passive(read[0])) for read in reads]
         # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
         self.read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
         if plan.dram is not None:
@@ -226,6 +226,8 @@ class FairNet:
         self._same = tables.same
         self._routes = tables.routes
         self._read_info = tables.read_info
+        self._carried = fabric.nbytes
+        self._begin = self.net.begin
 
     @property
     def channels(self) -> ChannelClasses | None:
@@ -263,28 +265,51 @@ class FairNet:
             return None
         if not flow.resources:
             return self.env.timeout(duration)
-        done = Arrival(self.env)
-        self._start(flow, duration, nbytes, stage, done)
+        # Arrival(self.env), without the constructor's call (simpy.Event.__init__'s fields)
+        done = _new_event(Arrival)
+        done.env, done.callbacks = self.env, []
+        if self.log is None:  # _start, inline
+            route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
+            carried = self._carried
+            for r, load in booked:  # Fabric.book, inlined
+                carried[r] += load * nbytes
+            if route.pairs:
+                self._begin(route, duration * route.alone_Bps, 0.0, done)
+            else:  # never: some resource of a flow always binds (binding_links)
+                done.succeed_in(duration)
+        else:
+            self._start(flow, duration, nbytes, stage, done)
         return done
 
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
         if duration <= 0 or not flow.resources:
             to.succeed_in(max(duration, 0.0))
             return
-        self._start(flow, duration, nbytes, stage, to)
+        if self.log is None:  # _start, inline
+            route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
+            carried = self._carried
+            for r, load in booked:  # Fabric.book, inlined
+                carried[r] += load * nbytes
+            if route.pairs:
+                self._begin(route, duration * route.alone_Bps, 0.0, to)
+            else:  # never: some resource of a flow always binds (binding_links)
+                to.succeed_in(duration)
+        else:
+            self._start(flow, duration, nbytes, stage, to)
 
     def read(self, stage: int, nbytes: float) -> Any:
         assert self._channels is not None
         route, latency, booked = self._read_info[stage]
         self._channels.read_per_core[stage] += nbytes
         if nbytes > 0:
-            carried = self.fabric.nbytes
+            carried = self._carried
             for r, load in booked:  # Fabric.book, inlined
                 carried[r] += load * nbytes
         else:
             latency = 0.0
-        done = Arrival(self.env)
-        self.net.begin(route, nbytes, latency, done)
+        done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
+        done.env, done.callbacks = self.env, []
+        self._begin(route, nbytes, latency, done)
         return done
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:

@@ -139,9 +139,7 @@ class DramSystem:
         """``classes``: the channels grouped already (:meth:`ChannelClasses.fresh` of those of
         ``bandwidth_Bps`` and ``patterns``), else grouped here."""
         self.env = env
-        self.classes = (
-            classes if classes is not None else ChannelClasses(bandwidth_Bps, patterns)
-        )
+        self.classes = classes if classes is not None else ChannelClasses(bandwidth_Bps, patterns)
         self.bandwidth = self.classes.bandwidth
         self._limits = self.classes.limits
         self._active: list[_Access] = []
