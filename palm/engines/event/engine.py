@@ -40,7 +40,7 @@ import simpy
 
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
-from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric, resource_label
+from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
@@ -435,7 +435,7 @@ class _Run:
 
     def result(self, wall: float) -> Result:
         t, exposed, bubble = self._iteration()
-        self.timeline.resource_labels = [resource_label(k) for k in self.fabric.keys]
+        self.timeline.resource_labels = list(self.fabric.labels)
         self.timeline.resource_kinds = list(self.fabric.kinds)
         links, dram = _network_results(self.net, self.fabric, float(self.env.now))
         return assemble_result(
@@ -477,11 +477,11 @@ def _network_results(
     busy_s, nbytes = net.link_usage()
     links = tuple(
         LinkResult(
-            name=resource_label(key),
+            name=name,
             busy_fraction=min(1.0, busy / t) if t > 0 else 0.0,
             bytes=carried,
         )
-        for key, busy, carried in zip(fabric.keys, busy_s, nbytes, strict=True)
+        for name, busy, carried in zip(fabric.labels, busy_s, nbytes, strict=True)
     )
     channels = net.channels
     if channels is None:  # a GPU cluster (every mesh plan has DRAM channels)

@@ -82,6 +82,15 @@ class Fabric:
         self.busy_s: list[float] = []
         self.nbytes: list[float] = []
         self.capacity_Bps: list[float] = []
+        self._labels: list[str] = []
+
+    @property
+    def labels(self) -> list[str]:
+        """Readable names of the resources (:func:`resource_label`), made once per fabric and
+        shared by its :meth:`fresh` copies."""
+        if len(self._labels) != len(self.keys):
+            self._labels[:] = [resource_label(k) for k in self.keys]
+        return self._labels
 
     def resource(self, key: Hashable, kind: str, capacity_Bps: float = 1.0) -> int:
         idx = self._index.get(key)
@@ -102,6 +111,7 @@ class Fabric:
         out = Fabric.__new__(Fabric)
         out.keys, out.kinds, out._index = self.keys, self.kinds, self._index
         out.capacity_Bps = self.capacity_Bps
+        out._labels = self._labels
         n = len(self.keys)
         out.free_at, out.busy_s, out.nbytes = [0.0] * n, [0.0] * n, [0.0] * n
         return out

@@ -31,6 +31,8 @@ import simpy
 
 __all__ = ["DramSystem", "Arrival", "ChannelClasses"]
 
+_new_event = object.__new__
+
 _INF = float("inf")
 _NORMAL = simpy.events.NORMAL
 
@@ -147,6 +149,7 @@ class DramSystem:
         self._class_busy = [0.0] * self.classes.count
         self._last = 0.0
         self._timer: simpy.Event | None = None  # the timer of the last change (others: stale)
+        self._on_timer = self._complete  # the timers' callback, bound once
 
     @property
     def busy_s(self) -> np.ndarray:
@@ -223,8 +226,14 @@ class DramSystem:
             left = a.remaining / rate
             if left < soonest:
                 soonest = left
-        timer = self._timer = self.env.timeout(max(soonest, 0.0))
-        timer.callbacks.append(self._complete)
+        # self.env.timeout(delay) calling back _complete, without the constructor's calls
+        # (SimPy 4.1, simpy/events.py: the fields Timeout.__init__ sets, then schedule's push)
+        delay = max(soonest, 0.0)
+        env = self.env
+        timer = self._timer = _new_event(simpy.Timeout)
+        timer.env, timer.callbacks, timer._value = env, [self._on_timer], None  # noqa: SLF001
+        timer._delay, timer._ok = delay, True  # noqa: SLF001
+        heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), timer))  # noqa: SLF001
 
     def _complete(self, timer: simpy.Event) -> None:
         active = self._active
@@ -233,7 +242,10 @@ class DramSystem:
         now = self.env._now  # noqa: SLF001
         dt = now - self._last
         if dt > 0:
-            self._count_busy(dt)
+            busy = self._class_busy  # _count_busy, inline
+            for k, users in enumerate(self._users):
+                if users:
+                    busy[k] += dt
         else:
             dt = 0.0
         self._last = now
