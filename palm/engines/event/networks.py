@@ -107,9 +107,7 @@ class ExclusiveNet:
         (link mode) is through."""
         assert self.dram is not None
         bandwidth, latency, noc = self._read_info[stage]
-        event = self.dram.read(
-            nbytes, pattern=stage, noc_bandwidth_Bps=bandwidth, latency_s=latency
-        )
+        event = self.dram.begin(nbytes, stage, bandwidth, latency)
         end = self.env._now  # noqa: SLF001 - the clock, without the property
         if noc.resources and nbytes > 0:
             # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of

@@ -111,13 +111,20 @@ class ChannelClasses:
 
 
 class _Access:
-    __slots__ = ("remaining", "pattern", "noc_bandwidth", "latency", "done", "rate")
+    __slots__ = ("remaining", "pattern", "limits", "noc_bandwidth", "latency", "done", "rate")
 
     def __init__(
-        self, nbytes: float, pattern: int, noc_bandwidth: float, latency: float, done: Arrival
+        self,
+        nbytes: float,
+        pattern: int,
+        limits: tuple[tuple[int, float], ...],
+        noc_bandwidth: float,
+        latency: float,
+        done: Arrival,
     ) -> None:
         self.remaining = nbytes
         self.pattern = pattern
+        self.limits = limits  # its pattern's (class, limit) pairs
         self.noc_bandwidth = noc_bandwidth
         self.latency = latency
         self.done = done
@@ -183,8 +190,15 @@ class DramSystem:
         latency_s: float,
     ) -> simpy.Event:
         """Every core of access pattern ``pattern`` reads ``nbytes_per_core``."""
+        return self.begin(nbytes_per_core, pattern, noc_bandwidth_Bps, latency_s)
+
+    def begin(
+        self, nbytes_per_core: float, pattern: int, noc_bandwidth_Bps: float, latency_s: float
+    ) -> simpy.Event:
+        """:meth:`read` with positional arguments (the engine's hot path)."""
         now = self.env._now  # noqa: SLF001 - the clock, without the property
-        done = Arrival(self.env)
+        done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
+        done.env, done.callbacks = self.env, []
         self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
             self._advance(now)
@@ -198,7 +212,9 @@ class DramSystem:
         else:
             dt = 0.0
         self._last = now
-        access = _Access(nbytes_per_core, pattern, noc_bandwidth_Bps, latency_s, done)
+        access = _Access(
+            nbytes_per_core, pattern, self._limits[pattern], noc_bandwidth_Bps, latency_s, done
+        )
         self._active.append(access)
         for k, _limit in self._limits[pattern]:
             self._users[k] += 1
@@ -210,15 +226,16 @@ class DramSystem:
         for every start and every finish, firing when the access closest to completion is
         done. Earlier timers become stale. (Exactly two timers per access, so the event
         count never depends on how accesses overlap.)"""
-        users, limits = self._users, self._limits
+        users = self._users
         soonest = _INF if self._active else 0.0
-        for a in self._active:
-            if dt:  # bytes moved since the last change, at the old rate
+        if dt:  # bytes moved since the last change, at the old rate
+            for a in self._active:
                 a.remaining -= a.rate * dt
+        for a in self._active:
             # the access's rate: its NoC bandwidth or its least channel share, whichever is
             # lower; and the earliest completion on the way
             rate = a.noc_bandwidth
-            for k, limit in limits[a.pattern]:
+            for k, limit in a.limits:
                 share = limit / users[k]
                 if share < rate:
                     rate = share
@@ -265,7 +282,8 @@ class DramSystem:
                 if left < best:
                     a, best = x, left
         active.remove(a)
-        for k, _limit in self._limits[a.pattern]:
-            self._users[k] -= 1
+        users = self._users
+        for k, _limit in a.limits:
+            users[k] -= 1
         a.done.succeed_in(a.latency)
         self._schedule()
