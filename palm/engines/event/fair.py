@@ -491,8 +491,76 @@ class FairNetwork:
             0.0,
         )
         self._active[flow] = None
-        if self._cls is not None:
-            self._start_in_class(flow, now)
+        c = self._cls
+        if c is not None:  # a class lives: the class's update, inline
+            # (``_on`` is not kept while a class lives: :meth:`_dissolve` sets it again)
+            users, since = self._users, self._since
+            if self._count_bytes:
+                carried = self.nbytes
+                for r, a in route.pairs:
+                    carried[r] += a * nbytes
+            for r in route.tracked:
+                if not users[r]:
+                    since[r] = now
+                users[r] += 1
+            if len(self._active) > _ALL_BELOW:
+                self._dissolve(now)
+                self._reschedule(route.resources, now, whole=True)
+                return
+            member = c.bottleneck in route.resources
+            if member and not c.rest:
+                # _class_change for a flow that joins the class, no flow beside it (a stage's
+                # reads among the others'), inline
+                self.recomputes += 1
+                c.touched.update(route.resources)
+                weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
+                bound = c.bound
+                for q, a in route.pairs:
+                    w = weight[q] = weight.get(q, 0.0) + a
+                    if q != bottleneck and capacity[q] * _OVER < bound * w:
+                        bound = capacity[q] * _OVER / w
+                c.bound = bound
+                level = capacity[bottleneck] / weight[bottleneck]
+                if level <= bound or level <= c.tighten(capacity):
+                    self.class_updates += 1
+                    if level != c.level:
+                        c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
+                        c.service_t, c.level = now, level
+                    # c.join(flow, now), inline
+                    flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
+                    heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
+                    c.members[flow] = None
+                    c.updates += 1
+                    if c.updates % _REBASE == 0:
+                        c.rebase(capacity)
+                    # self._class_next(), inline (no flow beside the class)
+                    finish, _seq, first = c.heap[0]
+                    first.end = end = c.service_t + (finish - c.service) / c.level
+                    self.next_end, self._first = end, first
+                    return
+            elif not c.rest:
+                # _class_change's first case (a flow beside the class, no other: a hand-off
+                # beside the reads), inline: it takes what the class leaves
+                self.recomputes += 1
+                c.touched.update(route.resources)
+                capacity, weight, level = self.capacity, c.weight, c.level
+                rate = _INF
+                for q, a in route.pairs:
+                    share = (capacity[q] - weight.get(q, 0.0) * level) / a
+                    if share < rate:
+                        rate = share
+                if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
+                    c.rest[flow] = None
+                    self.class_updates += 1
+                    flow.rate = rate
+                    flow.end = end = now + flow.remaining / rate
+                    if end < self.next_end:  # on a tie, the class's flow started earlier
+                        self.next_end, self._first = end, flow
+                    return
+            elif self._class_change(flow, now, started=True):
+                return
+            self._dissolve(now)
+            self._reschedule(route.resources, now, whole=True)
             return
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
@@ -659,79 +727,6 @@ class FairNetwork:
             if e <= end and (e < end or g.seq < seq):
                 first, end, seq = g, e, g.seq
         self.next_end, self._first = end, first
-
-    def _start_in_class(self, flow: _Flow, now: float) -> None:
-        """:meth:`start` while a class lives (``flow`` is in flight already)."""
-        # (``_on`` is not kept while a class lives: :meth:`_dissolve` sets it again)
-        route, users, since = flow.route, self._users, self._since
-        if self._count_bytes:
-            carried, nbytes = self.nbytes, flow.remaining
-            for r, a in route.pairs:
-                carried[r] += a * nbytes
-        for r in route.tracked:
-            if not users[r]:
-                since[r] = now
-            users[r] += 1
-        if len(self._active) > _ALL_BELOW:
-            self._dissolve(now)
-            self._reschedule(route.resources, now, whole=True)
-            return
-        c = self._cls
-        assert c is not None
-        member = c.bottleneck in route.resources
-        if member and not c.rest:
-            # _class_change for a flow that joins the class, no flow beside it (a stage's
-            # reads among the others'), inline
-            self.recomputes += 1
-            c.touched.update(route.resources)
-            weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
-            bound = c.bound
-            for q, a in route.pairs:
-                w = weight[q] = weight.get(q, 0.0) + a
-                if q != bottleneck and capacity[q] * _OVER < bound * w:
-                    bound = capacity[q] * _OVER / w
-            c.bound = bound
-            level = capacity[bottleneck] / weight[bottleneck]
-            if level <= bound or level <= c.tighten(capacity):
-                self.class_updates += 1
-                if level != c.level:
-                    c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-                    c.service_t, c.level = now, level
-                # c.join(flow, now), inline
-                flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
-                heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
-                c.members[flow] = None
-                c.updates += 1
-                if c.updates % _REBASE == 0:
-                    c.rebase(capacity)
-                # self._class_next(), inline (no flow beside the class)
-                finish, _seq, first = c.heap[0]
-                first.end = end = c.service_t + (finish - c.service) / c.level
-                self.next_end, self._first = end, first
-                return
-        elif not c.rest:
-            # _class_change's first case (a flow beside the class, no other: a hand-off
-            # beside the reads), inline: it takes what the class leaves
-            self.recomputes += 1
-            c.touched.update(route.resources)
-            capacity, weight, level = self.capacity, c.weight, c.level
-            rate = _INF
-            for q, a in route.pairs:
-                share = (capacity[q] - weight.get(q, 0.0) * level) / a
-                if share < rate:
-                    rate = share
-            if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
-                c.rest[flow] = None
-                self.class_updates += 1
-                flow.rate = rate
-                flow.end = end = now + flow.remaining / rate
-                if end < self.next_end:  # on a tie, the class's flow started earlier
-                    self.next_end, self._first = end, flow
-                return
-        elif self._class_change(flow, now, started=True):
-            return
-        self._dissolve(now)
-        self._reschedule(route.resources, now, whole=True)
 
     def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
         """``flow`` started (``started``) or ended while a class lives: the class's new level
