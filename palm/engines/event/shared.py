@@ -111,7 +111,17 @@ class ChannelClasses:
 
 
 class _Access:
-    __slots__ = ("remaining", "pattern", "limits", "noc_bandwidth", "latency", "done", "rate")
+    __slots__ = (
+        "remaining",
+        "pattern",
+        "limits",
+        "single",
+        "limit",
+        "noc_bandwidth",
+        "latency",
+        "done",
+        "rate",
+    )
 
     def __init__(
         self,
@@ -125,6 +135,8 @@ class _Access:
         self.remaining = nbytes
         self.pattern = pattern
         self.limits = limits  # its pattern's (class, limit) pairs
+        # the class and limit of a pattern on one class (-1: several)
+        self.single, self.limit = limits[0] if len(limits) == 1 else (-1, 0.0)
         self.noc_bandwidth = noc_bandwidth
         self.latency = latency
         self.done = done
@@ -228,17 +240,22 @@ class DramSystem:
         count never depends on how accesses overlap.)"""
         users = self._users
         soonest = _INF if self._active else 0.0
-        if dt:  # bytes moved since the last change, at the old rate
-            for a in self._active:
-                a.remaining -= a.rate * dt
         for a in self._active:
+            if dt:  # bytes moved since the last change, at the old rate
+                a.remaining -= a.rate * dt
             # the access's rate: its NoC bandwidth or its least channel share, whichever is
             # lower; and the earliest completion on the way
             rate = a.noc_bandwidth
-            for k, limit in a.limits:
-                share = limit / users[k]
+            k = a.single
+            if k >= 0:  # a pattern on one channel class (an interleaved placement's)
+                share = a.limit / users[k]
                 if share < rate:
                     rate = share
+            else:
+                for k, limit in a.limits:
+                    share = limit / users[k]
+                    if share < rate:
+                        rate = share
             a.rate = rate
             left = a.remaining / rate
             if left < soonest:
