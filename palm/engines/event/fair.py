@@ -252,6 +252,7 @@ class _Class:
         "service_t",
         "rest",
         "touched",
+        "seen",
         "bound",
         "updates",
     )
@@ -266,6 +267,7 @@ class _Class:
         self.service_t = now
         self.rest: dict[_Flow, None] = {}  # the other flows in flight, in start order
         self.touched: set[int] = set()  # resources loaded by any flow while the class lived
+        self.seen: set[Route] = set()  # the routes of those flows (their resources touched)
         self.bound = 0.0  # see tighten
         self.updates = 0
 
@@ -512,7 +514,9 @@ class FairNetwork:
                 # _class_change for a flow that joins the class, no flow beside it (a stage's
                 # reads among the others'), inline
                 self.recomputes += 1
-                c.touched.update(route.resources)
+                if route not in c.seen:
+                    c.seen.add(route)
+                    c.touched.update(route.resources)
                 weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
                 bound = c.bound
                 for q, a in route.pairs:
@@ -542,7 +546,9 @@ class FairNetwork:
                 # _class_change's first case (a flow beside the class, no other: a hand-off
                 # beside the reads), inline: it takes what the class leaves
                 self.recomputes += 1
-                c.touched.update(route.resources)
+                if route not in c.seen:
+                    c.seen.add(route)
+                    c.touched.update(route.resources)
                 capacity, weight, level = self.capacity, c.weight, c.level
                 rate = _INF
                 for q, a in route.pairs:
@@ -702,8 +708,11 @@ class FairNetwork:
             return
         c = self._cls = _Class(r, lowest, now)
         weight, touched = c.weight, c.touched
+        seen = c.seen
         for g in group:
-            touched.update(g.route.resources)
+            if g.route not in seen:
+                seen.add(g.route)
+                touched.update(g.route.resources)
             if g in flows:
                 g.remaining -= g.rate * (now - g.t0)  # bytes left now
                 g.t0 = now
@@ -740,7 +749,9 @@ class FairNetwork:
         joins = False
         level, bottleneck = c.level, c.bottleneck
         if started:
-            c.touched.update(route.resources)
+            if route not in c.seen:
+                c.seen.add(route)
+                c.touched.update(route.resources)
             member = bottleneck in route.resources
             if not c.rest and not member:
                 return self._alone_beside(c, flow, now)
