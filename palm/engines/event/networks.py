@@ -64,7 +64,7 @@ class ExclusiveNet:
         self._read_info: list[tuple[float, float, Flow]] = []
         if plan.dram is not None:
             classes = _channel_classes(plan)
-            self.dram = DramSystem(env, classes.bandwidth, classes.patterns, classes=classes)
+            self.dram = DramSystem(env, classes.bandwidth, (), classes=classes)
             if flows.dram is not None:
                 self._read_info = [
                     (a.noc.bandwidth_Bps, a.response_s + a.noc.latency_s, d.noc)

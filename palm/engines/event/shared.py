@@ -158,7 +158,7 @@ class DramSystem:
         classes: ChannelClasses | None = None,
     ) -> None:
         """``classes``: the channels grouped already (:meth:`ChannelClasses.fresh` of those of
-        ``bandwidth_Bps`` and ``patterns``), else grouped here."""
+        ``bandwidth_Bps`` and ``patterns``, which are then not read), else grouped here."""
         self.env = env
         self.classes = classes if classes is not None else ChannelClasses(bandwidth_Bps, patterns)
         self.bandwidth = self.classes.bandwidth
@@ -277,8 +277,8 @@ class DramSystem:
         dt = now - self._last
         if dt > 0:
             busy = self._class_busy  # _count_busy, inline
-            for k, users in enumerate(self._users):
-                if users:
+            for k, n in enumerate(self._users):
+                if n:
                     busy[k] += dt
         else:
             dt = 0.0
