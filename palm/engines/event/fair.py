@@ -324,6 +324,7 @@ def _slower(flows: dict[_Flow, None], leaving: _Flow, rate: float) -> bool:
 
 _END = attrgetter("end")
 _ORDER = attrgetter("order")
+_SEQ = attrgetter("seq")
 _ROUTE = attrgetter("route")
 _RESOURCES = attrgetter("resources")
 
@@ -492,10 +493,10 @@ class FairNetwork:
             done,
             0.0,
         )
-        self._active[flow] = None
         c = self._cls
         if c is not None:  # a class lives: the class's update, inline
-            # (``_on`` is not kept while a class lives: :meth:`_dissolve` sets it again)
+            # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
+            # and rest are the flows in flight: :meth:`_dissolve` sets them again)
             users, since = self._users, self._since
             if self._count_bytes:
                 carried = self.nbytes
@@ -505,8 +506,8 @@ class FairNetwork:
                 if not users[r]:
                     since[r] = now
                 users[r] += 1
-            if len(self._active) > _ALL_BELOW:
-                self._dissolve(now)
+            if len(c.members) + len(c.rest) >= _ALL_BELOW:  # with flow, more in flight
+                self._dissolve(now, flow)
                 self._reschedule(route.resources, now, whole=True)
                 return
             member = c.bottleneck in route.resources
@@ -565,9 +566,10 @@ class FairNetwork:
                     return
             elif self._class_change(flow, now, started=True):
                 return
-            self._dissolve(now)
+            self._dissolve(now, flow)
             self._reschedule(route.resources, now, whole=True)
             return
+        self._active[flow] = None
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
@@ -607,7 +609,8 @@ class FairNetwork:
         c = self._cls
         if c is None:
             return {f: f.rate for f in self._active}
-        return {f: c.level if f in c.members else f.rate for f in self._active}
+        flows = sorted([*c.members, *c.rest], key=_SEQ)  # in flight, in start order
+        return {f: c.level if f in c.members else f.rate for f in flows}
 
     def _next(self) -> None:
         """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
@@ -855,9 +858,10 @@ class FairNetwork:
             self.next_end, self._first = end, flow
         return True
 
-    def _dissolve(self, now: float) -> None:
+    def _dissolve(self, now: float, started: _Flow | None = None) -> None:
         """End the class: its flows get their bytes left, rate and end as flows of their own,
-        and the use of every resource it touched is left for a full filling to set."""
+        and the use of every resource it touched is left for a full filling to set. The flows
+        in flight are the class's members and rest, and ``started``, the flow starting."""
         c = self._cls
         assert c is not None
         self._cls = None
@@ -872,10 +876,15 @@ class FairNetwork:
         # the flows on each resource, in start order, as begin and _fire keep them (every
         # flow in flight loads only resources the class touched, but one that starts with
         # too many in flight, whose resources carry no other flow)
+        flows = dict.fromkeys(c.members)
+        flows.update(dict.fromkeys(c.rest))
+        if started is not None:
+            flows[started] = None
+        self._active = active = dict.fromkeys(sorted(flows, key=_SEQ))  # in start order
         on = self._on
         for r in c.touched:
             on[r] = {}
-        for f in self._active:
+        for f in active:
             for r in f.route.resources:
                 on[r][f] = None
 
@@ -962,9 +971,9 @@ class FairNetwork:
         """:meth:`_fire` while a class lives (the clock calls it directly then)."""
         f = self._first
         assert f is not None
-        del self._active[f]
         now = self.env._now  # noqa: SLF001
-        # (``_on`` is not kept while a class lives: :meth:`_dissolve` sets it again)
+        # (neither ``_active`` nor ``_on`` is kept while a class lives: :meth:`_dissolve`
+        # sets them again, without ``f``, which has left the class's members or rest then)
         route, users = f.route, self._users
         f.rate = 0.0
         for r in route.tracked:
