@@ -424,7 +424,12 @@ class FairNetwork:
     ``count_bytes``) record utilisation."""
 
     def __init__(
-        self, env: simpy.Environment, capacity_Bps: Sequence[float], *, count_bytes: bool = True
+        self,
+        env: simpy.Environment,
+        capacity_Bps: Sequence[float],
+        *,
+        count_bytes: bool = True,
+        filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] | None = None,
     ) -> None:
         if not isinstance(env, FlowEnvironment):
             raise TypeError("FairNetwork runs on a FlowEnvironment (its clock drives flow ends)")
@@ -453,8 +458,13 @@ class FairNetwork:
         self._started = itertools.count()
         self.recomputes = 0
         # progressive filling's answers by the routes in flight, in order: a pipeline's steady
-        # state brings the same sets of flows back again and again
-        self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
+        # state brings the same sets of flows back again and again. ``filled``: a memo kept
+        # by the caller, shared by networks of the same capacities whose flows take the same
+        # Route objects (the runs of one plan: a filling depends on its routes and the
+        # capacities alone, so a shared memo changes no rate)
+        self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = (
+            {} if filled is None else filled
+        )
         self._filler = _Filler(self.capacity)
         #: the flows frozen at the first bottleneck, while they stay the slowest (else None)
         self._cls: _Class | None = None

@@ -165,6 +165,9 @@ class _FairTables:
             (f.resources, f.loads) for f in (*flows.tp, *flows.dp, *flows.send, *flows.grad)
         ]
         self.same = binding_links(capacity, table + reads)
+        #: progressive filling's answers by the routes in flight (the network's memo, kept
+        #: for the plan's later runs, whose flows take the same routes on the same capacities)
+        self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
         #: routes of flows by the flow's id, made as they are first used
         self.routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
         read_routes = [Route(*self.kept(*read), capacity, self.passive(read[0])) for read in reads]
@@ -219,7 +222,8 @@ class FairNet:
             tables = plan.engine_tables[key] = _FairTables(plan, fabric, flows)
         self._tables = tables
         self._channels = None if tables.channels is None else tables.channels.fresh()
-        self.net = FairNetwork(env, tables.capacity, count_bytes=False)  # the fabric counts
+        # the fabric counts the bytes; fillings are remembered across the plan's runs
+        self.net = FairNetwork(env, tables.capacity, count_bytes=False, filled=tables.filled)
         self._n_links = tables.n_links
         self._same = tables.same
         self._routes = tables.routes
