@@ -69,6 +69,9 @@ class ChannelClasses:
             (np.asarray(channels, dtype=np.int64), np.asarray(cores, dtype=np.float64))
             for channels, cores in patterns
         ]
+        self.read_per_core = [0.0] * len(self.patterns)
+        if self._one_class(bandwidth):
+            return
         # which patterns use each channel, as rows of a (channels x patterns) table
         uses = np.zeros((n_channels, max(1, len(self.patterns))), dtype=bool)
         for p, (channels, _cores) in enumerate(self.patterns):
@@ -86,7 +89,25 @@ class ChannelClasses:
             np.minimum.at(best, self.channel_class[channels], bandwidth[channels] / cores)
             k = np.nonzero(np.isfinite(best))[0]
             self.limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
-        self.read_per_core = [0.0] * len(self.patterns)
+
+    def _one_class(self, bandwidth: np.ndarray) -> bool:
+        """When every pattern uses the same channels, in the same order (interleaved
+        placement: every stage reads every channel), they are one class, numbered 0, and a
+        pattern's limit is the least of its channels' ``bandwidth / cores``: what the general
+        grouping gives (a minimum is exact in any order), without sorting the table of uses.
+        False (nothing set) otherwise."""
+        if not self.patterns:
+            return False
+        first = self.patterns[0][0]
+        if not len(first) or not all(np.array_equal(c, first) for c, _ in self.patterns[1:]):
+            return False
+        self.channel_class = np.full(len(self.bandwidth), -1, dtype=np.int64)
+        self.channel_class[first] = 0
+        self.count = 1
+        per_core = bandwidth[first][None, :] / np.stack([cores for _, cores in self.patterns])
+        least = per_core.min(axis=1).tolist()
+        self.limits = [((0, x),) if x < np.inf else () for x in least]
+        return True
 
     def fresh(self) -> ChannelClasses:
         """The same classes with nothing read yet: a run's own, from one built once per plan."""
