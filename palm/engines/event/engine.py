@@ -44,7 +44,7 @@ from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
-from palm.engines.event.shared import Arrival
+from palm.engines.event.shared import PENDING, Arrival
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
@@ -115,11 +115,11 @@ def _fabric(plan: Plan, granularity: str, noc_model: str) -> tuple[Fabric, FlowT
 
 def _arrivals(env: FlowEnvironment, n: int) -> list[Arrival]:
     """``[Arrival(env) for _ in range(n)]``, the events built without their constructor's call
-    (the two fields ``simpy.Event.__init__`` sets, SimPy 4.1 simpy/events.py)."""
+    (the fields :class:`Arrival`'s constructor sets)."""
     out = []
     for _ in range(n):
         event = _new_event(Arrival)
-        event.env, event.callbacks = env, []
+        event.env, event.callbacks, event._value = env, [], PENDING  # noqa: SLF001
         out.append(event)
     return out
 

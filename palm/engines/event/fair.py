@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from palm.engines.event.shared import Arrival
+from palm.engines.event.shared import Arrival, Timer
 from palm.network.flows import fill
 
 __all__ = ["FairNetwork", "FlowEnvironment", "Route", "fair_rates"]
@@ -345,10 +345,11 @@ class FlowEnvironment(simpy.Environment):
     def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:  # type: ignore[override]
         """``simpy.Timeout(self, delay, value)`` built without its constructor's calls (SimPy
         4.1, simpy/events.py: the fields ``Timeout.__init__`` sets, then ``schedule``'s push
-        with the environment's event counter): the same event, scheduled the same way."""
+        with the environment's event counter): the same event, scheduled the same way, as a
+        :class:`~palm.engines.event.shared.Timer` (its fields in slots)."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        event = _new_event(simpy.Timeout)
+        event = _new_event(Timer)
         event.env, event.callbacks, event._value = self, [], value  # noqa: SLF001
         event._delay, event._ok = delay, True  # noqa: SLF001
         heapq.heappush(self._queue, (self._now + delay, _NORMAL, next(self._eid), event))

@@ -24,7 +24,7 @@ import simpy
 
 from palm.engines.event.fabric import Fabric, Flow, FlowTable
 from palm.engines.event.fair import FairNetwork, Route
-from palm.engines.event.shared import Arrival, ChannelClasses, DramSystem
+from palm.engines.event.shared import PENDING, Arrival, ChannelClasses, DramSystem
 from palm.hardware.spec import Mesh2DHardware
 from palm.plan import Plan
 
@@ -267,9 +267,9 @@ class FairNet:
             return None
         if not flow.resources:
             return self.env.timeout(duration)
-        # Arrival(self.env), without the constructor's call (simpy.Event.__init__'s fields)
+        # Arrival(self.env), without the constructor's call (the fields it sets)
         done = _new_event(Arrival)
-        done.env, done.callbacks = self.env, []
+        done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
         if self.log is None:  # _start, inline
             route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
             carried = self._carried
@@ -310,7 +310,7 @@ class FairNet:
         else:
             latency = 0.0
         done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
-        done.env, done.callbacks = self.env, []
+        done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
         self._begin(route, nbytes, latency, done)
         return done
 

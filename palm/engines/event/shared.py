@@ -29,7 +29,7 @@ from heapq import heappush
 import numpy as np
 import simpy
 
-__all__ = ["DramSystem", "Arrival", "ChannelClasses"]
+__all__ = ["DramSystem", "Arrival", "ChannelClasses", "Timer"]
 
 _new_event = object.__new__
 
@@ -37,9 +37,23 @@ _INF = float("inf")
 _NORMAL = simpy.events.NORMAL
 
 
+#: the value of an event not triggered yet (SimPy's ``simpy.events.PENDING``)
+PENDING = simpy.events.PENDING
+
+
 class Arrival(simpy.Event):
     """An event that can be told, at the sender's time, to fire ``delay`` seconds later: one
-    scheduled event per hand-off instead of a timeout plus a trigger."""
+    scheduled event per hand-off instead of a timeout plus a trigger.
+
+    The fields SimPy reads and writes on every event (``simpy.Event``'s, SimPy 4.1
+    simpy/events.py) are slots, not entries of the instance's dictionary: the engine makes
+    and fires thousands of these per run. A slot has no class default, so ``_value`` is set
+    to ``PENDING`` when the event is made (``Event.__init__`` leaves it to the class)."""
+
+    __slots__ = ("env", "callbacks", "_ok", "_value")
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env, self.callbacks, self._value = env, [], PENDING
 
     def succeed_in(self, delay: float) -> None:
         # the two fields Event.succeed sets (SimPy 4, simpy/events.py), then a delayed schedule
@@ -47,6 +61,13 @@ class Arrival(simpy.Event):
         self._value = None
         env = self.env  # Environment.schedule, inlined
         heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), self))  # noqa: SLF001
+
+
+class Timer(simpy.Timeout):
+    """``simpy.Timeout`` with SimPy's per-event fields as slots (see :class:`Arrival`), for
+    the timeouts the engine builds without the constructor's calls (every field set)."""
+
+    __slots__ = ("env", "callbacks", "_value", "_delay", "_ok")
 
 
 class ChannelClasses:
@@ -231,7 +252,7 @@ class DramSystem:
         """:meth:`read` with positional arguments (the engine's hot path)."""
         now = self.env._now  # noqa: SLF001 - the clock, without the property
         done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
-        done.env, done.callbacks = self.env, []
+        done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
         self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
             self._advance(now)
@@ -285,7 +306,7 @@ class DramSystem:
         # (SimPy 4.1, simpy/events.py: the fields Timeout.__init__ sets, then schedule's push)
         delay = max(soonest, 0.0)
         env = self.env
-        timer = self._timer = _new_event(simpy.Timeout)
+        timer = self._timer = _new_event(Timer)
         timer.env, timer.callbacks, timer._value = env, [self._on_timer], None  # noqa: SLF001
         timer._delay, timer._ok = delay, True  # noqa: SLF001
         heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), timer))  # noqa: SLF001
