@@ -83,14 +83,25 @@ class Route:
         capacity: Sequence[float],
         passive: Sequence[int] = (),
     ) -> None:
-        pairs = [(int(r), float(a)) for r, a in zip(resources, loads, strict=True) if a > 0]
-        self.resources = tuple(r for r, _ in pairs)
-        self.loads = tuple(a for _, a in pairs)
-        self.pairs = tuple(pairs)  # (resource, load), what the hot loops iterate over
-        self.alone_Bps = min((capacity[r] / a for r, a in pairs), default=float("inf"))
+        kept: list[int] = []
+        kept_loads: list[float] = []
+        alone = _INF
+        for r, a in zip(resources, loads, strict=True):
+            if a > 0:
+                kept.append(int(r))
+                kept_loads.append(float(a))
+                lone = capacity[kept[-1]] / kept_loads[-1]
+                if lone < alone:
+                    alone = lone
+        self.resources = tuple(kept)
+        self.loads = tuple(kept_loads)
+        self.pairs = tuple(zip(kept, kept_loads, strict=True))  # (resource, load) pairs
+        self.alone_Bps = alone  # the least of capacity / load, inf without resources
         #: resources whose busy time the flow counts: its own and ``passive`` ones, which it
         #: loads but which can never bind its rate
-        self.tracked = self.resources + tuple(int(r) for r in passive)
+        self.tracked = (
+            self.resources + tuple(int(r) for r in passive) if passive else self.resources
+        )
         #: creation rank: flows are filled in the order of their routes, so that rates depend
         #: on which flows are in flight, not on the order they started in
         self.order = next(_ROUTES_MADE)

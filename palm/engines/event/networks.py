@@ -201,9 +201,16 @@ class _FairTables:
         """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
         cached = self.routes.get(id(flow))
         if cached is None:
-            route = Route(
-                *self.kept(flow.resources, flow.loads), self.capacity, self.passive(flow.resources)
-            )
+            # kept and passive, in one pass
+            same, n_links = self.same, self.n_links
+            kept, loads, passive = [], [], []
+            for r, a in zip(flow.resources, flow.loads, strict=True):
+                if same[r] == r:
+                    kept.append(r)
+                    loads.append(a)
+                elif same[r] == -1 and r < n_links:
+                    passive.append(r)
+            route = Route(kept, loads, self.capacity, passive)
             booked = tuple(zip(flow.resources, flow.booked, strict=True))
             cached = self.routes[id(flow)] = (route, booked)
         return cached
