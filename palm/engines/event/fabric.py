@@ -148,6 +148,11 @@ class Fabric:
         return end
 
 
+def _by_repr(item: tuple[Hashable, float]) -> str:
+    """The order of a flow's resources: by their keys' text."""
+    return repr(item[0])
+
+
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
     """Loads of a cluster flow per (port kind, stage group): its ports' loads summed, in the
     order of ``links`` (``bincount`` adds them one by one, as a loop would)."""
@@ -210,17 +215,19 @@ def build_fabric(
     fair = noc_model == "fair"
 
     def make(keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
-        items = sorted(keys.items(), key=lambda kv: repr(kv[0]))
-        res = tuple(
-            fabric.resource(
-                k,
-                k[0] if isinstance(k, tuple) else kind,
-                _capacity(plan, k) if granularity == "link" else 1.0,
+        items = list(keys.items())
+        if len(items) > 1:
+            items.sort(key=_by_repr)
+        link = granularity == "link"
+        res = []
+        for k, _ in items:
+            res.append(
+                fabric.resource(
+                    k, k[0] if isinstance(k, tuple) else kind, _capacity(plan, k) if link else 1.0
+                )
             )
-            for k, _ in items
-        )
         booked = None if carried is None else (carried,) * len(res)
-        return Flow(res, tuple(v for _, v in items), kind, booked)
+        return Flow(tuple(res), tuple(v for _, v in items), kind, booked)
 
     def flow(
         prof: Profile, kind: str, group_key: Hashable | list[Hashable], transfers: float
