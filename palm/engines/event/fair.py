@@ -204,7 +204,6 @@ class _Flow:
 
     __slots__ = (
         "route",
-        "order",
         "seq",
         "remaining",
         "t0",
@@ -220,7 +219,6 @@ class _Flow:
     ) -> None:
         self.route = route
         self.seq = seq  # start rank: on equal ends, the flow started first ends first
-        self.order = route.order
         self.remaining = nbytes
         self.t0 = now
         self.rate = 0.0
@@ -334,7 +332,7 @@ def _slower(flows: dict[_Flow, None], leaving: _Flow, rate: float) -> bool:
 
 
 _END = attrgetter("end")
-_ORDER = attrgetter("order")
+_ORDER = attrgetter("route.order")  # a flow's order in fillings: its route's rank
 _SEQ = attrgetter("seq")
 _ROUTE = attrgetter("route")
 _RESOURCES = attrgetter("resources")
@@ -383,41 +381,45 @@ class FlowEnvironment(simpy.Environment):
                     raise exc
             return
         fire, fire_in_class = net._fire, net._fire_in_class  # noqa: SLF001 - our network
-        while True:
-            end = net.next_end
-            if queue and queue[0][0] < end:
-                # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
-                # per event
-                self._now, _, _, event = pop(queue)
-                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                    exc = type(event._value)(*event._value.args)  # noqa: SLF001
-                    exc.__cause__ = event._value  # noqa: SLF001
-                    raise exc
-            elif end < _INF:
-                self._now = end
-                self.flow_events += 1
-                if net._cls is None:  # noqa: SLF001
-                    fire()
-                else:  # FairNetwork._fire's first test, taken here: one call less
-                    fire_in_class()
-                ready = net.ready
-                if ready is not None:
-                    # the ended flow's done event, scheduled at ``end`` (no latency): it is
-                    # SimPy's next event when nothing else is due by then (every event queued
-                    # at ``end`` was scheduled earlier, so comes first) and no flow ends then
-                    # (flow ends go first): then run it at once, as step would, else queue it
-                    net.ready = None
-                    if (queue and queue[0][0] <= end) or net.next_end <= end:
-                        heappush(queue, (end, _NORMAL, net.ready_eid, ready))
-                    else:
-                        callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
-                        for callback in callbacks:
-                            callback(ready)
-            else:
-                return
+        ends = 0  # flow ends, added to ``flow_events`` when the run stops
+        try:
+            while True:
+                end = net.next_end
+                if queue and queue[0][0] < end:
+                    # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
+                    # per event
+                    self._now, _, _, event = pop(queue)
+                    callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                    for callback in callbacks:
+                        callback(event)
+                    if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
+                        exc = type(event._value)(*event._value.args)  # noqa: SLF001
+                        exc.__cause__ = event._value  # noqa: SLF001
+                        raise exc
+                elif end < _INF:
+                    self._now = end
+                    ends += 1
+                    if net._cls is None:  # noqa: SLF001
+                        fire()
+                    else:  # FairNetwork._fire's first test, taken here: one call less
+                        fire_in_class()
+                    ready = net.ready
+                    if ready is not None:
+                        # the ended flow's done event, scheduled at ``end`` (no latency): it is
+                        # SimPy's next event when nothing else is due by then (every event queued
+                        # at ``end`` was scheduled earlier, so comes first) and no flow ends then
+                        # (flow ends go first): then run it at once, as step would, else queue it
+                        net.ready = None
+                        if (queue and queue[0][0] <= end) or net.next_end <= end:
+                            heappush(queue, (end, _NORMAL, net.ready_eid, ready))
+                        else:
+                            callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
+                            for callback in callbacks:
+                                callback(ready)
+                else:
+                    return
+        finally:
+            self.flow_events += ends
 
 
 class FairNetwork:
@@ -500,21 +502,10 @@ class FairNetwork:
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
         # _Flow(route, nbytes, now, latency_s, done, seq), without the constructor's call
+        # (``finish`` is set when the flow joins a class, the only time it is read)
         flow = _new_event(_Flow)
-        flow.route, flow.seq, flow.order, flow.remaining = (
-            route,
-            next(self._started),
-            route.order,
-            nbytes,
-        )
-        flow.t0, flow.rate, flow.end, flow.latency, flow.done, flow.finish = (
-            now,
-            0.0,
-            _INF,
-            latency_s,
-            done,
-            0.0,
-        )
+        flow.route, flow.seq, flow.remaining, flow.t0 = route, next(self._started), nbytes, now
+        flow.rate, flow.end, flow.latency, flow.done = 0.0, _INF, latency_s, done
         c = self._cls
         if c is not None:  # a class lives: the class's update, inline
             # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
