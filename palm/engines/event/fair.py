@@ -198,34 +198,12 @@ def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
     return [float(x) for x in fill(matrix, capacity[used])]
 
 
-class _Flow:
-    """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
-    done at ``end``."""
-
-    __slots__ = (
-        "route",
-        "seq",
-        "remaining",
-        "t0",
-        "rate",
-        "end",
-        "latency",
-        "done",
-        "finish",
-    )
-
-    def __init__(
-        self, route: Route, nbytes: float, now: float, latency: float, done: Arrival, seq: int
-    ) -> None:
-        self.route = route
-        self.seq = seq  # start rank: on equal ends, the flow started first ends first
-        self.remaining = nbytes
-        self.t0 = now
-        self.rate = 0.0
-        self.end = _INF
-        self.latency = latency
-        self.done = done
-        self.finish = 0.0  # in a _Class: the class's service counter when its bytes are through
+#: a flow in flight is kept on its done event (:class:`~palm.engines.event.shared.Arrival`,
+#: whose slots hold it): ``remaining`` bytes at time ``t0``, moving at ``rate`` since then,
+#: so through at ``end``; its ``route``, start rank ``seq`` (on equal ends, the flow started
+#: first ends first), ``latency`` after its last byte and, in a :class:`_Class`, ``finish``
+#: (the class's service counter when its bytes are through)
+_Flow = Arrival
 
 
 class _Class:
@@ -492,7 +470,8 @@ class FairNetwork:
 
     def start(self, route: Route, nbytes: float, *, latency_s: float, done: Arrival) -> None:
         """Start moving ``nbytes`` over ``route``; ``done`` fires ``latency_s`` after the last
-        byte (for an empty route: at once, after the latency)."""
+        byte (for an empty route: at once, after the latency). ``done`` is this flow's alone:
+        the flow in flight is kept on it (:data:`_Flow`)."""
         self.begin(route, nbytes, latency_s, done)
 
     def begin(self, route: Route, nbytes: float, latency_s: float, done: Arrival) -> None:
@@ -501,11 +480,11 @@ class FairNetwork:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
-        # _Flow(route, nbytes, now, latency_s, done, seq), without the constructor's call
-        # (``finish`` is set when the flow joins a class, the only time it is read)
-        flow = _new_event(_Flow)
+        # the flow is kept on its done event (``finish`` is set when it joins a class, the
+        # only time it is read)
+        flow = done
         flow.route, flow.seq, flow.remaining, flow.t0 = route, next(self._started), nbytes, now
-        flow.rate, flow.end, flow.latency, flow.done = 0.0, _INF, latency_s, done
+        flow.rate, flow.end, flow.latency = 0.0, _INF, latency_s
         c = self._cls
         if c is not None:  # a class lives: the class's update, inline
             # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
@@ -972,7 +951,7 @@ class FairNetwork:
         else:
             self._reschedule(route.resources, now)
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
-        done = f.done
+        done = f  # the flow is its done event
         done._ok, done._value = True, None  # noqa: SLF001
         env = self.env
         if f.latency:
@@ -1032,7 +1011,7 @@ class FairNetwork:
                 self._reschedule(route.resources, now, whole=True)
             else:
                 self._next()
-        done = f.done
+        done = f  # the flow is its done event
         done._ok, done._value = True, None  # noqa: SLF001
         env = self.env
         if f.latency:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from heapq import heappush
+from typing import Any
 
 import numpy as np
 import simpy
@@ -48,9 +49,35 @@ class Arrival(simpy.Event):
     The fields SimPy reads and writes on every event (``simpy.Event``'s, SimPy 4.1
     simpy/events.py) are slots, not entries of the instance's dictionary: the engine makes
     and fires thousands of these per run. A slot has no class default, so ``_value`` is set
-    to ``PENDING`` when the event is made (``Event.__init__`` leaves it to the class)."""
+    to ``PENDING`` when the event is made (``Event.__init__`` leaves it to the class).
 
-    __slots__ = ("env", "callbacks", "_ok", "_value")
+    The fair network (:mod:`palm.engines.event.fair`) keeps the flow an arrival marks the end
+    of on the arrival itself, one object per flow (the other slots; so an arrival is the done
+    event of one flow at most)."""
+
+    __slots__ = (
+        "env",
+        "callbacks",
+        "_ok",
+        "_value",
+        # the fair network's flow (palm.engines.event.fair._Flow)
+        "route",
+        "seq",
+        "remaining",
+        "t0",
+        "rate",
+        "end",
+        "latency",
+        "finish",
+    )
+    route: Any  # a palm.engines.event.fair.Route
+    seq: int
+    remaining: float
+    t0: float
+    rate: float
+    end: float
+    latency: float
+    finish: float
 
     def __init__(self, env: simpy.Environment) -> None:
         self.env, self.callbacks, self._value = env, [], PENDING
