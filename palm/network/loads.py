@@ -80,6 +80,11 @@ def link_is_inter_tile(
     ``position`` in ``direction`` crosses a tile boundary: eastward out of the last column of a
     tile, westward out of its first, and likewise for rows."""
     cr, cc = hw.cores_per_tile
+    if isinstance(direction, int | np.integer):  # one direction: no array of sizes
+        one = cc if direction in (EAST, WEST) else cr
+        at = np.asarray(position)
+        ahead = direction in (EAST, SOUTH)
+        return np.asarray((at + 1) % one == 0 if ahead else at % one == 0)
     direction, position = np.asarray(direction), np.asarray(position)
     size = np.where((direction == EAST) | (direction == WEST), cc, cr)
     forward = (direction == EAST) | (direction == SOUTH)

@@ -19,7 +19,7 @@ cost does not grow with the tile count.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,6 +43,11 @@ class Placement:
     hardware: GpuClusterHardware | Mesh2DHardware
     stage_tiles: tuple[tuple[tuple[int, int], ...], ...] = ()
     layout_snake: bool = False
+    #: :meth:`stage_region`'s answers by stage (a placement's regions are asked for by the
+    #: plan's pricing and again by the event engine's DRAM aggregate)
+    _regions: dict[int, CoreRegion] = field(
+        init=False, default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def group_size(self) -> int:
@@ -111,7 +116,13 @@ class Placement:
         """The cores of ``stage`` (mesh only) as rectangles: one per tile column of the walk it
         touches, plus the covered parts of tiles it fills only partly (see
         :mod:`palm.network.region`). The same cores as :meth:`stage_array`, without their
-        order and without one entry per core."""
+        order and without one entry per core. Computed once per stage and placement."""
+        region = self._regions.get(stage)
+        if region is None:
+            region = self._regions[stage] = self._stage_region(stage)
+        return region
+
+    def _stage_region(self, stage: int) -> CoreRegion:
         hw = self.hardware
         assert isinstance(hw, Mesh2DHardware), "stage_region is for meshes"
         cr, cc = hw.cores_per_tile

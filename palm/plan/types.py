@@ -4,7 +4,9 @@ every flow (see :mod:`palm.plan`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
 
 from palm.cost.compute import DeviceRates
 from palm.cost.memory import MemoryBreakdown
@@ -143,6 +145,12 @@ class Plan:
     grad_profiles: tuple[Profile, ...]
     dram: tuple[DramAccess, ...] | None
     sram: tuple[tuple[tuple[int, SramAllocation], ...], ...] = ()
+    #: what the event engine derives from the plan alone (its resources, flows and routes,
+    #: :func:`palm.engines.event.engine.run_event`), built by the plan's first run and read by
+    #: later ones; neither compared nor carried over by ``dataclasses.replace``
+    engine_tables: dict[Hashable, Any] = field(
+        init=False, default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def devices(self) -> int:

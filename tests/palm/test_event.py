@@ -12,6 +12,7 @@ import palm
 from palm.api import plan_for, simulate_timeline
 from palm.engines.analytical import dram_floor_s
 from palm.engines.event import run_event
+from palm.engines.event.shared import ChannelClasses
 from palm.plan import build_plan
 from palm.validation import load_cases
 
@@ -269,6 +270,24 @@ def test_same_input_same_json() -> None:
     assert a["engine"] == "event" and a["events_simulated"] > 0
 
 
+@pytest.mark.parametrize("noc_model", ["fair", "exclusive"])
+@pytest.mark.parametrize("path", ["examples/wafer-t18b.toml", "examples/megatron-145b.toml"])
+def test_runs_of_one_plan_agree(path: str, noc_model: str) -> None:
+    # the engine builds its resources, flows and routes once per plan (Plan.engine_tables):
+    # later runs of the plan, which read them, give the first run's result bit for bit, and
+    # a run's counters (bytes read, busy times) start from zero
+    cfg = palm.load_config(path, overrides=[f'communication.noc_model="{noc_model}"'])
+    plan = plan_for(cfg, engine="event")
+    first = run_event(plan, record=False)[0].to_dict()
+    again = run_event(plan, record=True)[0].to_dict()
+    fresh = run_event(plan_for(cfg, engine="event"), record=False)[0].to_dict()
+    for result in (first, again, fresh):
+        result.pop("sim_wall_s")
+    assert json.dumps(first) == json.dumps(again) == json.dumps(fresh)
+    assert plan.engine_tables  # the tables were kept
+    assert not dataclasses.replace(plan).engine_tables  # and are not carried over
+
+
 def test_event_count_does_not_grow_with_the_tile_count() -> None:
     counts = []
     for tiles, dp in (((5, 4), 2), ((10, 8), 8), ((50, 40), 200)):
@@ -442,3 +461,23 @@ def test_each_stage_books_only_its_own_tensor_parallel_time() -> None:
     booked = {link.name: link.busy_fraction * result.iteration_time_s for link in result.links}
     for s in range(p):
         assert booked[f"sw_out[{s}]"] == pytest.approx(expected[s], rel=1e-9)
+
+
+def test_patterns_on_the_same_channels_are_one_class_with_their_least_share() -> None:
+    # three stages reading the same three channels (interleaved placement): one class; a
+    # stage's limit is the least of bandwidth / cores over the channels (hand-worked:
+    # 10 / 2, 6 / 1, 8 / 4 -> 2; 10 / 1, 6 / 3, 8 / 1 -> 2; 10 / 5, 6 / 1, 8 / 1 -> 2), as the
+    # general grouping gives; a fourth stage on two of them makes two classes
+    bandwidth = [10.0, 6.0, 8.0, 7.0]  # channel 3 unused
+    same = [
+        ([0, 1, 2], [2.0, 1.0, 4.0]),
+        ([0, 1, 2], [1.0, 3.0, 1.0]),
+        ([0, 1, 2], [5.0, 1.0, 1.0]),
+    ]
+    one = ChannelClasses(bandwidth, same)
+    assert one.count == 1 and one.channel_class.tolist() == [0, 0, 0, -1]
+    assert one.limits == [((0, 2.0),), ((0, 2.0),), ((0, 2.0),)]
+    two = ChannelClasses(bandwidth, [*same, ([1, 2], [1.0, 2.0])])
+    assert two.count == 2 and two.channel_class.tolist() == [0, 1, 1, -1]
+    assert two.limits[0] == ((0, 5.0), (1, 2.0))  # 10 / 2 on class 0; min(6, 2) on class 1
+    assert two.limits[3] == ((1, 4.0),)  # min(6 / 1, 8 / 2)

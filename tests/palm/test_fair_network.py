@@ -325,3 +325,39 @@ def test_a_done_event_without_latency_keeps_its_place_among_events_of_the_same_t
     order_earlier, events_earlier = _order_of_a_flow_end_beside_a_timeout(0.5)
     assert order_earlier == ["timeout@0.5", "done@1.0"]
     assert events == events_later == events_earlier == 3
+
+
+def test_a_memo_shared_by_two_networks_changes_no_end() -> None:
+    # the runs of one plan share progressive filling's memo (FairNet keeps it with the plan's
+    # routes). Link 0 of 10 B/s, link 1 of 8 B/s: A (10 B, link 0) alone until 0.5 (5 B
+    # moved); then B (2 B, link 0) and C (4 B, links 0 and 1) start: 10/3 B/s each, B is
+    # through at 1.1 (A and C have moved 2 B more); A and C at 5 B/s, C through at 1.5, A's
+    # last byte alone at 10 B/s, through at 1.6. A network that reads the first's memo adds
+    # nothing to it and gives the same ends bit for bit.
+    capacity = [10.0, 8.0]
+    a, c = Route([0], [1.0], capacity), Route([0, 1], [1.0, 1.0], capacity)  # the plan's routes
+
+    def run(filled: dict[Any, Any]) -> tuple[dict[str, float], FairNetwork]:
+        env = FlowEnvironment()
+        net = FairNetwork(env, capacity, filled=filled)
+        ends: dict[str, float] = {}
+        _start(env, net, a, 10.0, ends, "a")
+
+        def joiner() -> Generator[simpy.Event, None, None]:
+            yield env.timeout(0.5)
+            _start(env, net, a, 2.0, ends, "b")
+            _start(env, net, c, 4.0, ends, "c")
+
+        env.process(joiner())
+        env.run()
+        return ends, net
+
+    memo: dict[Any, Any] = {}
+    first, _ = run(memo)
+    assert first == {"b": pytest.approx(1.1), "c": pytest.approx(1.5), "a": pytest.approx(1.6)}
+    entries = len(memo)
+    again, _ = run(memo)
+    assert entries > 0 and len(memo) == entries  # the second run only read the memo
+    assert again == first
+    alone, _ = run({})
+    assert alone == first

@@ -231,3 +231,38 @@ def test_per_boundary_strategies_are_validated_and_used() -> None:
     same = build_plan(palm.parse_config({**base, "communication": {"adapters": 2}}))
     assert mixed.chunks[0].send_s != same.chunks[0].send_s
     assert mixed.chunks[1].send_s == same.chunks[1].send_s
+
+
+def test_stage_regions_are_computed_once_and_hold_the_stage_array_cores() -> None:
+    # a placement remembers its stages' regions (the plan's pricing and the event engine's
+    # DRAM aggregate ask for them): the same object again, with the cores of stage_array
+    cfg = palm.parse_config(_mesh_tables(tiles=[2, 2], cores=[2, 2], layers=4, pp=4, tp=2, dp=2))
+    placement = build_plan(cfg).placement
+    for s in range(4):
+        region = placement.stage_region(s)
+        assert placement.stage_region(s) is region
+        cores = {tuple(c) for c in placement.stage_array(s).reshape(-1, 2).tolist()}
+        assert {tuple(c) for c in region.cores().tolist()} == cores
+        assert region.count == 4  # tp x dp cores, each once
+
+
+def test_one_direction_gives_the_links_of_the_array_form() -> None:
+    # link_is_inter_tile with one direction (the DRAM pricing's calls) is the array form's
+    # answer: on 2 x 3 cores per tile, eastward links leave columns 2, 5, ... across a tile
+    # boundary, westward ones columns 0, 3, ...; southward rows 1, 3, ..., northward 0, 2, ...
+    from palm.network.loads import EAST, NORTH, SOUTH, WEST, link_is_inter_tile
+
+    cfg = palm.parse_config(_mesh_tables(tiles=[2, 2], cores=[2, 3], layers=4, pp=4, tp=2, dp=3))
+    hw = cfg.hardware
+    at = np.arange(6)
+    expected = {
+        EAST: [False, False, True, False, False, True],
+        WEST: [True, False, False, True, False, False],
+        SOUTH: [False, True, False, True, False, True],
+        NORTH: [True, False, True, False, True, False],
+    }
+    for direction, inter in expected.items():
+        assert link_is_inter_tile(hw, direction, at).tolist() == inter  # type: ignore[arg-type]
+        both = link_is_inter_tile(hw, np.full(6, direction), at)  # type: ignore[arg-type]
+        assert both.tolist() == inter
+        assert link_is_inter_tile(hw, direction, 2).shape == ()  # type: ignore[arg-type]

@@ -40,16 +40,18 @@ import simpy
 
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
-from palm.engines.event.fabric import Fabric, Flow, build_fabric, resource_label
+from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
-from palm.engines.event.shared import Arrival
+from palm.engines.event.shared import PENDING, Arrival
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
 
 __all__ = ["run_event", "Timeline", "PhaseRecord", "FlowRecord"]
+
+_new_event = object.__new__
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,28 @@ _BUFFER = 2
 _STEADY_EXTRA = 96
 #: inference: fewest exits before the drain for the steady-state window to use them only
 _STEADY_MIN = 8
+
+
+def _fabric(plan: Plan, granularity: str, noc_model: str) -> tuple[Fabric, FlowTable]:
+    """The plan's resources and flows (:func:`build_fabric`), built once per plan and model
+    (``Plan.engine_tables``), with a fabric of the run's own (its counters at zero)."""
+    key = ("fabric", granularity, noc_model)
+    built = plan.engine_tables.get(key)
+    if built is None:
+        built = plan.engine_tables[key] = build_fabric(plan, granularity, noc_model)
+    fabric, flows = built
+    return fabric.fresh(), flows
+
+
+def _arrivals(env: FlowEnvironment, n: int) -> list[Arrival]:
+    """``[Arrival(env) for _ in range(n)]``, the events built without their constructor's call
+    (the fields :class:`Arrival`'s constructor sets)."""
+    out = []
+    for _ in range(n):
+        event = _new_event(Arrival)
+        event.env, event.callbacks, event._value = env, [], PENDING  # noqa: SLF001
+        out.append(event)
+    return out
 
 
 def _events_scheduled(env: FlowEnvironment) -> int:
@@ -162,12 +186,12 @@ class _Run:
         self.timeline = Timeline()
         self.keep = record
         log = self.timeline.raw_flows.append if record else None
-        self.fabric, self.flows = build_fabric(plan, granularity, noc_model)
+        self.fabric, self.flows = _fabric(plan, granularity, noc_model)
         net_class = FairNet if noc_model == "fair" else ExclusiveNet
         self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)
         m, env = self.m, self.env
-        self.act = [[Arrival(env) for _ in range(m)] for _ in range(self.n_chunks)]
-        self.grad = [[Arrival(env) for _ in range(m)] for _ in range(self.n_chunks)]
+        self.act = [_arrivals(env, m) for _ in range(self.n_chunks)]
+        self.grad = [_arrivals(env, m) for _ in range(self.n_chunks)]
         # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead
         self.started = (
             [[env.event() for _ in range(m)] for _ in range(self.n_chunks)]
@@ -411,7 +435,7 @@ class _Run:
 
     def result(self, wall: float) -> Result:
         t, exposed, bubble = self._iteration()
-        self.timeline.resource_labels = [resource_label(k) for k in self.fabric.keys]
+        self.timeline.resource_labels = list(self.fabric.labels)
         self.timeline.resource_kinds = list(self.fabric.kinds)
         links, dram = _network_results(self.net, self.fabric, float(self.env.now))
         return assemble_result(
@@ -453,11 +477,11 @@ def _network_results(
     busy_s, nbytes = net.link_usage()
     links = tuple(
         LinkResult(
-            name=resource_label(key),
+            name=name,
             busy_fraction=min(1.0, busy / t) if t > 0 else 0.0,
             bytes=carried,
         )
-        for key, busy, carried in zip(fabric.keys, busy_s, nbytes, strict=True)
+        for name, busy, carried in zip(fabric.labels, busy_s, nbytes, strict=True)
     )
     channels = net.channels
     if channels is None:  # a GPU cluster (every mesh plan has DRAM channels)

@@ -82,6 +82,15 @@ class Fabric:
         self.busy_s: list[float] = []
         self.nbytes: list[float] = []
         self.capacity_Bps: list[float] = []
+        self._labels: list[str] = []
+
+    @property
+    def labels(self) -> list[str]:
+        """Readable names of the resources (:func:`resource_label`), made once per fabric and
+        shared by its :meth:`fresh` copies."""
+        if len(self._labels) != len(self.keys):
+            self._labels[:] = [resource_label(k) for k in self.keys]
+        return self._labels
 
     def resource(self, key: Hashable, kind: str, capacity_Bps: float = 1.0) -> int:
         idx = self._index.get(key)
@@ -95,6 +104,17 @@ class Fabric:
             self.busy_s.append(0.0)
             self.nbytes.append(0.0)
         return idx
+
+    def fresh(self) -> Fabric:
+        """The same resources with every counter at zero: a run's own fabric, from one built
+        once per plan (whose counters stay at zero)."""
+        out = Fabric.__new__(Fabric)
+        out.keys, out.kinds, out._index = self.keys, self.kinds, self._index
+        out.capacity_Bps = self.capacity_Bps
+        out._labels = self._labels
+        n = len(self.keys)
+        out.free_at, out.busy_s, out.nbytes = [0.0] * n, [0.0] * n, [0.0] * n
+        return out
 
     def account(self, flow: Flow, duration: float, nbytes: float) -> None:
         """Book busy time and bytes without reserving: for a flow that nothing else shares,
@@ -126,6 +146,11 @@ class Fabric:
             busy[r] += duration
             carried[r] += load * nbytes
         return end
+
+
+def _by_repr(item: tuple[Hashable, float]) -> str:
+    """The order of a flow's resources: by their keys' text."""
+    return repr(item[0])
 
 
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
@@ -190,17 +215,19 @@ def build_fabric(
     fair = noc_model == "fair"
 
     def make(keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
-        items = sorted(keys.items(), key=lambda kv: repr(kv[0]))
-        res = tuple(
-            fabric.resource(
-                k,
-                k[0] if isinstance(k, tuple) else kind,
-                _capacity(plan, k) if granularity == "link" else 1.0,
+        items = list(keys.items())
+        if len(items) > 1:
+            items.sort(key=_by_repr)
+        link = granularity == "link"
+        res = []
+        for k, _ in items:
+            res.append(
+                fabric.resource(
+                    k, k[0] if isinstance(k, tuple) else kind, _capacity(plan, k) if link else 1.0
+                )
             )
-            for k, _ in items
-        )
         booked = None if carried is None else (carried,) * len(res)
-        return Flow(res, tuple(v for _, v in items), kind, booked)
+        return Flow(tuple(res), tuple(v for _, v in items), kind, booked)
 
     def flow(
         prof: Profile, kind: str, group_key: Hashable | list[Hashable], transfers: float

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from palm.engines.event.shared import Arrival
+from palm.engines.event.shared import Arrival, Timer
 from palm.network.flows import fill
 
 __all__ = ["FairNetwork", "FlowEnvironment", "Route", "fair_rates"]
@@ -83,14 +83,25 @@ class Route:
         capacity: Sequence[float],
         passive: Sequence[int] = (),
     ) -> None:
-        pairs = [(int(r), float(a)) for r, a in zip(resources, loads, strict=True) if a > 0]
-        self.resources = tuple(r for r, _ in pairs)
-        self.loads = tuple(a for _, a in pairs)
-        self.pairs = tuple(pairs)  # (resource, load), what the hot loops iterate over
-        self.alone_Bps = min((capacity[r] / a for r, a in pairs), default=float("inf"))
+        kept: list[int] = []
+        kept_loads: list[float] = []
+        alone = _INF
+        for r, a in zip(resources, loads, strict=True):
+            if a > 0:
+                kept.append(int(r))
+                kept_loads.append(float(a))
+                lone = capacity[kept[-1]] / kept_loads[-1]
+                if lone < alone:
+                    alone = lone
+        self.resources = tuple(kept)
+        self.loads = tuple(kept_loads)
+        self.pairs = tuple(zip(kept, kept_loads, strict=True))  # (resource, load) pairs
+        self.alone_Bps = alone  # the least of capacity / load, inf without resources
         #: resources whose busy time the flow counts: its own and ``passive`` ones, which it
         #: loads but which can never bind its rate
-        self.tracked = self.resources + tuple(int(r) for r in passive)
+        self.tracked = (
+            self.resources + tuple(int(r) for r in passive) if passive else self.resources
+        )
         #: creation rank: flows are filled in the order of their routes, so that rates depend
         #: on which flows are in flight, not on the order they started in
         self.order = next(_ROUTES_MADE)
@@ -187,36 +198,12 @@ def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
     return [float(x) for x in fill(matrix, capacity[used])]
 
 
-class _Flow:
-    """A flow in flight: ``remaining`` bytes at time ``t0``, moving at ``rate`` since then, so
-    done at ``end``."""
-
-    __slots__ = (
-        "route",
-        "order",
-        "seq",
-        "remaining",
-        "t0",
-        "rate",
-        "end",
-        "latency",
-        "done",
-        "finish",
-    )
-
-    def __init__(
-        self, route: Route, nbytes: float, now: float, latency: float, done: Arrival, seq: int
-    ) -> None:
-        self.route = route
-        self.seq = seq  # start rank: on equal ends, the flow started first ends first
-        self.order = route.order
-        self.remaining = nbytes
-        self.t0 = now
-        self.rate = 0.0
-        self.end = _INF
-        self.latency = latency
-        self.done = done
-        self.finish = 0.0  # in a _Class: the class's service counter when its bytes are through
+#: a flow in flight is kept on its done event (:class:`~palm.engines.event.shared.Arrival`,
+#: whose slots hold it): ``remaining`` bytes at time ``t0``, moving at ``rate`` since then,
+#: so through at ``end``; its ``route``, start rank ``seq`` (on equal ends, the flow started
+#: first ends first), ``latency`` after its last byte and, in a :class:`_Class`, ``finish``
+#: (the class's service counter when its bytes are through)
+_Flow = Arrival
 
 
 class _Class:
@@ -252,6 +239,7 @@ class _Class:
         "service_t",
         "rest",
         "touched",
+        "seen",
         "bound",
         "updates",
     )
@@ -266,6 +254,7 @@ class _Class:
         self.service_t = now
         self.rest: dict[_Flow, None] = {}  # the other flows in flight, in start order
         self.touched: set[int] = set()  # resources loaded by any flow while the class lived
+        self.seen: set[Route] = set()  # the routes of those flows (their resources touched)
         self.bound = 0.0  # see tighten
         self.updates = 0
 
@@ -321,7 +310,8 @@ def _slower(flows: dict[_Flow, None], leaving: _Flow, rate: float) -> bool:
 
 
 _END = attrgetter("end")
-_ORDER = attrgetter("order")
+_ORDER = attrgetter("route.order")  # a flow's order in fillings: its route's rank
+_SEQ = attrgetter("seq")
 _ROUTE = attrgetter("route")
 _RESOURCES = attrgetter("resources")
 
@@ -342,10 +332,11 @@ class FlowEnvironment(simpy.Environment):
     def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:  # type: ignore[override]
         """``simpy.Timeout(self, delay, value)`` built without its constructor's calls (SimPy
         4.1, simpy/events.py: the fields ``Timeout.__init__`` sets, then ``schedule``'s push
-        with the environment's event counter): the same event, scheduled the same way."""
+        with the environment's event counter): the same event, scheduled the same way, as a
+        :class:`~palm.engines.event.shared.Timer` (its fields in slots)."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        event = _new_event(simpy.Timeout)
+        event = _new_event(Timer)
         event.env, event.callbacks, event._value = self, [], value  # noqa: SLF001
         event._delay, event._ok = delay, True  # noqa: SLF001
         heapq.heappush(self._queue, (self._now + delay, _NORMAL, next(self._eid), event))
@@ -367,39 +358,46 @@ class FlowEnvironment(simpy.Environment):
                     exc.__cause__ = event._value  # noqa: SLF001
                     raise exc
             return
-        fire = net._fire  # noqa: SLF001 - our network
-        while True:
-            end = net.next_end
-            if queue and queue[0][0] < end:
-                # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
-                # per event
-                self._now, _, _, event = pop(queue)
-                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                    exc = type(event._value)(*event._value.args)  # noqa: SLF001
-                    exc.__cause__ = event._value  # noqa: SLF001
-                    raise exc
-            elif end < _INF:
-                self._now = end
-                self.flow_events += 1
-                fire()
-                ready = net.ready
-                if ready is not None:
-                    # the ended flow's done event, scheduled at ``end`` (no latency): it is
-                    # SimPy's next event when nothing else is due by then (every event queued
-                    # at ``end`` was scheduled earlier, so comes first) and no flow ends then
-                    # (flow ends go first): then run it at once, as step would, else queue it
-                    net.ready = None
-                    if (queue and queue[0][0] <= end) or net.next_end <= end:
-                        heappush(queue, (end, _NORMAL, net.ready_eid, ready))
-                    else:
-                        callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
-                        for callback in callbacks:
-                            callback(ready)
-            else:
-                return
+        fire, fire_in_class = net._fire, net._fire_in_class  # noqa: SLF001 - our network
+        ends = 0  # flow ends, added to ``flow_events`` when the run stops
+        try:
+            while True:
+                end = net.next_end
+                if queue and queue[0][0] < end:
+                    # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
+                    # per event
+                    self._now, _, _, event = pop(queue)
+                    callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                    for callback in callbacks:
+                        callback(event)
+                    if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
+                        exc = type(event._value)(*event._value.args)  # noqa: SLF001
+                        exc.__cause__ = event._value  # noqa: SLF001
+                        raise exc
+                elif end < _INF:
+                    self._now = end
+                    ends += 1
+                    if net._cls is None:  # noqa: SLF001
+                        fire()
+                    else:  # FairNetwork._fire's first test, taken here: one call less
+                        fire_in_class()
+                    ready = net.ready
+                    if ready is not None:
+                        # the ended flow's done event, scheduled at ``end`` (no latency): it is
+                        # SimPy's next event when nothing else is due by then (every event queued
+                        # at ``end`` was scheduled earlier, so comes first) and no flow ends then
+                        # (flow ends go first): then run it at once, as step would, else queue it
+                        net.ready = None
+                        if (queue and queue[0][0] <= end) or net.next_end <= end:
+                            heappush(queue, (end, _NORMAL, net.ready_eid, ready))
+                        else:
+                            callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
+                            for callback in callbacks:
+                                callback(ready)
+                else:
+                    return
+        finally:
+            self.flow_events += ends
 
 
 class FairNetwork:
@@ -418,7 +416,12 @@ class FairNetwork:
     ``count_bytes``) record utilisation."""
 
     def __init__(
-        self, env: simpy.Environment, capacity_Bps: Sequence[float], *, count_bytes: bool = True
+        self,
+        env: simpy.Environment,
+        capacity_Bps: Sequence[float],
+        *,
+        count_bytes: bool = True,
+        filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] | None = None,
     ) -> None:
         if not isinstance(env, FlowEnvironment):
             raise TypeError("FairNetwork runs on a FlowEnvironment (its clock drives flow ends)")
@@ -447,8 +450,13 @@ class FairNetwork:
         self._started = itertools.count()
         self.recomputes = 0
         # progressive filling's answers by the routes in flight, in order: a pipeline's steady
-        # state brings the same sets of flows back again and again
-        self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
+        # state brings the same sets of flows back again and again. ``filled``: a memo kept
+        # by the caller, shared by networks of the same capacities whose flows take the same
+        # Route objects (the runs of one plan: a filling depends on its routes and the
+        # capacities alone, so a shared memo changes no rate)
+        self._filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = (
+            {} if filled is None else filled
+        )
         self._filler = _Filler(self.capacity)
         #: the flows frozen at the first bottleneck, while they stay the slowest (else None)
         self._cls: _Class | None = None
@@ -462,7 +470,8 @@ class FairNetwork:
 
     def start(self, route: Route, nbytes: float, *, latency_s: float, done: Arrival) -> None:
         """Start moving ``nbytes`` over ``route``; ``done`` fires ``latency_s`` after the last
-        byte (for an empty route: at once, after the latency)."""
+        byte (for an empty route: at once, after the latency). ``done`` is this flow's alone:
+        the flow in flight is kept on it (:data:`_Flow`)."""
         self.begin(route, nbytes, latency_s, done)
 
     def begin(self, route: Route, nbytes: float, latency_s: float, done: Arrival) -> None:
@@ -471,11 +480,88 @@ class FairNetwork:
             done.succeed_in(latency_s)
             return
         now = self.env._now  # noqa: SLF001 - the clock, without the property's call
-        flow = _Flow(route, nbytes, now, latency_s, done, next(self._started))
-        self._active[flow] = None
-        if self._cls is not None:
-            self._start_in_class(flow, now)
+        # the flow is kept on its done event (``finish`` is set when it joins a class, the
+        # only time it is read)
+        flow = done
+        flow.route, flow.seq, flow.remaining, flow.t0 = route, next(self._started), nbytes, now
+        flow.rate, flow.end, flow.latency = 0.0, _INF, latency_s
+        c = self._cls
+        if c is not None:  # a class lives: the class's update, inline
+            # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
+            # and rest are the flows in flight: :meth:`_dissolve` sets them again)
+            users, since = self._users, self._since
+            if self._count_bytes:
+                carried = self.nbytes
+                for r, a in route.pairs:
+                    carried[r] += a * nbytes
+            for r in route.tracked:
+                if not users[r]:
+                    since[r] = now
+                users[r] += 1
+            if len(c.members) + len(c.rest) >= _ALL_BELOW:  # with flow, more in flight
+                self._dissolve(now, flow)
+                self._reschedule(route.resources, now, whole=True)
+                return
+            member = c.bottleneck in route.resources
+            if member and not c.rest:
+                # _class_change for a flow that joins the class, no flow beside it (a stage's
+                # reads among the others'), inline
+                self.recomputes += 1
+                if route not in c.seen:
+                    c.seen.add(route)
+                    c.touched.update(route.resources)
+                weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
+                bound = c.bound
+                for q, a in route.pairs:
+                    w = weight[q] = weight.get(q, 0.0) + a
+                    if q != bottleneck and capacity[q] * _OVER < bound * w:
+                        bound = capacity[q] * _OVER / w
+                c.bound = bound
+                level = capacity[bottleneck] / weight[bottleneck]
+                if level <= bound or level <= c.tighten(capacity):
+                    self.class_updates += 1
+                    if level != c.level:
+                        c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
+                        c.service_t, c.level = now, level
+                    # c.join(flow, now), inline
+                    flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
+                    heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
+                    c.members[flow] = None
+                    c.updates += 1
+                    if c.updates % _REBASE == 0:
+                        c.rebase(capacity)
+                    # self._class_next(), inline (no flow beside the class)
+                    finish, _seq, first = c.heap[0]
+                    first.end = end = c.service_t + (finish - c.service) / c.level
+                    self.next_end, self._first = end, first
+                    return
+            elif not c.rest:
+                # _class_change's first case (a flow beside the class, no other: a hand-off
+                # beside the reads), inline: it takes what the class leaves
+                self.recomputes += 1
+                if route not in c.seen:
+                    c.seen.add(route)
+                    c.touched.update(route.resources)
+                capacity, weight, level = self.capacity, c.weight, c.level
+                rate = _INF
+                for q, a in route.pairs:
+                    share = (capacity[q] - weight.get(q, 0.0) * level) / a
+                    if share < rate:
+                        rate = share
+                if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
+                    c.rest[flow] = None
+                    self.class_updates += 1
+                    flow.rate = rate
+                    flow.end = end = now + flow.remaining / rate
+                    if end < self.next_end:  # on a tie, the class's flow started earlier
+                        self.next_end, self._first = end, flow
+                    return
+            elif self._class_change(flow, now, started=True):
+                return
+            self._dissolve(now, flow)
+            self._reschedule(route.resources, now, whole=True)
             return
+        self._active[flow] = None
         users, carried, on, since = self._users, self.nbytes, self._on, self._since
         used, capacity, alone = self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
@@ -515,7 +601,8 @@ class FairNetwork:
         c = self._cls
         if c is None:
             return {f: f.rate for f in self._active}
-        return {f: c.level if f in c.members else f.rate for f in self._active}
+        flows = sorted([*c.members, *c.rest], key=_SEQ)  # in flight, in start order
+        return {f: c.level if f in c.members else f.rate for f in flows}
 
     def _next(self) -> None:
         """``next_end``: the earliest end of the flows in flight (ties: the earliest started)."""
@@ -616,8 +703,11 @@ class FairNetwork:
             return
         c = self._cls = _Class(r, lowest, now)
         weight, touched = c.weight, c.touched
+        seen = c.seen
         for g in group:
-            touched.update(g.route.resources)
+            if g.route not in seen:
+                seen.add(g.route)
+                touched.update(g.route.resources)
             if g in flows:
                 g.remaining -= g.rate * (now - g.t0)  # bytes left now
                 g.t0 = now
@@ -642,49 +732,6 @@ class FairNetwork:
                 first, end, seq = g, e, g.seq
         self.next_end, self._first = end, first
 
-    def _start_in_class(self, flow: _Flow, now: float) -> None:
-        """:meth:`start` while a class lives (``flow`` is in flight already)."""
-        route, on, users, since = flow.route, self._on, self._users, self._since
-        for r in route.resources:
-            on[r][flow] = None
-        if self._count_bytes:
-            carried, nbytes = self.nbytes, flow.remaining
-            for r, a in route.pairs:
-                carried[r] += a * nbytes
-        for r in route.tracked:
-            if not users[r]:
-                since[r] = now
-            users[r] += 1
-        if len(self._active) > _ALL_BELOW:
-            self._dissolve(now)
-            self._reschedule(route.resources, now, whole=True)
-            return
-        c = self._cls
-        assert c is not None
-        if not c.rest and flow not in on[c.bottleneck]:
-            # _class_change's first case (a flow beside the class, no other: a hand-off
-            # beside the reads), inline: it takes what the class leaves
-            self.recomputes += 1
-            c.touched.update(route.resources)
-            capacity, weight, level = self.capacity, c.weight, c.level
-            rate = _INF
-            for q, a in route.pairs:
-                share = (capacity[q] - weight.get(q, 0.0) * level) / a
-                if share < rate:
-                    rate = share
-            if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
-                c.rest[flow] = None
-                self.class_updates += 1
-                flow.rate = rate
-                flow.end = end = now + flow.remaining / rate
-                if end < self.next_end:  # on a tie, the class's flow started earlier
-                    self.next_end, self._first = end, flow
-                return
-        elif self._class_change(flow, now, started=True):
-            return
-        self._dissolve(now)
-        self._reschedule(route.resources, now, whole=True)
-
     def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
         """``flow`` started (``started``) or ended while a class lives: the class's new level
         and the rest's rates, when the class's flows are still the slowest and their
@@ -697,10 +744,13 @@ class FairNetwork:
         joins = False
         level, bottleneck = c.level, c.bottleneck
         if started:
-            c.touched.update(route.resources)
-            if not c.rest and flow not in self._on[bottleneck]:
+            if route not in c.seen:
+                c.seen.add(route)
+                c.touched.update(route.resources)
+            member = bottleneck in route.resources
+            if not c.rest and not member:
                 return self._alone_beside(c, flow, now)
-            if flow in self._on[bottleneck]:
+            if member:
                 joins = True
                 bound = c.bound
                 for q, a in route.pairs:
@@ -800,9 +850,10 @@ class FairNetwork:
             self.next_end, self._first = end, flow
         return True
 
-    def _dissolve(self, now: float) -> None:
+    def _dissolve(self, now: float, started: _Flow | None = None) -> None:
         """End the class: its flows get their bytes left, rate and end as flows of their own,
-        and the use of every resource it touched is left for a full filling to set."""
+        and the use of every resource it touched is left for a full filling to set. The flows
+        in flight are the class's members and rest, and ``started``, the flow starting."""
         c = self._cls
         assert c is not None
         self._cls = None
@@ -814,6 +865,20 @@ class FairNetwork:
         used = self._used
         for r in c.touched:
             used[r] = 0.0
+        # the flows on each resource, in start order, as begin and _fire keep them (every
+        # flow in flight loads only resources the class touched, but one that starts with
+        # too many in flight, whose resources carry no other flow)
+        flows = dict.fromkeys(c.members)
+        flows.update(dict.fromkeys(c.rest))
+        if started is not None:
+            flows[started] = None
+        self._active = active = dict.fromkeys(sorted(flows, key=_SEQ))  # in start order
+        on = self._on
+        for r in c.touched:
+            on[r] = {}
+        for f in active:
+            for r in f.route.resources:
+                on[r][f] = None
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -838,12 +903,12 @@ class FairNetwork:
 
     def _fire(self) -> None:
         """The first flow to end is through (the clock is at its end)."""
+        if self._cls is not None:
+            self._fire_in_class()
+            return
         f = self._first
         assert f is not None
         del self._active[f]
-        if self._cls is not None:
-            self._fire_in_class(f, self.env._now)  # noqa: SLF001
-            return
         now, users, on, used, capacity = (
             self.env._now,  # noqa: SLF001
             self._users,
@@ -886,7 +951,7 @@ class FairNetwork:
         else:
             self._reschedule(route.resources, now)
         # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
-        done = f.done
+        done = f  # the flow is its done event
         done._ok, done._value = True, None  # noqa: SLF001
         env = self.env
         if f.latency:
@@ -894,11 +959,14 @@ class FairNetwork:
         else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
             self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
 
-    def _fire_in_class(self, f: _Flow, now: float) -> None:
-        """:meth:`_fire` while a class lives (``f`` is out of the flows in flight already)."""
-        route, on, users = f.route, self._on, self._users
-        for r in route.resources:
-            del on[r][f]
+    def _fire_in_class(self) -> None:
+        """:meth:`_fire` while a class lives (the clock calls it directly then)."""
+        f = self._first
+        assert f is not None
+        now = self.env._now  # noqa: SLF001
+        # (neither ``_active`` nor ``_on`` is kept while a class lives: :meth:`_dissolve`
+        # sets them again, without ``f``, which has left the class's members or rest then)
+        route, users = f.route, self._users
         f.rate = 0.0
         for r in route.tracked:
             users[r] -= 1
@@ -916,13 +984,34 @@ class FairNetwork:
             finish, _seq, first = c.heap[0]
             first.end = end = c.service_t + (finish - c.service) / c.level
             self.next_end, self._first = end, first
+        elif not rest and len(c.members) > 1:
+            # _class_change for a class flow through, no flow beside the class, inline
+            assert c.heap[0][2] is f  # the class's first through (_class_next)
+            self.recomputes += 1
+            heapq.heappop(c.heap)
+            del c.members[f]
+            weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
+            for q, a in route.pairs:
+                weight[q] -= a
+            level = capacity[bottleneck] / weight[bottleneck]
+            if level > c.bound and level > c.tighten(capacity):
+                self._dissolve(now)
+                self._reschedule(route.resources, now, whole=True)
+            else:
+                self.class_updates += 1
+                if level != c.level:
+                    c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
+                    c.service_t, c.level = now, level
+                finish, _seq, first = c.heap[0]
+                first.end = end = c.service_t + (finish - c.service) / c.level
+                self.next_end, self._first = end, first
         elif not self._class_change(f, now, started=False):
             self._dissolve(now)
             if self._active:
                 self._reschedule(route.resources, now, whole=True)
             else:
                 self._next()
-        done = f.done
+        done = f  # the flow is its done event
         done._ok, done._value = True, None  # noqa: SLF001
         env = self.env
         if f.latency:

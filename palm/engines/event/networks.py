@@ -24,11 +24,13 @@ import simpy
 
 from palm.engines.event.fabric import Fabric, Flow, FlowTable
 from palm.engines.event.fair import FairNetwork, Route
-from palm.engines.event.shared import Arrival, ChannelClasses, DramSystem
+from palm.engines.event.shared import PENDING, Arrival, ChannelClasses, DramSystem
 from palm.hardware.spec import Mesh2DHardware
 from palm.plan import Plan
 
 __all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
+
+_new_event = object.__new__
 
 #: where flows are recorded (the timeline's list's append), None when nothing is recorded
 FlowLog = Callable[[tuple[str, tuple[int, ...], float, float, int]], None] | None
@@ -39,6 +41,15 @@ def _dram_patterns(plan: Plan) -> tuple[list[float], list[tuple[tuple[int, ...],
     assert isinstance(hw, Mesh2DHardware) and plan.dram is not None
     bandwidth = [plan.dram[0].channel_bandwidth_Bps] * hw.dram_channels
     return bandwidth, [(a.channels, a.cores_per_channel) for a in plan.dram]
+
+
+def _channel_classes(plan: Plan) -> ChannelClasses:
+    """The plan's DRAM channels grouped into classes, for one run: grouped once per plan
+    (``Plan.engine_tables``), each run reading through a fresh copy of its own."""
+    classes = plan.engine_tables.get("channel-classes")
+    if classes is None:
+        classes = plan.engine_tables["channel-classes"] = ChannelClasses(*_dram_patterns(plan))
+    return classes.fresh()
 
 
 class ExclusiveNet:
@@ -52,7 +63,8 @@ class ExclusiveNet:
         # per stage: its reads' NoC bandwidth, latency and NoC flow (link mode)
         self._read_info: list[tuple[float, float, Flow]] = []
         if plan.dram is not None:
-            self.dram = DramSystem(env, *_dram_patterns(plan))
+            classes = _channel_classes(plan)
+            self.dram = DramSystem(env, classes.bandwidth, (), classes=classes)
             if flows.dram is not None:
                 self._read_info = [
                     (a.noc.bandwidth_Bps, a.response_s + a.noc.latency_s, d.noc)
@@ -95,9 +107,7 @@ class ExclusiveNet:
         (link mode) is through."""
         assert self.dram is not None
         bandwidth, latency, noc = self._read_info[stage]
-        event = self.dram.read(
-            nbytes, pattern=stage, noc_bandwidth_Bps=bandwidth, latency_s=latency
-        )
+        event = self.dram.begin(nbytes, stage, bandwidth, latency)
         end = self.env._now  # noqa: SLF001 - the clock, without the property
         if noc.resources and nbytes > 0:
             # the reads occupy the mesh links they cross for bytes / bandwidth (the rest of
@@ -120,26 +130,30 @@ class ExclusiveNet:
         return self.fabric.busy_s, self.fabric.nbytes
 
 
-class FairNet:
-    """Max-min fair sharing of links, link aggregates and DRAM channel classes."""
+class _FairTables:
+    """What :class:`FairNet` derives from the plan and its flows alone (capacities, the links
+    that can bind, the reads' routes, the flows' routes as they are first used), built once
+    per plan and flow table and shared by the plan's runs (a route's creation rank, its order
+    in fillings, is then that of the plan's first run, which every run repeats)."""
 
-    def __init__(
-        self, env: simpy.Environment, plan: Plan, fabric: Fabric, flows: FlowTable, log: FlowLog
-    ) -> None:
-        self.env, self.plan, self.fabric, self.flows, self.log = env, plan, fabric, flows, log
-        self._channels: ChannelClasses | None = None
-        capacity = list(fabric.capacity_Bps)
+    def __init__(self, plan: Plan, fabric: Fabric, flows: FlowTable) -> None:
+        self.flows = flows  # held, so that the table's key (its id) stays this table's
+        capacity = [float(c) for c in fabric.capacity_Bps]
         n_links = len(capacity)
+        self.channels: ChannelClasses | None = None
         if plan.dram is not None:
-            self._channels = ChannelClasses(*_dram_patterns(plan))
-            capacity += [1.0] * self._channels.count  # one resource per channel class
-        self.net = FairNetwork(env, capacity, count_bytes=False)  # the fabric counts them
-        self._n_links = n_links
+            self.channels = plan.engine_tables.get("channel-classes")
+            if self.channels is None:
+                self.channels = ChannelClasses(*_dram_patterns(plan))
+                plan.engine_tables["channel-classes"] = self.channels
+            capacity += [1.0] * self.channels.count  # one resource per channel class
+        self.capacity = capacity
+        self.n_links = n_links
         # the reads' loads on the channel classes, beside their NoC loads
         reads: list[tuple[Sequence[int], Sequence[float]]] = []
         if plan.dram is not None and flows.dram is not None:
-            assert self._channels is not None
-            for s, limits in enumerate(self._channels.limits):
+            assert self.channels is not None
+            for s, limits in enumerate(self.channels.limits):
                 noc = flows.dram[s].noc
                 reads.append(
                     (
@@ -150,15 +164,17 @@ class FairNet:
         table: list[tuple[Sequence[int], Sequence[float]]] = [
             (f.resources, f.loads) for f in (*flows.tp, *flows.dp, *flows.send, *flows.grad)
         ]
-        self._same = binding_links(capacity, table + reads)
-        self._routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
-        self._reads = [
-            self.net.route(*self._kept(*read), passive=self._passive(read[0])) for read in reads
-        ]
+        self.same = binding_links(capacity, table + reads)
+        #: progressive filling's answers by the routes in flight (the network's memo, kept
+        #: for the plan's later runs, whose flows take the same routes on the same capacities)
+        self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
+        #: routes of flows by the flow's id, made as they are first used
+        self.routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
+        read_routes = [Route(*self.kept(*read), capacity, self.passive(read[0])) for read in reads]
         # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
-        self._read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
+        self.read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
         if plan.dram is not None:
-            for s, route in enumerate(self._reads):
+            for s, route in enumerate(read_routes):
                 access = plan.dram[s]
                 noc_flow = flows.dram[s].noc if flows.dram is not None else None
                 booked = (
@@ -166,38 +182,68 @@ class FairNet:
                     if noc_flow is not None
                     else ()
                 )
-                self._read_info.append((route, access.response_s + access.noc.latency_s, booked))
+                self.read_info.append((route, access.response_s + access.noc.latency_s, booked))
 
-    def _kept(
+    def kept(
         self, resources: Sequence[int], loads: Sequence[float]
     ) -> tuple[list[int], list[float]]:
         """The resources of a flow that can bind (see :func:`binding_links`)."""
-        same = self._same
+        same = self.same
         pairs = [(r, a) for r, a in zip(resources, loads, strict=True) if same[r] == r]
         return [r for r, _ in pairs], [a for _, a in pairs]
 
-    def _passive(self, resources: Sequence[int]) -> list[int]:
+    def passive(self, resources: Sequence[int]) -> list[int]:
         """Links of a flow that never bind but keep their own busy time (a channel class's
         busy time is not reported, so one that never binds is dropped)."""
-        return [r for r in resources if self._same[r] == -1 and r < self._n_links]
+        return [r for r in resources if self.same[r] == -1 and r < self.n_links]
+
+    def route(self, flow: Flow) -> tuple[Route, tuple[tuple[int, float], ...]]:
+        """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
+        cached = self.routes.get(id(flow))
+        if cached is None:
+            # kept and passive, in one pass
+            same, n_links = self.same, self.n_links
+            kept, loads, passive = [], [], []
+            for r, a in zip(flow.resources, flow.loads, strict=True):
+                if same[r] == r:
+                    kept.append(r)
+                    loads.append(a)
+                elif same[r] == -1 and r < n_links:
+                    passive.append(r)
+            route = Route(kept, loads, self.capacity, passive)
+            booked = tuple(zip(flow.resources, flow.booked, strict=True))
+            cached = self.routes[id(flow)] = (route, booked)
+        return cached
+
+
+class FairNet:
+    """Max-min fair sharing of links, link aggregates and DRAM channel classes."""
+
+    def __init__(
+        self, env: simpy.Environment, plan: Plan, fabric: Fabric, flows: FlowTable, log: FlowLog
+    ) -> None:
+        self.env, self.plan, self.fabric, self.flows, self.log = env, plan, fabric, flows, log
+        key = ("fair-net", id(flows))
+        tables = plan.engine_tables.get(key)
+        if tables is None or tables.flows is not flows:
+            tables = plan.engine_tables[key] = _FairTables(plan, fabric, flows)
+        self._tables = tables
+        self._channels = None if tables.channels is None else tables.channels.fresh()
+        # the fabric counts the bytes; fillings are remembered across the plan's runs
+        self.net = FairNetwork(env, tables.capacity, count_bytes=False, filled=tables.filled)
+        self._n_links = tables.n_links
+        self._same = tables.same
+        self._routes = tables.routes
+        self._read_info = tables.read_info
+        self._carried = fabric.nbytes
+        self._begin = self.net.begin
 
     @property
     def channels(self) -> ChannelClasses | None:
         return self._channels
 
-    def _route(self, flow: Flow) -> tuple[Route, tuple[tuple[int, float], ...]]:
-        """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
-        cached = self._routes.get(id(flow))
-        if cached is None:
-            route = self.net.route(
-                *self._kept(flow.resources, flow.loads), passive=self._passive(flow.resources)
-            )
-            booked = tuple(zip(flow.resources, flow.booked, strict=True))
-            cached = self._routes[id(flow)] = (route, booked)
-        return cached
-
     def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        route, booked = self._routes.get(id(flow)) or self._route(flow)
+        route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
         carried = self.fabric.nbytes
         for r, load in booked:  # Fabric.book, inlined
             carried[r] += load * nbytes
@@ -228,28 +274,51 @@ class FairNet:
             return None
         if not flow.resources:
             return self.env.timeout(duration)
-        done = Arrival(self.env)
-        self._start(flow, duration, nbytes, stage, done)
+        # Arrival(self.env), without the constructor's call (the fields it sets)
+        done = _new_event(Arrival)
+        done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
+        if self.log is None:  # _start, inline
+            route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
+            carried = self._carried
+            for r, load in booked:  # Fabric.book, inlined
+                carried[r] += load * nbytes
+            if route.pairs:
+                self._begin(route, duration * route.alone_Bps, 0.0, done)
+            else:  # never: some resource of a flow always binds (binding_links)
+                done.succeed_in(duration)
+        else:
+            self._start(flow, duration, nbytes, stage, done)
         return done
 
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
         if duration <= 0 or not flow.resources:
             to.succeed_in(max(duration, 0.0))
             return
-        self._start(flow, duration, nbytes, stage, to)
+        if self.log is None:  # _start, inline
+            route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
+            carried = self._carried
+            for r, load in booked:  # Fabric.book, inlined
+                carried[r] += load * nbytes
+            if route.pairs:
+                self._begin(route, duration * route.alone_Bps, 0.0, to)
+            else:  # never: some resource of a flow always binds (binding_links)
+                to.succeed_in(duration)
+        else:
+            self._start(flow, duration, nbytes, stage, to)
 
     def read(self, stage: int, nbytes: float) -> Any:
         assert self._channels is not None
         route, latency, booked = self._read_info[stage]
         self._channels.read_per_core[stage] += nbytes
         if nbytes > 0:
-            carried = self.fabric.nbytes
+            carried = self._carried
             for r, load in booked:  # Fabric.book, inlined
                 carried[r] += load * nbytes
         else:
             latency = 0.0
-        done = Arrival(self.env)
-        self.net.begin(route, nbytes, latency, done)
+        done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
+        done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
+        self._begin(route, nbytes, latency, done)
         return done
 
     def wait(self, token: Any) -> Generator[simpy.Event, Any, None]:

@@ -22,21 +22,65 @@ number of events does not grow with the mesh.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from heapq import heappush
+from typing import Any
 
 import numpy as np
 import simpy
 
-__all__ = ["DramSystem", "Arrival", "ChannelClasses"]
+__all__ = ["DramSystem", "Arrival", "ChannelClasses", "Timer"]
+
+_new_event = object.__new__
 
 _INF = float("inf")
 _NORMAL = simpy.events.NORMAL
 
 
+#: the value of an event not triggered yet (SimPy's ``simpy.events.PENDING``)
+PENDING = simpy.events.PENDING
+
+
 class Arrival(simpy.Event):
     """An event that can be told, at the sender's time, to fire ``delay`` seconds later: one
-    scheduled event per hand-off instead of a timeout plus a trigger."""
+    scheduled event per hand-off instead of a timeout plus a trigger.
+
+    The fields SimPy reads and writes on every event (``simpy.Event``'s, SimPy 4.1
+    simpy/events.py) are slots, not entries of the instance's dictionary: the engine makes
+    and fires thousands of these per run. A slot has no class default, so ``_value`` is set
+    to ``PENDING`` when the event is made (``Event.__init__`` leaves it to the class).
+
+    The fair network (:mod:`palm.engines.event.fair`) keeps the flow an arrival marks the end
+    of on the arrival itself, one object per flow (the other slots; so an arrival is the done
+    event of one flow at most)."""
+
+    __slots__ = (
+        "env",
+        "callbacks",
+        "_ok",
+        "_value",
+        # the fair network's flow (palm.engines.event.fair._Flow)
+        "route",
+        "seq",
+        "remaining",
+        "t0",
+        "rate",
+        "end",
+        "latency",
+        "finish",
+    )
+    route: Any  # a palm.engines.event.fair.Route
+    seq: int
+    remaining: float
+    t0: float
+    rate: float
+    end: float
+    latency: float
+    finish: float
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env, self.callbacks, self._value = env, [], PENDING
 
     def succeed_in(self, delay: float) -> None:
         # the two fields Event.succeed sets (SimPy 4, simpy/events.py), then a delayed schedule
@@ -44,6 +88,13 @@ class Arrival(simpy.Event):
         self._value = None
         env = self.env  # Environment.schedule, inlined
         heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), self))  # noqa: SLF001
+
+
+class Timer(simpy.Timeout):
+    """``simpy.Timeout`` with SimPy's per-event fields as slots (see :class:`Arrival`), for
+    the timeouts the engine builds without the constructor's calls (every field set)."""
+
+    __slots__ = ("env", "callbacks", "_value", "_delay", "_ok")
 
 
 class ChannelClasses:
@@ -66,6 +117,9 @@ class ChannelClasses:
             (np.asarray(channels, dtype=np.int64), np.asarray(cores, dtype=np.float64))
             for channels, cores in patterns
         ]
+        self.read_per_core = [0.0] * len(self.patterns)
+        if self._one_class(bandwidth):
+            return
         # which patterns use each channel, as rows of a (channels x patterns) table
         uses = np.zeros((n_channels, max(1, len(self.patterns))), dtype=bool)
         for p, (channels, _cores) in enumerate(self.patterns):
@@ -83,7 +137,31 @@ class ChannelClasses:
             np.minimum.at(best, self.channel_class[channels], bandwidth[channels] / cores)
             k = np.nonzero(np.isfinite(best))[0]
             self.limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
-        self.read_per_core = [0.0] * len(self.patterns)
+
+    def _one_class(self, bandwidth: np.ndarray) -> bool:
+        """When every pattern uses the same channels, in the same order (interleaved
+        placement: every stage reads every channel), they are one class, numbered 0, and a
+        pattern's limit is the least of its channels' ``bandwidth / cores``: what the general
+        grouping gives (a minimum is exact in any order), without sorting the table of uses.
+        False (nothing set) otherwise."""
+        if not self.patterns:
+            return False
+        first = self.patterns[0][0]
+        if not len(first) or not all(np.array_equal(c, first) for c, _ in self.patterns[1:]):
+            return False
+        self.channel_class = np.full(len(self.bandwidth), -1, dtype=np.int64)
+        self.channel_class[first] = 0
+        self.count = 1
+        per_core = bandwidth[first][None, :] / np.stack([cores for _, cores in self.patterns])
+        least = per_core.min(axis=1).tolist()
+        self.limits = [((0, x),) if x < np.inf else () for x in least]
+        return True
+
+    def fresh(self) -> ChannelClasses:
+        """The same classes with nothing read yet: a run's own, from one built once per plan."""
+        out = copy.copy(self)
+        out.read_per_core = [0.0] * len(self.patterns)
+        return out
 
     def per_channel(self, per_class: Sequence[float]) -> np.ndarray:
         """A per-class quantity spread over the channels (0 for unused channels)."""
@@ -102,13 +180,32 @@ class ChannelClasses:
 
 
 class _Access:
-    __slots__ = ("remaining", "pattern", "noc_bandwidth", "latency", "done", "rate")
+    __slots__ = (
+        "remaining",
+        "pattern",
+        "limits",
+        "single",
+        "limit",
+        "noc_bandwidth",
+        "latency",
+        "done",
+        "rate",
+    )
 
     def __init__(
-        self, nbytes: float, pattern: int, noc_bandwidth: float, latency: float, done: Arrival
+        self,
+        nbytes: float,
+        pattern: int,
+        limits: tuple[tuple[int, float], ...],
+        noc_bandwidth: float,
+        latency: float,
+        done: Arrival,
     ) -> None:
         self.remaining = nbytes
         self.pattern = pattern
+        self.limits = limits  # its pattern's (class, limit) pairs
+        # the class and limit of a pattern on one class (-1: several)
+        self.single, self.limit = limits[0] if len(limits) == 1 else (-1, 0.0)
         self.noc_bandwidth = noc_bandwidth
         self.latency = latency
         self.done = done
@@ -126,9 +223,13 @@ class DramSystem:
         env: simpy.Environment,
         bandwidth_Bps: Sequence[float],
         patterns: Sequence[tuple[Sequence[int], Sequence[float]]],
+        *,
+        classes: ChannelClasses | None = None,
     ) -> None:
+        """``classes``: the channels grouped already (:meth:`ChannelClasses.fresh` of those of
+        ``bandwidth_Bps`` and ``patterns``, which are then not read), else grouped here."""
         self.env = env
-        self.classes = ChannelClasses(bandwidth_Bps, patterns)
+        self.classes = classes if classes is not None else ChannelClasses(bandwidth_Bps, patterns)
         self.bandwidth = self.classes.bandwidth
         self._limits = self.classes.limits
         self._active: list[_Access] = []
@@ -136,6 +237,7 @@ class DramSystem:
         self._class_busy = [0.0] * self.classes.count
         self._last = 0.0
         self._timer: simpy.Event | None = None  # the timer of the last change (others: stale)
+        self._on_timer = self._complete  # the timers' callback, bound once
 
     @property
     def busy_s(self) -> np.ndarray:
@@ -169,8 +271,15 @@ class DramSystem:
         latency_s: float,
     ) -> simpy.Event:
         """Every core of access pattern ``pattern`` reads ``nbytes_per_core``."""
+        return self.begin(nbytes_per_core, pattern, noc_bandwidth_Bps, latency_s)
+
+    def begin(
+        self, nbytes_per_core: float, pattern: int, noc_bandwidth_Bps: float, latency_s: float
+    ) -> simpy.Event:
+        """:meth:`read` with positional arguments (the engine's hot path)."""
         now = self.env._now  # noqa: SLF001 - the clock, without the property
-        done = Arrival(self.env)
+        done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
+        done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
         self.classes.read_per_core[pattern] += nbytes_per_core
         if nbytes_per_core <= 0 or not self._limits[pattern]:
             self._advance(now)
@@ -184,7 +293,9 @@ class DramSystem:
         else:
             dt = 0.0
         self._last = now
-        access = _Access(nbytes_per_core, pattern, noc_bandwidth_Bps, latency_s, done)
+        access = _Access(
+            nbytes_per_core, pattern, self._limits[pattern], noc_bandwidth_Bps, latency_s, done
+        )
         self._active.append(access)
         for k, _limit in self._limits[pattern]:
             self._users[k] += 1
@@ -196,7 +307,7 @@ class DramSystem:
         for every start and every finish, firing when the access closest to completion is
         done. Earlier timers become stale. (Exactly two timers per access, so the event
         count never depends on how accesses overlap.)"""
-        users, limits = self._users, self._limits
+        users = self._users
         soonest = _INF if self._active else 0.0
         for a in self._active:
             if dt:  # bytes moved since the last change, at the old rate
@@ -204,16 +315,28 @@ class DramSystem:
             # the access's rate: its NoC bandwidth or its least channel share, whichever is
             # lower; and the earliest completion on the way
             rate = a.noc_bandwidth
-            for k, limit in limits[a.pattern]:
-                share = limit / users[k]
+            k = a.single
+            if k >= 0:  # a pattern on one channel class (an interleaved placement's)
+                share = a.limit / users[k]
                 if share < rate:
                     rate = share
+            else:
+                for k, limit in a.limits:
+                    share = limit / users[k]
+                    if share < rate:
+                        rate = share
             a.rate = rate
             left = a.remaining / rate
             if left < soonest:
                 soonest = left
-        timer = self._timer = self.env.timeout(max(soonest, 0.0))
-        timer.callbacks.append(self._complete)
+        # self.env.timeout(delay) calling back _complete, without the constructor's calls
+        # (SimPy 4.1, simpy/events.py: the fields Timeout.__init__ sets, then schedule's push)
+        delay = max(soonest, 0.0)
+        env = self.env
+        timer = self._timer = _new_event(Timer)
+        timer.env, timer.callbacks, timer._value = env, [self._on_timer], None  # noqa: SLF001
+        timer._delay, timer._ok = delay, True  # noqa: SLF001
+        heappush(env._queue, (env._now + delay, _NORMAL, next(env._eid), timer))  # noqa: SLF001
 
     def _complete(self, timer: simpy.Event) -> None:
         active = self._active
@@ -222,7 +345,10 @@ class DramSystem:
         now = self.env._now  # noqa: SLF001
         dt = now - self._last
         if dt > 0:
-            self._count_busy(dt)
+            busy = self._class_busy  # _count_busy, inline
+            for k, n in enumerate(self._users):
+                if n:
+                    busy[k] += dt
         else:
             dt = 0.0
         self._last = now
@@ -242,7 +368,8 @@ class DramSystem:
                 if left < best:
                     a, best = x, left
         active.remove(a)
-        for k, _limit in self._limits[a.pattern]:
-            self._users[k] -= 1
+        users = self._users
+        for k, _limit in a.limits:
+            users[k] -= 1
         a.done.succeed_in(a.latency)
         self._schedule()
