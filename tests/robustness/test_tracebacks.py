@@ -79,8 +79,11 @@ def test_crashing_workers_report_one_line_each(small_study: Path, tmp_path: Path
     lines = r.stderr.strip().splitlines()
     assert lines and all(line.startswith("palm-tune: ") for line in lines), r.stderr
     assert lines[-1].startswith("palm-tune: error: "), r.stderr
-    # the workers' lines and the command's, or the command's alone (its own first write failed)
-    assert all("disk is full" in line or "worker(s) failed" in line for line in lines), r.stderr
+    # the workers' lines and the command's, or the command's alone (its own first write failed);
+    # a worker whose write was cut by the full disk leaves a torn last record, which the next
+    # process to open the journal cuts and reports on a line of its own (search/storage.py)
+    allowed = ("disk is full", "worker(s) failed", "cut a torn last record")
+    assert all(any(a in line for a in allowed) for line in lines), r.stderr
 
 
 @pytest.mark.parametrize(
