@@ -28,7 +28,7 @@ of the iteration time over the rows; it is minimised by coordinate descent with 
 section search per constant, in two stages: the dense constants on the dense rows, then the two
 grouped-GEMM constants on the MoE rows with the dense ones fixed. Leave-one-out: for every row,
 refit on the others (warm-started from the full fit) and predict it. The rows argued
-inconsistent with the model (``modern_accuracy.ARGUED_OUT``: dropless runs measured at twice
+inconsistent with the model (``palm.validation_modern.ARGUED_OUT``: dropless runs measured at twice
 their token-drop twins, an FSDP run a third slower per layer than its siblings with the same
 work per GPU, docs/validation.md) are predicted and listed but left out of every fit.
 The fit uses the analytical engine; the event engine's errors with the fitted constants
@@ -56,13 +56,12 @@ from pathlib import Path
 
 import palm
 from palm.validation import ValidationCase
-from palm.validation_modern import STACK_EPOCHS, load_modern_cases
+from palm.validation_modern import ARGUED_OUT, STACK_EPOCHS, load_modern_cases
 from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from _fit import golden, leave_one_out  # noqa: E402 - likewise
-from modern_accuracy import ARGUED_OUT  # noqa: E402 - likewise
 
 #: golden-section tolerance of one constant (coarser than _fit's default: 5 constants x rounds)
 _GOLDEN_TOL = 2e-3
@@ -259,8 +258,8 @@ def calibrate(
 ) -> tuple[str, dict]:
     names = fitted_names(gen, cases, epochs=epochs, epochs_only=epochs_only)
     start = _start(names, cases, epochs)
-    # rows argued inconsistent with the model (modern_accuracy.ARGUED_OUT, docs/validation.md)
-    # are predicted and reported but do not steer the fit
+    # rows argued inconsistent with the model (palm.validation_modern.ARGUED_OUT,
+    # docs/validation.md) are predicted and reported but do not steer the fit
     fitted = two_stage_fit([c for c in cases if c.case_id not in ARGUED_OUT], start, epochs=epochs)
     before = errors(cases, {}, "analytical", epochs)
     inside = errors(cases, fitted, "analytical", epochs)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from palm.api import ENGINES
 from palm.validation import CaseResult, ValidationCase, run_cases
-from palm.validation_modern import ModernCases, load_modern_cases
+from palm.validation_modern import ARGUED_OUT, ModernCases, load_modern_cases
 from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -38,29 +38,6 @@ def summary(results: list[CaseResult]) -> str:
 
 def _moe(case: ValidationCase) -> bool:
     return bool(getattr(case.config.model, "experts", 0))
-
-
-#: rows argued inconsistent with the model (docs/validation.md, "Rows measured twice"): the
-#: dropless runs measured at twice the time of the same plan run with token drop one release
-#: earlier, a cost of the 25.11 / 26.02 releases that 26.02.01 removed (the archived tables
-#: measure one H100 plan 1.77x faster after the point release); not modelled. And one
-#: llm-foundry row measured a third slower per layer than its two siblings with the same work
-#: per GPU ("MPT-70B on 64 A100-40GB: the FSDP schedule of its software, per layer"). They stay
-#: in the table and in the first headline.
-ARGUED_OUT = {
-    "mb2511-b200-qwen3-30b-a3b-8g-fp8mx": (
-        "dropless, 1.94x its 25.09 token-drop twin (26.02 repeats it, dropless)"
-    ),
-    "mb2511-h100-qwen3-30b-a3b-16g-fp8cs": (
-        "dropless, 1.99x its 25.09 token-drop twin (dropless at mbs 1: 26.02.01 runs the "
-        "26.02 plan 1.77x faster)"
-    ),
-    "foundry-a100-40gb-mpt-70b-64g-s2048": (
-        "185.5 ms per layer and sequence pair against 136-137 ms for its two siblings with the "
-        "same work per GPU (32 A100-80GB; 128 A100-40GB, one micro-batch per step), its FSDP "
-        "collectives 27-81 ms under the compute they overlap"
-    ),
-}
 
 
 def _plan_key(case: ValidationCase) -> str:

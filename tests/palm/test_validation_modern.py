@@ -9,6 +9,7 @@ import json
 
 from palm.hardware.presets import hardware_preset
 from palm.validation_modern import (
+    ARGUED_OUT,
     STACK_EPOCHS,
     TABLE_CORRECTIONS,
     container_release,
@@ -16,7 +17,7 @@ from palm.validation_modern import (
     load_modern_cases,
     stack_epoch,
 )
-from palm.validation_report import generation, modern_report
+from palm.validation_report import generation, modern_report, write_modern
 from search.cli import build_parser
 
 
@@ -86,6 +87,28 @@ def test_report_groups_by_generation_and_cli_prints_both_sets() -> None:
     out = io.StringIO()
     assert args.handler(args, out) == 0
     assert json.loads(out.getvalue())["engine"] == "event"
+
+
+def test_argued_rows_stay_in_the_headline_and_the_rest_is_reported_beside_it() -> None:
+    """Rows argued inconsistent with measurements of the same work (docs/validation.md) are
+    simulated rows of the set, counted in the first headline, and the figures without them are
+    the statistics of the other rows, printed on a line of their own with each row's reason."""
+    data = load_modern_cases()
+    assert set(ARGUED_OUT) <= {c.case_id for c in data.cases} and all(ARGUED_OUT.values())
+    report = modern_report(None, engine="analytical")
+    assert report["count"] == len(report["cases"]) == len(data.cases)
+    rest = [abs(r["error"]) for r in report["cases"] if r["id"] not in ARGUED_OUT]
+    without = report["without_argued_out"]
+    assert without["count"] == len(rest) == len(report["cases"]) - len(ARGUED_OUT)
+    assert without["max_abs_error"] == max(rest)
+    assert abs(without["mean_abs_error"] - sum(rest) / len(rest)) < 1e-15
+    assert {x["id"] for x in report["argued_out"]} == set(ARGUED_OUT)
+    out = io.StringIO()
+    write_modern(report, engine="analytical", out=out)
+    lines = out.getvalue().splitlines()
+    line = next(x for x in lines if x.startswith(f"without the {len(ARGUED_OUT)} rows argued"))
+    assert f"{len(rest)} cases" in line and f"max {max(rest):.1%}" in line
+    assert sum(x.startswith("  argued: ") for x in lines) == len(ARGUED_OUT)
 
 
 def test_table_corrections_take_the_recipe_layout_and_say_so() -> None:
