@@ -385,10 +385,42 @@ class _Run:
         else:
             grads = Collective("all-reduce", st.dp_grad_bytes)
         sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
-        env, flow, block = self.env, self.flows.dp[s], self.net.block
+        env, flow, block, net = self.env, self.flows.dp[s], self.net.block, self.net
+        timeout = env.timeout
+        if isinstance(net, ExclusiveNet) and net.log is None and per > 0 and flow.resources:
+            # ExclusiveNet.block, inline (its _hold's reservation; the same events)
+            reserve = net.fabric.reserve
+            for k in range(n):
+                ready = t0 + (k + 1) / n * backward_s
+                now = env._now  # noqa: SLF001 - the clock
+                yield timeout(ready - now if ready > now else 0.0)
+                now = env._now  # noqa: SLF001
+                end = reserve(flow, now, per, sent)
+                if end > now:
+                    yield timeout(end - now)
+            return
+        if isinstance(net, FairNet) and net.log is None and per > 0 and flow.resources:
+            # FairNet.block, inline (the same flow, started the same way)
+            tables, routes, carried, begin = net._tables, net._routes, net._carried, net._begin  # noqa: SLF001
+            for k in range(n):
+                ready = t0 + (k + 1) / n * backward_s
+                now = env._now  # noqa: SLF001 - the clock
+                yield timeout(ready - now if ready > now else 0.0)
+                done = _new_event(Arrival)
+                done.env, done.callbacks, done._value = env, [], PENDING  # noqa: SLF001
+                route, booked = routes.get(id(flow)) or tables.route(flow)
+                for r, load in booked:  # Fabric.book, inlined
+                    carried[r] += load * sent
+                if route.pairs:
+                    begin(route, per * route.alone_Bps, 0.0, done)
+                else:  # never: some resource of a flow always binds (binding_links)
+                    done.succeed_in(per)
+                yield done
+            return
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
-            yield env.timeout(max(0.0, ready - env._now))  # noqa: SLF001 - the clock
+            now = env._now  # noqa: SLF001 - the clock
+            yield timeout(ready - now if ready > now else 0.0)
             event = block(flow, per, sent, s)
             if event is not None:
                 yield event
