@@ -378,6 +378,36 @@ def test_fair_and_exclusive_agree_when_nothing_overlaps() -> None:
         )
 
 
+def test_binding_links_small_tables_match_the_array_form() -> None:
+    # hand-worked, capacities 1. Flow A loads link 0 by 1 and link 1 by 0.5; flow B loads
+    # link 0 by 1. Link 0 carries at least link 1's load of every flow, so 1 never binds;
+    # its flows (A) differ from 0's (A, B), so it keeps its own busy time: -1
+    from palm.engines.event import networks
+
+    table = [([0, 1], [1.0, 0.5]), ([0], [1.0])]
+    assert networks.binding_links([1.0, 1.0], table) == [0, -1]
+    # flow A alone: link 1 carries the same flows as 0, less of each: a twin of 0
+    assert networks.binding_links([1.0, 1.0], table[:1]) == [0, 0]
+    # no link carries at least another's load of both flows: each can bind
+    table = [([0, 2], [1.0, 1.0]), ([1, 2], [1.0, 1.0])]
+    assert networks.binding_links([1.0, 1.0, 2.0], table) == [0, 1, 2]
+    # the plain-Python form (small tables) and the array form agree on varied tables
+    rng = __import__("random").Random(7)
+    for _ in range(300):
+        n, m = rng.randint(1, 8), rng.randint(0, 7)
+        cap = [rng.choice([1.0, 2.0, 3e9, rng.random() * 1e10 + 1]) for _ in range(n)]
+        table = []
+        for _ in range(m):
+            rs = rng.sample(range(n), rng.randint(0, n))
+            table.append((rs, [rng.choice([1.0, 0.5, 1e-11, rng.random(), 0.0]) for _ in rs]))
+        small = networks.binding_links(cap, table)
+        saved, networks._SMALL = networks._SMALL, -1  # noqa: SLF001 - force the array form
+        try:
+            assert networks.binding_links(cap, table) == small
+        finally:
+            networks._SMALL = saved  # noqa: SLF001
+
+
 def test_fair_network_two_equal_flows_take_twice_as_long_as_one() -> None:
 
     from palm.engines.event.fair import FairNetwork, FlowEnvironment

@@ -350,6 +350,8 @@ def binding_links(
     and when it fills every flow on ``l`` freezes, so dropping ``l`` changes no rate. (A DRAM
     channel class usually never binds: the mesh links to the channels fill first.)"""
     n = len(capacity)
+    if n * max(1, len(table)) <= _SMALL and len(table) < 8:
+        return _binding_links_small(capacity, table)
     v = np.zeros((n, max(1, len(table))))
     for j, (resources, loads) in enumerate(table):
         for r, a in zip(resources, loads, strict=True):
@@ -365,6 +367,49 @@ def binding_links(
             over = np.nonzero((v[kept] >= v[k]).all(axis=1))[0]
             if len(over):
                 twins = [kept[i] for i in over if (used[kept[i]] == used[k]).all()]
+                same[k] = twins[0] if twins else -1
+                continue
+        kept.append(k)
+    return same
+
+
+#: tables of at most this many (resource, flow) cells, and fewer than 8 flows, take
+#: :func:`binding_links` in plain Python (a GPU cluster's few aggregates, where numpy's
+#: per-call cost dominates)
+_SMALL = 64
+
+
+def _binding_links_small(
+    capacity: Sequence[float], table: Sequence[tuple[Sequence[int], Sequence[float]]]
+) -> list[int]:
+    """:func:`binding_links` on lists: the same loads per capacity (each added, then divided,
+    as the array form does), rows ordered by their sums (added left to right, as numpy adds
+    rows of fewer than 8 elements) descending, ties by index (the stable sort), and the same
+    comparisons, element by element."""
+    n, m = len(capacity), max(1, len(table))
+    v = [[0.0] * m for _ in range(n)]
+    for j, (resources, loads) in enumerate(table):
+        for r, a in zip(resources, loads, strict=True):
+            v[r][j] += a
+    sums = []
+    for r, row in enumerate(v):
+        c = float(capacity[r])
+        total = 0.0
+        for j, x in enumerate(row):
+            row[j] = x = x / c
+            total += x
+        sums.append(-total)
+    used = [[x > 0 for x in row] for row in v]
+    same = list(range(n))
+    kept: list[int] = []
+    for k in sorted(range(n), key=sums.__getitem__):
+        row, mask = v[k], used[k]
+        if not any(mask):
+            continue
+        if kept:
+            over = [i for i in kept if all(a >= b for a, b in zip(v[i], row, strict=True))]
+            if over:
+                twins = [i for i in over if used[i] == mask]
                 same[k] = twins[0] if twins else -1
                 continue
         kept.append(k)
