@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,7 @@ from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
-from palm.engines.event.shared import PENDING, Arrival
+from palm.engines.event.shared import PENDING, Arrival, Timer
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
@@ -52,6 +53,7 @@ from palm.workload.ops import Collective
 __all__ = ["run_event", "Timeline", "PhaseRecord", "FlowRecord"]
 
 _new_event = object.__new__
+_NORMAL = simpy.events.NORMAL  # SimPy's priority of a scheduled (not urgent) event
 
 
 @dataclass(frozen=True)
@@ -387,17 +389,29 @@ class _Run:
         sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
         env, flow, block, net = self.env, self.flows.dp[s], self.net.block, self.net
         timeout = env.timeout
+        queue, eid = env._queue, env._eid  # noqa: SLF001 - SimPy's queue and event counter
         if isinstance(net, ExclusiveNet) and net.log is None and per > 0 and flow.resources:
             # ExclusiveNet.block, inline (its _hold's reservation; the same events)
             reserve = net.fabric.reserve
             for k in range(n):
                 ready = t0 + (k + 1) / n * backward_s
                 now = env._now  # noqa: SLF001 - the clock
-                yield timeout(ready - now if ready > now else 0.0)
+                # timeout(delay), inline (FlowEnvironment.timeout's fields and push)
+                delay = ready - now if ready > now else 0.0
+                timer = _new_event(Timer)
+                timer.env, timer.callbacks, timer._value = env, [], None  # noqa: SLF001
+                timer._delay, timer._ok = delay, True  # noqa: SLF001
+                heappush(queue, (now + delay, _NORMAL, next(eid), timer))
+                yield timer
                 now = env._now  # noqa: SLF001
                 end = reserve(flow, now, per, sent)
                 if end > now:
-                    yield timeout(end - now)
+                    delay = end - now  # timeout(delay), inline
+                    timer = _new_event(Timer)
+                    timer.env, timer.callbacks, timer._value = env, [], None  # noqa: SLF001
+                    timer._delay, timer._ok = delay, True  # noqa: SLF001
+                    heappush(queue, (now + delay, _NORMAL, next(eid), timer))
+                    yield timer
             return
         if isinstance(net, FairNet) and net.log is None and per > 0 and flow.resources:
             # FairNet.block, inline (the same flow, started the same way)
@@ -405,7 +419,13 @@ class _Run:
             for k in range(n):
                 ready = t0 + (k + 1) / n * backward_s
                 now = env._now  # noqa: SLF001 - the clock
-                yield timeout(ready - now if ready > now else 0.0)
+                # timeout(delay), inline (FlowEnvironment.timeout's fields and push)
+                delay = ready - now if ready > now else 0.0
+                timer = _new_event(Timer)
+                timer.env, timer.callbacks, timer._value = env, [], None  # noqa: SLF001
+                timer._delay, timer._ok = delay, True  # noqa: SLF001
+                heappush(queue, (now + delay, _NORMAL, next(eid), timer))
+                yield timer
                 done = _new_event(Arrival)
                 done.env, done.callbacks, done._value = env, [], PENDING  # noqa: SLF001
                 route, booked = routes.get(id(flow)) or tables.route(flow)
