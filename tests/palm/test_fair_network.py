@@ -148,6 +148,26 @@ def test_a_flow_in_the_room_another_leaves_changes_no_rate() -> None:
     assert net.recomputes == 0
 
 
+@pytest.mark.parametrize("with_network", [False, True])
+def test_a_failing_process_raises_as_in_simpy(with_network: bool) -> None:
+    # the clock runs SimPy's Environment.step inlined (both with and without a network): an
+    # event that failed and that nobody defused raises a copy of its exception, caused by it
+    env = FlowEnvironment()
+    if with_network:
+        FairNetwork(env, [1.0])
+
+    def broken():  # type: ignore[no-untyped-def]
+        yield env.timeout(1.0)
+        raise KeyError("stage 3")
+
+    env.process(broken())
+    with pytest.raises(KeyError, match="stage 3") as caught:
+        env.run()
+    cause = caught.value.__cause__
+    assert isinstance(cause, KeyError) and cause is not caught.value
+    assert env.now == 1.0
+
+
 def test_the_fair_network_needs_its_clock() -> None:
     with pytest.raises(TypeError, match="FlowEnvironment"):
         FairNetwork(simpy.Environment(), [1.0])

@@ -316,6 +316,15 @@ _ROUTE = attrgetter("route")
 _RESOURCES = attrgetter("resources")
 
 
+def _failure(event: simpy.Event) -> BaseException:
+    """The exception SimPy's ``Environment.step`` raises for a failed event nobody defused: a
+    copy of the event's, caused by it (SimPy 4.1, simpy/core.py)."""
+    cause: BaseException = event._value  # noqa: SLF001
+    exc = type(cause)(*cause.args)
+    exc.__cause__ = cause
+    return exc
+
+
 class FlowEnvironment(simpy.Environment):
     """A SimPy environment whose clock also runs a :class:`FairNetwork`: the network's next
     flow end is an event of the simulation like SimPy's own, taken before SimPy's events of
@@ -354,9 +363,7 @@ class FlowEnvironment(simpy.Environment):
                 for callback in callbacks:
                     callback(event)
                 if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                    exc = type(event._value)(*event._value.args)  # noqa: SLF001
-                    exc.__cause__ = event._value  # noqa: SLF001
-                    raise exc
+                    raise _failure(event)
             return
         fire, fire_in_class = net._fire, net._fire_in_class  # noqa: SLF001 - our network
         ends = 0  # flow ends, added to ``flow_events`` when the run stops
@@ -371,9 +378,7 @@ class FlowEnvironment(simpy.Environment):
                     for callback in callbacks:
                         callback(event)
                     if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                        exc = type(event._value)(*event._value.args)  # noqa: SLF001
-                        exc.__cause__ = event._value  # noqa: SLF001
-                        raise exc
+                        raise _failure(event)
                 elif end < _INF:
                     self._now = end
                     ends += 1
