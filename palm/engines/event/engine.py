@@ -33,7 +33,6 @@ from __future__ import annotations
 import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from heapq import heappush
 from typing import Any
 
 import numpy as np
@@ -45,7 +44,7 @@ from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import stage_program
-from palm.engines.event.shared import PENDING, Arrival, Timer
+from palm.engines.event.shared import PENDING, Arrival
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
@@ -387,56 +386,8 @@ class _Run:
         else:
             grads = Collective("all-reduce", st.dp_grad_bytes)
         sent = bytes_sent_per_member(grads, n=self.par.data_ranks) / n
-        env, flow, block, net = self.env, self.flows.dp[s], self.net.block, self.net
+        env, flow, block = self.env, self.flows.dp[s], self.net.block
         timeout = env.timeout
-        queue, eid = env._queue, env._eid  # noqa: SLF001 - SimPy's queue and event counter
-        if isinstance(net, ExclusiveNet) and net.log is None and per > 0 and flow.resources:
-            # ExclusiveNet.block, inline (its _hold's reservation; the same events)
-            reserve = net.fabric.reserve
-            for k in range(n):
-                ready = t0 + (k + 1) / n * backward_s
-                now = env._now  # noqa: SLF001 - the clock
-                # timeout(delay), inline (FlowEnvironment.timeout's fields and push)
-                delay = ready - now if ready > now else 0.0
-                timer = _new_event(Timer)
-                timer.env, timer.callbacks, timer._value = env, [], None  # noqa: SLF001
-                timer._delay, timer._ok = delay, True  # noqa: SLF001
-                heappush(queue, (now + delay, _NORMAL, next(eid), timer))
-                yield timer
-                now = env._now  # noqa: SLF001
-                end = reserve(flow, now, per, sent)
-                if end > now:
-                    delay = end - now  # timeout(delay), inline
-                    timer = _new_event(Timer)
-                    timer.env, timer.callbacks, timer._value = env, [], None  # noqa: SLF001
-                    timer._delay, timer._ok = delay, True  # noqa: SLF001
-                    heappush(queue, (now + delay, _NORMAL, next(eid), timer))
-                    yield timer
-            return
-        if isinstance(net, FairNet) and net.log is None and per > 0 and flow.resources:
-            # FairNet.block, inline (the same flow, started the same way)
-            tables, routes, carried, begin = net._tables, net._routes, net._carried, net._begin  # noqa: SLF001
-            for k in range(n):
-                ready = t0 + (k + 1) / n * backward_s
-                now = env._now  # noqa: SLF001 - the clock
-                # timeout(delay), inline (FlowEnvironment.timeout's fields and push)
-                delay = ready - now if ready > now else 0.0
-                timer = _new_event(Timer)
-                timer.env, timer.callbacks, timer._value = env, [], None  # noqa: SLF001
-                timer._delay, timer._ok = delay, True  # noqa: SLF001
-                heappush(queue, (now + delay, _NORMAL, next(eid), timer))
-                yield timer
-                done = _new_event(Arrival)
-                done.env, done.callbacks, done._value = env, [], PENDING  # noqa: SLF001
-                route, booked = routes.get(id(flow)) or tables.route(flow)
-                for r, load in booked:  # Fabric.book, inlined
-                    carried[r] += load * sent
-                if route.pairs:
-                    begin(route, per * route.alone_Bps, 0.0, done)
-                else:  # never: some resource of a flow always binds (binding_links)
-                    done.succeed_in(per)
-                yield done
-            return
         for k in range(n):
             ready = t0 + (k + 1) / n * backward_s
             now = env._now  # noqa: SLF001 - the clock

@@ -277,17 +277,7 @@ class FairNet:
         # Arrival(self.env), without the constructor's call (the fields it sets)
         done = _new_event(Arrival)
         done.env, done.callbacks, done._value = self.env, [], PENDING  # noqa: SLF001
-        if self.log is None:  # _start, inline
-            route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
-            carried = self._carried
-            for r, load in booked:  # Fabric.book, inlined
-                carried[r] += load * nbytes
-            if route.pairs:
-                self._begin(route, duration * route.alone_Bps, 0.0, done)
-            else:  # never: some resource of a flow always binds (binding_links)
-                done.succeed_in(duration)
-        else:
-            self._start(flow, duration, nbytes, stage, done)
+        self.send(flow, duration, nbytes, stage, done)
         return done
 
     def send(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:

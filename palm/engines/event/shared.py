@@ -314,29 +314,20 @@ class DramSystem:
         users = self._users
         soonest = _INF if self._active else 0.0
         one = self._one
-        if one >= 0:  # every access on class ``one``: the loop below with k = one, split on dt
+        if one >= 0:  # every access on class ``one``: the loop below with k = one
             n = users[one]
-            if dt:
+            if dt:  # bytes moved since the last change, at the old rates
                 for a in self._active:
                     a.remaining -= a.rate * dt
-                    rate = a.noc_bandwidth
-                    share = a.limit / n
-                    if share < rate:
-                        rate = share
-                    a.rate = rate
-                    left = a.remaining / rate
-                    if left < soonest:
-                        soonest = left
-            else:
-                for a in self._active:
-                    rate = a.noc_bandwidth
-                    share = a.limit / n
-                    if share < rate:
-                        rate = share
-                    a.rate = rate
-                    left = a.remaining / rate
-                    if left < soonest:
-                        soonest = left
+            for a in self._active:
+                rate = a.noc_bandwidth
+                share = a.limit / n
+                if share < rate:
+                    rate = share
+                a.rate = rate
+                left = a.remaining / rate
+                if left < soonest:
+                    soonest = left
         else:
             for a in self._active:
                 if dt:  # bytes moved since the last change, at the old rate
