@@ -168,6 +168,35 @@ def test_a_failing_process_raises_as_in_simpy(with_network: bool) -> None:
     assert env.now == 1.0
 
 
+def test_processes_resume_as_in_simpy() -> None:
+    # FlowEnvironment's processes resume leaner than SimPy's, with the same behaviour: a
+    # processed event's value comes back at once, a failed event is thrown into the generator,
+    # and the process's event carries the generator's return value
+    env = FlowEnvironment()
+    done = env.event()
+    done.succeed("early")
+    failed = env.event()
+    seen: list[object] = []
+
+    def worker():  # type: ignore[no-untyped-def]
+        seen.append((yield env.timeout(1.0, "t")))
+        seen.append((yield done))  # processed by now: no wait
+        failed.fail(ValueError("bad"))
+        try:
+            yield failed
+        except ValueError as exc:
+            seen.append(str(exc))
+        return 7
+
+    def parent():  # type: ignore[no-untyped-def]
+        seen.append((yield env.process(worker())))
+
+    env.process(parent())
+    env.run()
+    assert seen == ["t", "early", "bad", 7]
+    assert env.now == 1.0
+
+
 def test_the_fair_network_needs_its_clock() -> None:
     with pytest.raises(TypeError, match="FlowEnvironment"):
         FairNetwork(simpy.Environment(), [1.0])
