@@ -116,7 +116,7 @@ def fair_rates(routes: Sequence[Route], capacity: Sequence[float]) -> list[float
     sits at the same level; the resource that fills first (``level = room / weight``) freezes
     the flows that load it; repeat. Resources wait in a heap by the level at which they fill
     (entries made stale by a freeze are skipped), so a call costs ``O(loads log resources)``."""
-    return _Filler(capacity).fill(routes)[0]
+    return _Filler(capacity).fill(routes)
 
 
 class _Filler:
@@ -131,13 +131,14 @@ class _Filler:
         self.weight = [0.0] * n  # load of one unit of level from the unfrozen flows
         self.unfrozen = [0] * n  # unfrozen flows on the resource
         self.on: list[list[int]] = [[] for _ in range(n)]
+        self.loaded: list[int] = []  # the resources the last call loaded
 
     def fill(
         self, routes: Sequence[Route], taken: dict[int, float] | None = None, level: float = 0.0
-    ) -> tuple[list[float], dict[int, float]]:
-        """:func:`fair_rates`, and the capacity each loaded resource has left at those rates.
-        With ``taken``, resource ``r`` has ``taken[r] x level`` of its capacity taken already
-        (by a :class:`_Class` of flows frozen at ``level``)."""
+    ) -> list[float]:
+        """:func:`fair_rates` (:meth:`used` then tells the capacity they use). With ``taken``,
+        resource ``r`` has ``taken[r] x level`` of its capacity taken already (by a
+        :class:`_Class` of flows frozen at ``level``)."""
         inf = _INF
         rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
         room, weight, unfrozen, on, capacity = (
@@ -148,6 +149,7 @@ class _Filler:
             self.capacity,
         )
         loaded: list[int] = []
+        self.loaded = loaded
         left = 0  # flows not frozen yet
         for i, route in enumerate(routes):
             if route.pairs:
@@ -184,7 +186,13 @@ class _Filler:
                     room[q] -= a * level
                     weight[q] -= a
                     unfrozen[q] -= 1
-        return rates, {r: room[r] for r in loaded}
+        return rates
+
+    def used(self) -> dict[int, float]:
+        """The capacity taken on each resource the last :meth:`fill` loaded, at its rates
+        (``taken``'s part included), by resource."""
+        capacity, room = self.capacity, self.room
+        return {r: capacity[r] - room[r] for r in self.loaded}
 
 
 def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
@@ -849,7 +857,7 @@ class FairNetwork:
             if rate < level * (1.0 - _TIGHT):
                 return False
         elif rest:
-            rates = self._filler.fill([g.route for g in rest], weight, level)[0]
+            rates = self._filler.fill([g.route for g in rest], weight, level)
             if min(rates) < level * (1.0 - _TIGHT):
                 return False
         self.class_updates += 1
@@ -935,20 +943,22 @@ class FairNetwork:
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
-        if len(routes) == 1:
-            route = routes[0]
-            rates = [route.alone_Bps]
-            room = {r: self.capacity[r] - a * route.alone_Bps for r, a in route.pairs}
-        elif sum(map(len, map(_RESOURCES, routes))) > _NUMPY_ABOVE:
-            rates = _fill_arrays(routes, self._capacity_array)
-            room = {}
-            for route, rate in zip(routes, rates):  # noqa: B905 (equal by construction)
-                for r, a in route.pairs:
-                    room[r] = room.get(r, self.capacity[r]) - a * rate
-        else:
-            rates, room = self._filler.fill(routes)
         capacity = self.capacity
-        used = {r: capacity[r] - left for r, left in room.items()}
+        if len(routes) > 1 and sum(map(len, map(_RESOURCES, routes))) <= _NUMPY_ABOVE:
+            rates = self._filler.fill(routes)
+            used = self._filler.used()
+        else:
+            if len(routes) == 1:
+                route = routes[0]
+                rates = [route.alone_Bps]
+                room = {r: capacity[r] - a * route.alone_Bps for r, a in route.pairs}
+            else:
+                rates = _fill_arrays(routes, self._capacity_array)
+                room = {}
+                for route, rate in zip(routes, rates):  # noqa: B905 (equal by construction)
+                    for r, a in route.pairs:
+                        room[r] = room.get(r, capacity[r]) - a * rate
+            used = {r: capacity[r] - left for r, left in room.items()}
         if len(self._filled) >= _MEMO_SIZE:
             self._filled.clear()
         self._filled[routes] = (rates, used)
