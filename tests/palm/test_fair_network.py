@@ -4,12 +4,14 @@ progressive filling is memoised. Hand-worked cases on one or two links."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Generator, Hashable, Mapping
 from typing import Any
 
 import pytest
 import simpy
 
+from palm.engines.event import fair
 from palm.engines.event.fair import FairNetwork, FlowEnvironment, Route
 from palm.engines.event.shared import Arrival
 
@@ -195,6 +197,27 @@ def test_processes_resume_as_in_simpy() -> None:
     env.run()
     assert seen == ["t", "early", "bad", 7]
     assert env.now == 1.0
+
+
+def test_flows_apart_beside_a_class_get_their_filling_bit_for_bit() -> None:
+    # beside a class, flows that share no resource take each the least of their shares, which
+    # is what progressive filling on what the class leaves gives them, to the last bit
+    rng = random.Random(7)
+    for _ in range(200):
+        capacity = [rng.uniform(1.0, 10.0) for _ in range(12)]
+        taken = {r: rng.uniform(0.0, 0.4) for r in rng.sample(range(12), 6)}
+        level = rng.uniform(0.5, 2.0)
+        picked = rng.sample(range(12), 6)
+        routes = [
+            Route(picked[k : k + 2], [rng.uniform(0.5, 2.0) for _ in range(2)], capacity)
+            for k in (0, 2, 4)
+        ]
+        assert fair._apart(routes)  # noqa: SLF001
+        filled = fair._Filler(capacity).fill(routes, taken, level)  # noqa: SLF001
+        assert filled == [fair._share(r, capacity, taken, level) for r in routes]  # noqa: SLF001
+    shared = [Route([0, 1], [1.0, 1.0], [1.0] * 3), Route([1, 2], [1.0, 1.0], [1.0] * 3)]
+    assert not fair._apart(shared)  # noqa: SLF001
+    assert not fair._apart([Route([0, 0], [1.0, 1.0], [1.0])])  # noqa: SLF001
 
 
 def test_the_fair_network_needs_its_clock() -> None:

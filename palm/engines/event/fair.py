@@ -311,6 +311,28 @@ def _tops(flows: dict[_Flow, None], new: _Flow, rate: float) -> bool:
     return all(g.rate <= top for g in flows if g is not new)
 
 
+def _share(route: Route, capacity: Sequence[float], taken: dict[int, float], level: float) -> float:
+    """The rate of a flow on ``route`` that shares no resource with another flow but a
+    :class:`_Class`'s at ``level`` (which take ``taken[r] x level`` of resource ``r``): the
+    least room over load of its resources, as its progressive filling finds it, bit for bit."""
+    rate = _INF
+    for q, a in route.pairs:
+        share = (capacity[q] - taken.get(q, 0.0) * level) / a
+        if share < rate:
+            rate = share
+    return rate
+
+
+def _apart(routes: Sequence[Route]) -> bool:
+    """No resource is loaded twice by ``routes`` (by two of them, or twice by one)."""
+    seen: set[int] = set()
+    loads = 0
+    for route in routes:
+        seen.update(route.resources)
+        loads += len(route.resources)
+    return len(seen) == loads
+
+
 def _slower(flows: dict[_Flow, None], leaving: _Flow, rate: float) -> bool:
     """Every flow of ``flows`` but ``leaving`` is clearly slower than ``rate``."""
     below = rate * (1.0 - _SLACK)
@@ -857,7 +879,11 @@ class FairNetwork:
             if rate < level * (1.0 - _TIGHT):
                 return False
         elif rest:
-            rates = self._filler.fill([g.route for g in rest], weight, level)
+            routes = [g.route for g in rest]
+            if _apart(routes):  # each flow's filling is its own
+                rates = [_share(route, capacity, weight, level) for route in routes]
+            else:
+                rates = self._filler.fill(routes, weight, level)
             if min(rates) < level * (1.0 - _TIGHT):
                 return False
         self.class_updates += 1
@@ -895,12 +921,8 @@ class FairNetwork:
         """:meth:`_class_change` for a flow that starts off the class's bottleneck when it is
         the only such flow: it gets what the class leaves on its tightest resource, and no
         other rate changes."""
-        capacity, weight, level = self.capacity, c.weight, c.level
-        rate = _INF
-        for q, a in flow.route.pairs:
-            share = (capacity[q] - weight.get(q, 0.0) * level) / a
-            if share < rate:
-                rate = share
+        level = c.level
+        rate = _share(flow.route, self.capacity, c.weight, level)
         if rate < level * (1.0 - _TIGHT):  # slower than the class: it binds the class
             return False
         c.rest[flow] = None
