@@ -531,7 +531,8 @@ class FairNetwork:
         self.ready_eid = 0
         self._first: _Flow | None = None
         self._started = itertools.count()
-        self.recomputes = 0
+        self._refills = 0  # full fillings (_reschedule)
+        self._class_misses = 0  # a class's updates given up for a dissolution and a refill
         # progressive filling's answers by the routes in flight, in order: a pipeline's steady
         # state brings the same sets of flows back again and again. ``filled``: a memo kept
         # by the caller, shared by networks of the same capacities whose flows take the same
@@ -545,6 +546,12 @@ class FairNetwork:
         self._cls: _Class | None = None
         #: recomputations done as a class's update (without a full filling)
         self.class_updates = 0
+
+    @property
+    def recomputes(self) -> int:
+        """Recomputations of rates: full fillings, and updates of a class, carried
+        (``class_updates``) or given up (the class dissolved and a full filling followed)."""
+        return self._refills + self.class_updates + self._class_misses
 
     def route(
         self, resources: Sequence[int], loads: Sequence[float], *, passive: Sequence[int] = ()
@@ -589,7 +596,6 @@ class FairNetwork:
             if member and not c.rest:
                 # _class_change for a flow that joins the class, no flow beside it (a stage's
                 # reads among the others'), inline
-                self.recomputes += 1
                 if route not in c.seen:
                     c.seen.add(route)
                     c.touched.update(route.resources)
@@ -621,7 +627,6 @@ class FairNetwork:
             elif not c.rest:
                 # _class_change's first case (a flow beside the class, no other: a hand-off
                 # beside the reads), inline: it takes what the class leaves
-                self.recomputes += 1
                 if route not in c.seen:
                     c.seen.add(route)
                     c.touched.update(route.resources)
@@ -641,6 +646,7 @@ class FairNetwork:
                     return
             elif self._class_change(flow, now, started=True):
                 return
+            self._class_misses += 1
             self._dissolve(now, flow)
             self._reschedule(route.resources, now, whole=True)
             return
@@ -724,7 +730,7 @@ class FairNetwork:
     def _reschedule(self, changed: Sequence[int], now: float, *, whole: bool = False) -> None:
         """New rates for the flows connected to the resources that ``changed`` (every flow
         in flight if ``whole``), and the next flow end (``next_end``)."""
-        self.recomputes += 1
+        self._refills += 1
         active = self._active
         # with few flows in flight (group mode) or routes of hundreds of links (link mode),
         # recomputing every flow in flight is cheaper than finding the connected ones; the
@@ -820,7 +826,6 @@ class FairNetwork:
         and the rest's rates, when the class's flows are still the slowest and their
         bottleneck still full; else False, and the caller dissolves the class (whose level
         and counter this leaves as they were)."""
-        self.recomputes += 1
         c = self._cls
         assert c is not None
         route, weight, capacity = flow.route, c.weight, self.capacity
@@ -1063,7 +1068,6 @@ class FairNetwork:
         if f in rest and len(rest) == 1 and c.members and c.level <= c.bound:
             # _class_change for the end of the only flow beside the class (a hand-off), inline:
             # nothing else changes, the next end is the class's first through
-            self.recomputes += 1
             del rest[f]
             self.class_updates += 1
             finish, _seq, first = c.heap[0]
@@ -1072,7 +1076,6 @@ class FairNetwork:
         elif not rest and len(c.members) > 1:
             # _class_change for a class flow through, no flow beside the class, inline
             assert c.heap[0][2] is f  # the class's first through (_class_next)
-            self.recomputes += 1
             heapq.heappop(c.heap)
             del c.members[f]
             weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
@@ -1080,6 +1083,7 @@ class FairNetwork:
                 weight[q] -= a
             level = capacity[bottleneck] / weight[bottleneck]
             if level > c.bound and level > c.tighten(capacity):
+                self._class_misses += 1
                 self._dissolve(now)
                 self._reschedule(route.resources, now, whole=True)
             else:
@@ -1091,6 +1095,7 @@ class FairNetwork:
                 first.end = end = c.service_t + (finish - c.service) / c.level
                 self.next_end, self._first = end, first
         elif not self._class_change(f, now, started=False):
+            self._class_misses += 1
             self._dissolve(now)
             if self._active:
                 self._reschedule(route.resources, now, whole=True)
