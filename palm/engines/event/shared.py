@@ -147,7 +147,9 @@ class ChannelClasses:
         if not self.patterns:
             return False
         first = self.patterns[0][0]
-        if not len(first) or not all(np.array_equal(c, first) for c, _ in self.patterns[1:]):
+        if not len(first) or any(len(c) != len(first) for c, _ in self.patterns):
+            return False
+        if not (np.stack([c for c, _ in self.patterns]) == first).all():  # one comparison
             return False
         self.channel_class = np.full(len(self.bandwidth), -1, dtype=np.int64)
         self.channel_class[first] = 0
