@@ -333,7 +333,7 @@ def _all_stages_reading_Bps(plan: Plan) -> tuple[float, float] | None:
         return None
     pp = plan.config.parallelism.pp
     region = CoreRegion(np.concatenate([plan.placement.stage_region(s).rects for s in range(pp)]))
-    access = interleaved_access(hw, region, dram_channel_cores(hw))
+    access = interleaved_access(hw, region, dram_channel_cores(hw), with_latency=False)
     if access.noc.bandwidth_Bps == _INF:
         return None
     return access.cores, access.noc.bandwidth_Bps

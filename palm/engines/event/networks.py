@@ -348,13 +348,13 @@ def binding_links(
     order = np.argsort(-v.sum(axis=1), kind="stable").tolist()
     if n * v.size <= _DENSE:  # every pair of resources compared in one pass
         cover = (v[:, None, :] >= v[None, :, :]).all(axis=2).T.tolist()
-        same = _same_flows(used)
+        flows_on = [row.tobytes() for row in used]  # equal when the same flows use them
         return _keep(
             n,
             order,
             any_used,
             lambda k, kept: [i for i in kept if cover[k][i]],
-            lambda i, k: same[i][k],
+            lambda i, k: flows_on[i] == flows_on[k],
         )
     return _keep(
         n,
@@ -373,16 +373,6 @@ _SMALL = 64
 #: resources in one pass (a wafer's stage aggregates); larger ones (``link`` mode's mesh
 #: links) compare one resource with those kept, resource by resource
 _DENSE = 1 << 18
-
-
-def _same_flows(used: np.ndarray) -> list[list[bool]]:
-    """Whether resources ``i`` and ``k`` (rows of ``used``) are used by the same flows: as
-    many flows in common as each has (counts of a product of 0-1 rows, exact)."""
-    u = used.astype(np.float64)
-    common = u @ u.T
-    count = common.diagonal()
-    same: list[list[bool]] = ((common == count[:, None]) & (common == count[None, :])).tolist()
-    return same
 
 
 def _loads_per_capacity(
