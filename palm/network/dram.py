@@ -412,6 +412,7 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     )
     # the four edges carry the along-the-edge legs and their own straight-in legs
     rr, cs = np.arange(R), np.arange(C)
+    east_Bps, west_Bps, south_Bps, north_Bps = _line_bandwidths(hw)
     for line, n_edge, x in ((0, n_top, at[top.index, 1]), (R - 1, n_bottom, at[bottom.index, 1])):
         inward = _line_cells(region, 0, line, 0, int(left.reach[line]), C)  # left-served
         outward = _line_cells(region, 0, line, C - int(right.reach[line]), C, C)  # right-served
@@ -421,8 +422,8 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
         west = _ranges(n_edge, cs + 1, x + 1, C) + _before(outward)
         worst.load = max(
             worst.load,
-            float((east / link_bandwidth_Bps(hw, EAST, cs)).max()),
-            float((west / link_bandwidth_Bps(hw, WEST, cs)).max()),
+            float((east / east_Bps).max()),
+            float((west / west_Bps).max()),
         )
     for line, n_edge, y in ((0, n_left, at[left.index, 0]), (C - 1, n_right, at[right.index, 0])):
         down = _line_cells(region, 1, line, 0, int(top.reach[line]), R)  # top-served
@@ -431,12 +432,24 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
         north = _ranges(n_edge, rr + 1, y + 1, R) + _before(up)
         worst.load = max(
             worst.load,
-            float((south / link_bandwidth_Bps(hw, SOUTH, rr)).max()),
-            float((north / link_bandwidth_Bps(hw, NORTH, rr)).max()),
+            float((south / south_Bps).max()),
+            float((north / north_Bps).max()),
         )
     if worst.load == 0.0:
         return counts, Profile(0.0, float("inf"), 0)
     return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
+
+
+def _line_bandwidths(hw: Mesh2DHardware) -> tuple[np.ndarray, ...]:
+    """Bandwidth of the links along a row (east, west), then along a column (south, north),
+    by the position they leave (:func:`~palm.network.loads.link_bandwidth_Bps`)."""
+    cs, rr = np.arange(hw.core_grid[1]), np.arange(hw.core_grid[0])
+    return (
+        link_bandwidth_Bps(hw, EAST, cs),
+        link_bandwidth_Bps(hw, WEST, cs),
+        link_bandwidth_Bps(hw, SOUTH, rr),
+        link_bandwidth_Bps(hw, NORTH, rr),
+    )
 
 
 def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:
@@ -629,9 +642,9 @@ def _interleaved_lines(
     row_line, row_lo, row_hi = row_runs
     per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=C)
     per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=R)
-    cs, rr = np.arange(C), np.arange(R)
     beyond_col, before_col = _beyond(per_col), _before(per_col)
     beyond_row, before_row = _beyond(per_row), _before(per_row)
+    east_Bps, west_Bps, south_Bps, north_Bps = _line_bandwidths(hw)
     # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
     # the left and right channels' row legs into that row
     for row, edge in ((0, top), (R - 1, bottom)):
@@ -640,8 +653,8 @@ def _interleaved_lines(
         west = w * (np.cumsum(edge[::-1])[::-1] * before_col + Rr * _before(cells))
         worst = max(
             worst,
-            float((east / link_bandwidth_Bps(hw, EAST, cs)).max()),
-            float((west / link_bandwidth_Bps(hw, WEST, cs)).max()),
+            float((east / east_Bps).max()),
+            float((west / west_Bps).max()),
         )
     for col, edge in ((0, left), (C - 1, right)):
         cells = _line_cells(region, 1, col, 0, R, R)
@@ -649,8 +662,8 @@ def _interleaved_lines(
         north = w * (np.cumsum(edge[::-1])[::-1] * before_row + B * _before(cells))
         worst = max(
             worst,
-            float((south / link_bandwidth_Bps(hw, SOUTH, rr)).max()),
-            float((north / link_bandwidth_Bps(hw, NORTH, rr)).max()),
+            float((south / south_Bps).max()),
+            float((north / north_Bps).max()),
         )
     latency_ns, hops = _farthest(hw, region, at) if with_latency else (0.0, 0)
     if worst == 0.0:

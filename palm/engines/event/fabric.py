@@ -42,7 +42,7 @@ from functools import partial
 import numpy as np
 
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
-from palm.network.dram import interleaved_access
+from palm.network.dram import DramAccess, interleaved_access
 from palm.network.loads import EAST, WEST, LinkLoad, Profile, dram_channel_cores, link_bandwidth_Bps
 from palm.network.region import CoreRegion
 from palm.plan import Plan
@@ -285,26 +285,33 @@ class _FlowMaker:
 
     def dram(self) -> tuple[DramFlows, ...]:
         """Per stage, its DRAM access: its channels and the flow over the NoC its reads make
-        (in ``link`` mode, or under the ``fair`` model; none otherwise)."""
+        (:meth:`dram_noc`)."""
         plan = self.plan
         assert plan.dram is not None
         edge = _all_stages_reading_Bps(plan) if self.fair and not self.link else None
-        per_stage = []
-        for s, access in enumerate(plan.dram):
-            noc_flow = Flow((), (), "dram-noc")
-            if self.link and access.noc.links is not None:
-                noc_flow = self.make(_link_keys(plan, access.noc.links), "dram-noc")
-            elif self.fair and access.noc.bandwidth_Bps < _INF:
-                own = 1.0 / access.noc.bandwidth_Bps
-                keys: dict[Hashable, float] = {("noc", s): own}
-                if edge is not None:
-                    cores, rate = edge
-                    # the stage's share of the mesh's bottleneck link when every stage reads
-                    # (never more than its own bottleneck: alone, a read takes its own time)
-                    keys[("dram-noc",)] = min(access.cores / cores / rate, own)
-                noc_flow = self.make(keys, "dram-noc", access.cores)
-            per_stage.append(DramFlows(access.channels, noc_flow))
-        return tuple(per_stage)
+        return tuple(
+            DramFlows(access.channels, self.dram_noc(s, access, edge))
+            for s, access in enumerate(plan.dram)
+        )
+
+    def dram_noc(self, s: int, access: DramAccess, edge: tuple[float, float] | None) -> Flow:
+        """The flow over the NoC of stage ``s``'s reads (``access``): over the links they load
+        in ``link`` mode; under the ``fair`` model, on the stage's aggregate and, when ``edge``
+        gives all stages' cores and one core's read bandwidth when all read at once
+        (:func:`_all_stages_reading_Bps`), on the mesh edge's; none otherwise."""
+        if self.link and access.noc.links is not None:
+            return self.make(_link_keys(self.plan, access.noc.links), "dram-noc")
+        if not (self.fair and access.noc.bandwidth_Bps < _INF):
+            return Flow((), (), "dram-noc")
+        own = 1.0 / access.noc.bandwidth_Bps
+        cores = access.cores
+        keys: dict[Hashable, float] = {("noc", s): own}
+        if edge is not None:
+            all_cores, rate = edge
+            # the stage's share of the mesh's bottleneck link when every stage reads (never
+            # more than its own bottleneck: alone, a read takes its own time)
+            keys[("dram-noc",)] = min(cores / all_cores / rate, own)
+        return self.make(keys, "dram-noc", cores)
 
 
 def _alone(tp: tuple[Flow, ...], others: tuple[Flow, ...]) -> tuple[bool, ...]:

@@ -170,7 +170,7 @@ class _FairTables:
         self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
         #: routes of flows by the flow's id, made as they are first used
         self.routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
-        read_routes = [Route(*self.kept(*read), capacity, self.passive(read[0])) for read in reads]
+        read_routes = [self._route(*read) for read in reads]
         # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
         self.read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
         if plan.dram is not None:
@@ -184,33 +184,26 @@ class _FairTables:
                 )
                 self.read_info.append((route, access.response_s + access.noc.latency_s, booked))
 
-    def kept(
-        self, resources: Sequence[int], loads: Sequence[float]
-    ) -> tuple[list[int], list[float]]:
-        """The resources of a flow that can bind (see :func:`binding_links`)."""
-        same = self.same
-        pairs = [(r, a) for r, a in zip(resources, loads, strict=True) if same[r] == r]
-        return [r for r, _ in pairs], [a for _, a in pairs]
-
-    def passive(self, resources: Sequence[int]) -> list[int]:
-        """Links of a flow that never bind but keep their own busy time (a channel class's
-        busy time is not reported, so one that never binds is dropped)."""
-        return [r for r in resources if self.same[r] == -1 and r < self.n_links]
+    def _route(self, resources: Sequence[int], loads: Sequence[float]) -> Route:
+        """The route of a flow loading ``resources`` by ``loads``: on the resources that can
+        bind (see :func:`binding_links`), and passing the links that never bind but keep their
+        own busy time (a channel class's busy time is not reported, so one that never binds is
+        dropped)."""
+        same, n_links = self.same, self.n_links
+        kept, kept_loads, passive = [], [], []
+        for r, a in zip(resources, loads, strict=True):
+            if same[r] == r:
+                kept.append(r)
+                kept_loads.append(a)
+            elif same[r] == -1 and r < n_links:
+                passive.append(r)
+        return Route(kept, kept_loads, self.capacity, passive)
 
     def route(self, flow: Flow) -> tuple[Route, tuple[tuple[int, float], ...]]:
         """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
         cached = self.routes.get(id(flow))
         if cached is None:
-            # kept and passive, in one pass
-            same, n_links = self.same, self.n_links
-            kept, loads, passive = [], [], []
-            for r, a in zip(flow.resources, flow.loads, strict=True):
-                if same[r] == r:
-                    kept.append(r)
-                    loads.append(a)
-                elif same[r] == -1 and r < n_links:
-                    passive.append(r)
-            route = Route(kept, loads, self.capacity, passive)
+            route = self._route(flow.resources, flow.loads)
             booked = tuple(zip(flow.resources, flow.booked, strict=True))
             cached = self.routes[id(flow)] = (route, booked)
         return cached
