@@ -251,16 +251,21 @@ class _FlowMaker:
         self.mesh = isinstance(plan.config.hardware, Mesh2DHardware)
         par = plan.config.parallelism
         self.group = par.tp * par.data_ranks
+        #: a new resource's capacity: a link's or port's bandwidth in ``link`` mode, else 1
+        self._capacity = partial(_capacity, plan) if self.link else None
 
     def make(self, keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
         """A flow of ``kind`` loading the resources of ``keys`` by their values, in the order
         of the keys' text; ``carried``: what it books on each per byte of one transfer, when
         that differs from the load (the ``fair`` model's aggregates)."""
-        order = sorted(keys, key=repr) if len(keys) > 1 else list(keys)
-        capacity = partial(_capacity, self.plan) if self.link else None
-        resources = self.fabric.resources(order, kind, capacity)
+        if len(keys) > 1:
+            order = sorted(keys, key=repr)
+            loads = tuple([keys[k] for k in order])
+        else:
+            order, loads = list(keys), tuple(keys.values())
+        resources = self.fabric.resources(order, kind, self._capacity)
         booked = None if carried is None else (carried,) * len(resources)
-        return Flow(resources, tuple([keys[k] for k in order]), kind, booked)
+        return Flow(resources, loads, kind, booked)
 
     def flow(self, prof: Profile, kind: str, stages: tuple[int, ...]) -> Flow:
         """The flow of a transfer priced by ``prof`` (each of the stage group's transfers at
