@@ -412,7 +412,9 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     )
     # the four edges carry the along-the-edge legs and their own straight-in legs
     rr, cs = np.arange(R), np.arange(C)
-    east_Bps, west_Bps, south_Bps, north_Bps = _line_bandwidths(hw)
+    links = _lines(hw)
+    east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
+    south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     for line, n_edge, x in ((0, n_top, at[top.index, 1]), (R - 1, n_bottom, at[bottom.index, 1])):
         inward = _line_cells(region, 0, line, 0, int(left.reach[line]), C)  # left-served
         outward = _line_cells(region, 0, line, C - int(right.reach[line]), C, C)  # right-served
@@ -440,16 +442,26 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
 
 
-def _line_bandwidths(hw: Mesh2DHardware) -> tuple[np.ndarray, ...]:
-    """Bandwidth of the links along a row (east, west), then along a column (south, north),
-    by the position they leave (:func:`~palm.network.loads.link_bandwidth_Bps`)."""
-    cs, rr = np.arange(hw.core_grid[1]), np.arange(hw.core_grid[0])
-    return (
-        link_bandwidth_Bps(hw, EAST, cs),
-        link_bandwidth_Bps(hw, WEST, cs),
-        link_bandwidth_Bps(hw, SOUTH, rr),
-        link_bandwidth_Bps(hw, NORTH, rr),
-    )
+@dataclass(frozen=True)
+class _Line:
+    """The links of a row (``EAST``, ``WEST``) or a column (``SOUTH``, ``NORTH``) of the mesh
+    in one direction, by the position they leave: whether each crosses a tile boundary
+    (:func:`~palm.network.loads.link_is_inter_tile`) and its bandwidth."""
+
+    inter: np.ndarray
+    bandwidth_Bps: np.ndarray
+
+
+def _lines(hw: Mesh2DHardware) -> dict[int, _Line]:
+    """The links of a line in each of the four directions (:class:`_Line`), priced once for
+    every line of the mesh (a link's kind and bandwidth depend on its position only)."""
+    rows, cols = hw.core_grid
+    out = {}
+    for direction, n in ((EAST, cols), (WEST, cols), (SOUTH, rows), (NORTH, rows)):
+        at = np.arange(n)
+        inter = link_is_inter_tile(hw, direction, at)
+        out[direction] = _Line(inter, link_bandwidth_Bps(hw, direction, at, inter=inter))
+    return out
 
 
 def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:
@@ -563,15 +575,16 @@ def _counts_on(at: np.ndarray, on: np.ndarray, along: int, n: int) -> np.ndarray
     return np.bincount(at[on, along], minlength=n).astype(np.float64)
 
 
-def _first_of_each_kind(hw: Mesh2DHardware, direction: int, n: int, forward: bool) -> list[int]:
-    """The links of a line of ``n`` routers (by source position) nearest its start, one of each
-    kind (intra- and inter-tile): forward links from position 0 up, backward ones from ``n - 1``
+def _first_of_each_kind(line: _Line, forward: bool) -> list[int]:
+    """The links of ``line`` (by source position) nearest its start, one of each kind (intra-
+    and inter-tile): forward links from position 0 up, backward ones from the last position
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
     are where each kind's load is largest."""
+    n = len(line.inter)
     walk = np.arange(0, n - 1) if forward else np.arange(n - 1, 0, -1)
     if not len(walk):
         return []
-    inter = link_is_inter_tile(hw, direction, walk)  # one call for the whole line
+    inter = line.inter[walk]
     first = bool(inter[0])
     out = [int(walk[0])]
     other = np.flatnonzero(inter != first)
@@ -581,7 +594,7 @@ def _first_of_each_kind(hw: Mesh2DHardware, direction: int, n: int, forward: boo
 
 
 def _straight_in_worst(
-    hw: Mesh2DHardware,
+    links: dict[int, _Line],
     runs: tuple[np.ndarray, np.ndarray, np.ndarray],
     per: str,
     w: tuple[float, float],
@@ -589,24 +602,21 @@ def _straight_in_worst(
     """Worst load over bandwidth of the straight-in legs on every column (``per="column"``:
     from the top with weight ``w[0]``, from the bottom with ``w[1]``) or row (left, right): the
     link past position ``i`` carries ``w`` times the region's cores beyond it on that line.
-    ``runs``: the region's runs along those lines (:meth:`CoreRegion.runs` with ``per``)."""
-    rows, cols = hw.core_grid
+    ``runs``: the region's runs along those lines (:meth:`CoreRegion.runs` with ``per``);
+    ``links``: the mesh's lines (:func:`_lines`)."""
     column = per == "column"
-    n, lines = (rows, cols) if column else (cols, rows)
     forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
+    lines = len(links[EAST if column else SOUTH].inter)  # columns (rows) of the mesh
     line, lo, hi = runs
     worst = 0.0
     for direction, weight, ahead in ((forward, w[0], True), (backward, w[1], False)):
         if weight == 0:
             continue
-        firsts = _first_of_each_kind(hw, direction, n, ahead)
-        if not firsts:
-            continue
-        bandwidth = link_bandwidth_Bps(hw, direction, np.asarray(firsts))  # one call per line
-        for i, link_Bps in zip(firsts, bandwidth, strict=True):
+        bandwidth = links[direction].bandwidth_Bps
+        for i in _first_of_each_kind(links[direction], ahead):
             beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
             load = np.bincount(line, weights=beyond, minlength=lines).max() * weight
-            worst = max(worst, float(load / link_Bps))
+            worst = max(worst, float(load / bandwidth[i]))
     return worst
 
 
@@ -634,9 +644,10 @@ def _interleaved_lines(
     right = _counts_on(at, inner & (at[:, 1] == C - 1), 0, R)
     T, B, L, Rr = top.sum(), bottom.sum(), left.sum(), right.sum()
     col_runs, row_runs = region.runs(per="column"), region.runs(per="row")
+    links = _lines(hw)
     worst = max(
-        _straight_in_worst(hw, col_runs, "column", (w * T, w * B)),
-        _straight_in_worst(hw, row_runs, "row", (w * L, w * Rr)),
+        _straight_in_worst(links, col_runs, "column", (w * T, w * B)),
+        _straight_in_worst(links, row_runs, "row", (w * L, w * Rr)),
     )
     col_line, col_lo, col_hi = col_runs
     row_line, row_lo, row_hi = row_runs
@@ -644,7 +655,8 @@ def _interleaved_lines(
     per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=R)
     beyond_col, before_col = _beyond(per_col), _before(per_col)
     beyond_row, before_row = _beyond(per_row), _before(per_row)
-    east_Bps, west_Bps, south_Bps, north_Bps = _line_bandwidths(hw)
+    east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
+    south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
     # the left and right channels' row legs into that row
     for row, edge in ((0, top), (R - 1, bottom)):
