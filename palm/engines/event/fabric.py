@@ -282,10 +282,8 @@ class _FlowMaker:
                 return self.make(dict.fromkeys(keys, 1.0 / prof.bandwidth_Bps), kind, self.group)
             return self.make(keys, kind)
         if self.fair:  # one aggregated resource per stage touched, loaded 1 / (lone bandwidth)
-            noc: dict[Hashable, float] = dict.fromkeys(
-                [("noc", s) for s in stages], 1.0 / prof.bandwidth_Bps
-            )
-            return self.make(noc, kind, self.group)
+            load = 1.0 / prof.bandwidth_Bps
+            return self.make({("noc", s): load for s in stages}, kind, self.group)
         return self.make({(kind, *stages): self.group}, kind)
 
     def dram(self) -> tuple[DramFlows, ...]:
