@@ -412,6 +412,9 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     )
     # the four edges carry the along-the-edge legs and their own straight-in legs
     rr, cs = np.arange(R), np.arange(C)
+    links = _lines(hw)
+    east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
+    south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     for line, n_edge, x in ((0, n_top, at[top.index, 1]), (R - 1, n_bottom, at[bottom.index, 1])):
         inward = _line_cells(region, 0, line, 0, int(left.reach[line]), C)  # left-served
         outward = _line_cells(region, 0, line, C - int(right.reach[line]), C, C)  # right-served
@@ -421,8 +424,8 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
         west = _ranges(n_edge, cs + 1, x + 1, C) + _before(outward)
         worst.load = max(
             worst.load,
-            float((east / link_bandwidth_Bps(hw, EAST, cs)).max()),
-            float((west / link_bandwidth_Bps(hw, WEST, cs)).max()),
+            float((east / east_Bps).max()),
+            float((west / west_Bps).max()),
         )
     for line, n_edge, y in ((0, n_left, at[left.index, 0]), (C - 1, n_right, at[right.index, 0])):
         down = _line_cells(region, 1, line, 0, int(top.reach[line]), R)  # top-served
@@ -431,12 +434,34 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
         north = _ranges(n_edge, rr + 1, y + 1, R) + _before(up)
         worst.load = max(
             worst.load,
-            float((south / link_bandwidth_Bps(hw, SOUTH, rr)).max()),
-            float((north / link_bandwidth_Bps(hw, NORTH, rr)).max()),
+            float((south / south_Bps).max()),
+            float((north / north_Bps).max()),
         )
     if worst.load == 0.0:
         return counts, Profile(0.0, float("inf"), 0)
     return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
+
+
+@dataclass(frozen=True)
+class _Line:
+    """The links of a row (``EAST``, ``WEST``) or a column (``SOUTH``, ``NORTH``) of the mesh
+    in one direction, by the position they leave: whether each crosses a tile boundary
+    (:func:`~palm.network.loads.link_is_inter_tile`) and its bandwidth."""
+
+    inter: np.ndarray
+    bandwidth_Bps: np.ndarray
+
+
+def _lines(hw: Mesh2DHardware) -> dict[int, _Line]:
+    """The links of a line in each of the four directions (:class:`_Line`), priced once for
+    every line of the mesh (a link's kind and bandwidth depend on its position only)."""
+    rows, cols = hw.core_grid
+    out = {}
+    for direction, n in ((EAST, cols), (WEST, cols), (SOUTH, rows), (NORTH, rows)):
+        at = np.arange(n)
+        inter = link_is_inter_tile(hw, direction, at)
+        out[direction] = _Line(inter, link_bandwidth_Bps(hw, direction, at, inter=inter))
+    return out
 
 
 def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:
@@ -445,11 +470,11 @@ def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: 
     r = region.rects
     across, along = (r[:, 0:2], r[:, 2:4]) if axis == 0 else (r[:, 2:4], r[:, 0:2])
     on = (across[:, 0] <= index) & (index < across[:, 1])
-    start = np.clip(along[on, 0], lo, max(lo, hi))
-    stop = np.clip(along[on, 1], lo, max(lo, hi))
-    diff = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(diff, start, 1)
-    np.add.at(diff, stop, -1)
+    top = max(lo, hi)
+    start = np.minimum(np.maximum(along[on, 0], lo), top)  # np.clip, without its wrapper's cost
+    stop = np.minimum(np.maximum(along[on, 1], lo), top)
+    # +1 where a run starts, -1 where it stops (counted, not added one by one)
+    diff = np.bincount(start, minlength=n + 1) - np.bincount(stop, minlength=n + 1)
     return np.cumsum(diff[:n])
 
 
@@ -467,7 +492,7 @@ def _beyond(cells: np.ndarray) -> np.ndarray:
     """Load on forward link ``j`` of straight-in legs from position 0 to every cell: the
     cells past ``j``."""
     after = np.cumsum(cells[::-1])[::-1]  # cells at >= j
-    return np.append(after[1:], 0).astype(np.float64)
+    return np.concatenate((after[1:], [0])).astype(np.float64)
 
 
 def _before(cells: np.ndarray) -> np.ndarray:
@@ -482,21 +507,34 @@ def _before(cells: np.ndarray) -> np.ndarray:
 
 
 def interleaved_access(
-    hw: Mesh2DHardware, region: CoreRegion, channels_at: np.ndarray, *, with_links: bool = False
+    hw: Mesh2DHardware,
+    region: CoreRegion,
+    channels_at: np.ndarray,
+    *,
+    with_links: bool = False,
+    with_latency: bool = True,
 ) -> DramAccess:
     """The cores of ``region`` reading data interleaved over every channel: each core gets
     ``1 / C`` of its bytes from each of the ``C`` channels, routed edge first. The NoC profile is
     computed from rows and columns (:func:`_interleaved_lines`, cost independent of the core
     count) unless ``with_links`` asks for every link's load or the mesh is thinner than three
-    cores (per-core path)."""
+    cores (per-core path). ``with_latency=False``: for a caller that needs the bandwidth only,
+    the rows-and-columns path leaves the profile's latency and hops at zero (it does not look
+    for the farthest route)."""
     rows, cols = hw.core_grid
     if with_links or rows < 3 or cols < 3:
         return interleaved_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
     n = region.count
     # remembered inside palm.network.memo.shared_geometry
     lines = remember(
-        lambda: ("dram_lines", mesh_link_key(hw), region.rects.tobytes(), channels_at.tobytes()),
-        lambda: _interleaved_lines(hw, region, channels_at),
+        lambda: (
+            "dram_lines",
+            mesh_link_key(hw),
+            region.rects.tobytes(),
+            channels_at.tobytes(),
+            with_latency,
+        ),
+        lambda: _interleaved_lines(hw, region, channels_at, with_latency=with_latency),
     )
     return _interleaved(hw, n, lines)
 
@@ -537,15 +575,16 @@ def _counts_on(at: np.ndarray, on: np.ndarray, along: int, n: int) -> np.ndarray
     return np.bincount(at[on, along], minlength=n).astype(np.float64)
 
 
-def _first_of_each_kind(hw: Mesh2DHardware, direction: int, n: int, forward: bool) -> list[int]:
-    """The links of a line of ``n`` routers (by source position) nearest its start, one of each
-    kind (intra- and inter-tile): forward links from position 0 up, backward ones from ``n - 1``
+def _first_of_each_kind(line: _Line, forward: bool) -> list[int]:
+    """The links of ``line`` (by source position) nearest its start, one of each kind (intra-
+    and inter-tile): forward links from position 0 up, backward ones from the last position
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
     are where each kind's load is largest."""
+    n = len(line.inter)
     walk = np.arange(0, n - 1) if forward else np.arange(n - 1, 0, -1)
     if not len(walk):
         return []
-    inter = link_is_inter_tile(hw, direction, walk)  # one call for the whole line
+    inter = line.inter[walk]
     first = bool(inter[0])
     out = [int(walk[0])]
     other = np.flatnonzero(inter != first)
@@ -555,28 +594,35 @@ def _first_of_each_kind(hw: Mesh2DHardware, direction: int, n: int, forward: boo
 
 
 def _straight_in_worst(
-    hw: Mesh2DHardware, region: CoreRegion, per: str, w: tuple[float, float]
+    links: dict[int, _Line],
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray],
+    per: str,
+    w: tuple[float, float],
 ) -> float:
     """Worst load over bandwidth of the straight-in legs on every column (``per="column"``:
     from the top with weight ``w[0]``, from the bottom with ``w[1]``) or row (left, right): the
-    link past position ``i`` carries ``w`` times the region's cores beyond it on that line."""
-    rows, cols = hw.core_grid
+    link past position ``i`` carries ``w`` times the region's cores beyond it on that line.
+    ``runs``: the region's runs along those lines (:meth:`CoreRegion.runs` with ``per``);
+    ``links``: the mesh's lines (:func:`_lines`)."""
     column = per == "column"
-    n, lines = (rows, cols) if column else (cols, rows)
     forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
-    line, lo, hi = region.runs(per=per)
+    lines = len(links[EAST if column else SOUTH].inter)  # columns (rows) of the mesh
+    line, lo, hi = runs
     worst = 0.0
     for direction, weight, ahead in ((forward, w[0], True), (backward, w[1], False)):
         if weight == 0:
             continue
-        for i in _first_of_each_kind(hw, direction, n, ahead):
+        bandwidth = links[direction].bandwidth_Bps
+        for i in _first_of_each_kind(links[direction], ahead):
             beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
             load = np.bincount(line, weights=beyond, minlength=lines).max() * weight
-            worst = max(worst, float(load / link_bandwidth_Bps(hw, direction, i)))
+            worst = max(worst, float(load / bandwidth[i]))
     return worst
 
 
-def _interleaved_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> Profile:
+def _interleaved_lines(
+    hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray, *, with_latency: bool = True
+) -> Profile:
     """NoC profile of interleaved reads from rows and columns. With ``W = 1 / C`` and ``T, B,
     L, R`` channels on the top, bottom, left and right edges (corners count as top and bottom):
 
@@ -587,7 +633,8 @@ def _interleaved_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -
       legs into row 0, and so on for the other directions and edges.
 
     The worst link over its bandwidth gives the bandwidth of one core's read; the latency is
-    the longest (channel, core) route, found among the corners of the region's rectangles."""
+    the longest (channel, core) route, found among the corners of the region's rectangles
+    (unless ``with_latency`` is False: latency and hops 0)."""
     R, C = hw.core_grid
     w = 1.0 / len(at)
     inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
@@ -596,36 +643,41 @@ def _interleaved_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -
     left = _counts_on(at, inner & (at[:, 1] == 0), 0, R)
     right = _counts_on(at, inner & (at[:, 1] == C - 1), 0, R)
     T, B, L, Rr = top.sum(), bottom.sum(), left.sum(), right.sum()
+    col_runs, row_runs = region.runs(per="column"), region.runs(per="row")
+    links = _lines(hw)
     worst = max(
-        _straight_in_worst(hw, region, "column", (w * T, w * B)),
-        _straight_in_worst(hw, region, "row", (w * L, w * Rr)),
+        _straight_in_worst(links, col_runs, "column", (w * T, w * B)),
+        _straight_in_worst(links, row_runs, "row", (w * L, w * Rr)),
     )
-    col_line, col_lo, col_hi = region.runs(per="column")
-    row_line, row_lo, row_hi = region.runs(per="row")
+    col_line, col_lo, col_hi = col_runs
+    row_line, row_lo, row_hi = row_runs
     per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=C)
     per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=R)
-    cs, rr = np.arange(C), np.arange(R)
+    beyond_col, before_col = _beyond(per_col), _before(per_col)
+    beyond_row, before_row = _beyond(per_row), _before(per_row)
+    east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
+    south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
     # the left and right channels' row legs into that row
     for row, edge in ((0, top), (R - 1, bottom)):
         cells = _line_cells(region, 0, row, 0, C, C)
-        east = w * (np.cumsum(edge) * _beyond(per_col) + L * _beyond(cells))
-        west = w * (np.cumsum(edge[::-1])[::-1] * _before(per_col) + Rr * _before(cells))
+        east = w * (np.cumsum(edge) * beyond_col + L * _beyond(cells))
+        west = w * (np.cumsum(edge[::-1])[::-1] * before_col + Rr * _before(cells))
         worst = max(
             worst,
-            float((east / link_bandwidth_Bps(hw, EAST, cs)).max()),
-            float((west / link_bandwidth_Bps(hw, WEST, cs)).max()),
+            float((east / east_Bps).max()),
+            float((west / west_Bps).max()),
         )
     for col, edge in ((0, left), (C - 1, right)):
         cells = _line_cells(region, 1, col, 0, R, R)
-        south = w * (np.cumsum(edge) * _beyond(per_row) + T * _beyond(cells))
-        north = w * (np.cumsum(edge[::-1])[::-1] * _before(per_row) + B * _before(cells))
+        south = w * (np.cumsum(edge) * beyond_row + T * _beyond(cells))
+        north = w * (np.cumsum(edge[::-1])[::-1] * before_row + B * _before(cells))
         worst = max(
             worst,
-            float((south / link_bandwidth_Bps(hw, SOUTH, rr)).max()),
-            float((north / link_bandwidth_Bps(hw, NORTH, rr)).max()),
+            float((south / south_Bps).max()),
+            float((north / north_Bps).max()),
         )
-    latency_ns, hops = _farthest(hw, region, at)
+    latency_ns, hops = _farthest(hw, region, at) if with_latency else (0.0, 0)
     if worst == 0.0:
         return Profile(0.0, float("inf"), 0)
     return Profile(latency_ns * 1e-9, 1.0 / worst, hops)

@@ -93,10 +93,16 @@ def link_is_inter_tile(
 
 
 def link_bandwidth_Bps(
-    hw: Mesh2DHardware, direction: int | np.ndarray, position: int | np.ndarray
+    hw: Mesh2DHardware,
+    direction: int | np.ndarray,
+    position: int | np.ndarray,
+    *,
+    inter: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Bandwidth of the links of :func:`link_is_inter_tile`."""
-    inter = link_is_inter_tile(hw, direction, position)
+    """Bandwidth of the links of :func:`link_is_inter_tile` (``inter``: its answer for them,
+    when the caller has it already)."""
+    if inter is None:
+        inter = link_is_inter_tile(hw, direction, position)
     bw: np.ndarray = np.where(inter, hw.inter_tile_link_gbps, hw.intra_tile_link_gbps) * 1e9
     return bw
 

@@ -11,6 +11,7 @@ from mesh_toys import wafer_palm
 from palm.network.dram import (
     dram_access,
     dram_access_per_core,
+    interleaved_access,
     interleaved_access_per_core,
 )
 from palm.network.loads import dram_channel_cores
@@ -72,6 +73,13 @@ def test_interleaved_reads_worked_by_hand() -> None:
         # alone: 4.5 cores' worth on a 256 GB/s x 0.9 channel is slower than the NoC
         per_byte = max(4.5 / (256e9 * 0.9), 3 / 50e9)
         assert access.time(1e6) == pytest.approx(100e-9 + 80e-9 + 1e6 * per_byte)
+    # the bandwidth alone (the event engine's all-stages reads): the same bandwidth and
+    # channels, no latency or hops looked for
+    alone = interleaved_access(hw, region, at, with_latency=False)
+    full = interleaved_access(hw, region, at)
+    assert alone.noc.bandwidth_Bps == full.noc.bandwidth_Bps
+    assert alone.cores_per_channel == full.cores_per_channel and alone.cores == full.cores
+    assert (alone.noc.latency_s, alone.noc.hops) == (0.0, 0)
     links = dram_access(hw, region, at, with_links=True).noc.links
     assert links is not None and links.loads.max() == pytest.approx(3.0)
     # bytes are conserved: the link loads add up to every (channel, core) route's hops / 2

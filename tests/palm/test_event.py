@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 
 import pytest
 
@@ -378,6 +379,21 @@ def test_fair_and_exclusive_agree_when_nothing_overlaps() -> None:
         )
 
 
+def _random_loads(
+    rng: random.Random, n: int, m: int, *, most: int, repeats: bool = False
+) -> tuple[list[float], list[tuple[list[int], list[float]]]]:
+    """Capacities of ``n`` resources and ``m`` flows, each on up to ``most`` of them (with
+    ``repeats``, a fifth of the flows list their first resource twice), for binding_links."""
+    cap = [rng.choice([1.0, 2.0, 3e9, rng.random() * 1e10 + 1]) for _ in range(n)]
+    table = []
+    for _ in range(m):
+        rs = rng.sample(range(n), rng.randint(0, min(n, most)))
+        if repeats:
+            rs += rs[:1] if rng.random() < 0.2 else []
+        table.append((rs, [rng.choice([1.0, 0.5, 1e-11, rng.random(), 0.0]) for _ in rs]))
+    return cap, table
+
+
 def test_binding_links_small_tables_match_the_array_form() -> None:
     # hand-worked, capacities 1. Flow A loads link 0 by 1 and link 1 by 0.5; flow B loads
     # link 0 by 1. Link 0 carries at least link 1's load of every flow, so 1 never binds;
@@ -394,18 +410,30 @@ def test_binding_links_small_tables_match_the_array_form() -> None:
     # the plain-Python form (small tables) and the array form agree on varied tables
     rng = __import__("random").Random(7)
     for _ in range(300):
-        n, m = rng.randint(1, 8), rng.randint(0, 7)
-        cap = [rng.choice([1.0, 2.0, 3e9, rng.random() * 1e10 + 1]) for _ in range(n)]
-        table = []
-        for _ in range(m):
-            rs = rng.sample(range(n), rng.randint(0, n))
-            table.append((rs, [rng.choice([1.0, 0.5, 1e-11, rng.random(), 0.0]) for _ in rs]))
+        cap, table = _random_loads(rng, rng.randint(1, 8), rng.randint(0, 7), most=8)
         small = networks.binding_links(cap, table)
         saved, networks._SMALL = networks._SMALL, -1  # noqa: SLF001 - force the array form
         try:
             assert networks.binding_links(cap, table) == small
         finally:
             networks._SMALL = saved  # noqa: SLF001
+
+
+def test_binding_links_all_pairs_at_once_match_one_resource_at_a_time() -> None:
+    # the one-pass comparison of every pair of resources (small enough tables) and the
+    # resource-by-resource form (link mode's many links) agree, repeated loads included
+    from palm.engines.event import networks
+
+    rng = __import__("random").Random(11)
+    for _ in range(300):
+        n, m = rng.randint(1, 30), rng.randint(8, 40)
+        cap, table = _random_loads(rng, n, m, most=5, repeats=True)
+        dense = networks.binding_links(cap, table)
+        saved, networks._DENSE = networks._DENSE, -1  # noqa: SLF001 - one resource at a time
+        try:
+            assert networks.binding_links(cap, table) == dense
+        finally:
+            networks._DENSE = saved  # noqa: SLF001
 
 
 def test_fair_network_two_equal_flows_take_twice_as_long_as_one() -> None:

@@ -35,13 +35,14 @@ Sharing model (``communication.noc_model``):
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
-from palm.network.dram import interleaved_access
+from palm.network.dram import DramAccess, interleaved_access
 from palm.network.loads import EAST, WEST, LinkLoad, Profile, dram_channel_cores, link_bandwidth_Bps
 from palm.network.region import CoreRegion
 from palm.plan import Plan
@@ -52,6 +53,7 @@ GRANULARITIES: tuple[str, ...] = ("group", "link")
 NOC_MODELS: tuple[str, ...] = ("fair", "exclusive")
 
 _CLUSTER_KINDS = ("sw_out", "sw_in", "nic_out", "nic_in")
+_INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,25 @@ class Fabric:
             self.nbytes.append(0.0)
         return idx
 
+    def resources(
+        self,
+        keys: Iterable[Hashable],
+        kind: str,
+        capacity: Callable[[Hashable], float] | None = None,
+    ) -> tuple[int, ...]:
+        """The indices of the resources of ``keys``, in order, each added when new
+        (:meth:`resource`: of kind its key's head when the key is a tuple, else ``kind``, and
+        of capacity ``capacity(key)``, 1 without)."""
+        index = self._index
+        out = []
+        for key in keys:
+            idx = index.get(key)
+            if idx is None:
+                head = key[0] if isinstance(key, tuple) else kind
+                idx = self.resource(key, head, 1.0 if capacity is None else capacity(key))
+            out.append(idx)
+        return tuple(out)
+
     def fresh(self) -> Fabric:
         """The same resources with every counter at zero: a run's own fabric, from one built
         once per plan (whose counters stay at zero)."""
@@ -146,11 +167,6 @@ class Fabric:
             busy[r] += duration
             carried[r] += load * nbytes
         return end
-
-
-def _by_repr(item: tuple[Hashable, float]) -> str:
-    """The order of a flow's resources: by their keys' text."""
-    return repr(item[0])
 
 
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
@@ -207,116 +223,130 @@ def build_fabric(
 ) -> tuple[Fabric, FlowTable]:
     """Resources and flows of ``plan`` at ``granularity`` ("group" or "link") for
     ``noc_model`` ("exclusive" or "fair")."""
-    fabric = Fabric()
-    hw = plan.config.hardware
-    mesh = isinstance(hw, Mesh2DHardware)
-    group = plan.config.parallelism.tp * plan.config.parallelism.data_ranks
+    maker = _FlowMaker(plan, granularity, noc_model)
     pp = plan.config.parallelism.pp
-    fair = noc_model == "fair"
-
-    def make(keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
-        items = list(keys.items())
-        if len(items) > 1:
-            items.sort(key=_by_repr)
-        link = granularity == "link"
-        res = []
-        for k, _ in items:
-            res.append(
-                fabric.resource(
-                    k, k[0] if isinstance(k, tuple) else kind, _capacity(plan, k) if link else 1.0
-                )
-            )
-        booked = None if carried is None else (carried,) * len(res)
-        return Flow(tuple(res), tuple(v for _, v in items), kind, booked)
-
-    def flow(
-        prof: Profile, kind: str, group_key: Hashable | list[Hashable], transfers: float
-    ) -> Flow:
-        if prof.bandwidth_Bps == float("inf"):
-            return Flow((), (), kind)
-        if granularity == "link":
-            assert prof.links is not None, "plan built without link loads"
-            return make(_link_keys(plan, prof.links), kind)
-        if fair:  # one aggregated resource per stage touched, loaded 1 / (lone bandwidth)
-            keys = [group_key] if not isinstance(group_key, list) else group_key
-            if not mesh:
-                assert prof.links is not None
-                keys = list(_cluster_group_keys(prof.links, plan.devices, group))
-            return make({k: 1.0 / prof.bandwidth_Bps for k in keys}, kind, transfers)
-        if not mesh:
-            assert prof.links is not None
-            return make(_cluster_group_keys(prof.links, plan.devices, group), kind)
-        assert not isinstance(group_key, list)
-        return make({group_key: transfers}, kind)
-
-    def key(kind: str, *stages: int) -> Hashable | list[Hashable]:
-        if fair:
-            return [("noc", s) for s in dict.fromkeys(stages)]
-        return (kind, *stages)
-
-    tp = tuple(flow(plan.tp_profiles[s], "tp", key("tp", s), group) for s in range(pp))
-    dp = tuple(flow(plan.dp_profiles[s], "dp", key("dp", s), group) for s in range(pp))
+    tp = tuple(maker.flow(plan.tp_profiles[s], "tp", (s,)) for s in range(pp))
+    dp = tuple(maker.flow(plan.dp_profiles[s], "dp", (s,)) for s in range(pp))
     send = tuple(
-        flow(prof, "p2p", key("p2p", c % pp, (c + 1) % pp), group)
-        for c, prof in enumerate(plan.send_profiles)
+        maker.flow(prof, "p2p", (c % pp, (c + 1) % pp)) for c, prof in enumerate(plan.send_profiles)
     )
     grad = tuple(
-        flow(prof, "p2p", key("p2p", (c + 1) % pp, c % pp), group)
-        for c, prof in enumerate(plan.grad_profiles)
+        maker.flow(prof, "p2p", ((c + 1) % pp, c % pp)) for c, prof in enumerate(plan.grad_profiles)
     )
-    dram = None
-    if plan.dram is not None:
-        edge = _all_stages_reading_Bps(plan) if fair and granularity == "group" else None
-        per_stage = []
-        for s, access in enumerate(plan.dram):
-            noc_flow = Flow((), (), "dram-noc")
-            if granularity == "link" and access.noc.links is not None:
-                noc_flow = make(_link_keys(plan, access.noc.links), "dram-noc")
-            elif fair and access.noc.bandwidth_Bps < float("inf"):
-                own = 1.0 / access.noc.bandwidth_Bps
-                keys: dict[Hashable, float] = {("noc", s): own}
-                if edge is not None:
-                    cores, total, rate = edge
-                    # the stage's share of the mesh's bottleneck link when every stage reads
-                    # (never more than its own bottleneck: alone, a read takes its own time)
-                    keys[("dram-noc",)] = min(access.cores / cores / rate, own)
-                noc_flow = make(keys, "dram-noc", access.cores)
-                del total
-            per_stage.append(DramFlows(access.channels, noc_flow))
-        dram = tuple(per_stage)
-    # a stage's TP flow can be folded into its compute phase when no other flow shares its
-    # resources: it then never waits, and the phase needs one event instead of two
-    users: dict[int, set[tuple[str, int]]] = {}
-    dram_flows = [d.noc for d in (dram or ())]
-    for kind, table in (
-        ("tp", tp),
-        ("dp", dp),
-        ("send", send),
-        ("grad", grad),
-        ("dram", dram_flows),
-    ):
-        for i, f in enumerate(table):
-            for r in f.resources:
-                users.setdefault(r, set()).add((kind, i))
-    exclusive = tuple(all(users[r] == {("tp", s)} for r in tp[s].resources) for s in range(pp))
-    return fabric, FlowTable(tp, dp, send, grad, dram, exclusive)
+    dram = maker.dram() if plan.dram is not None else None
+    others = (*dp, *send, *grad, *(d.noc for d in dram or ()))
+    return maker.fabric, FlowTable(tp, dp, send, grad, dram, _alone(tp, others))
 
 
-def _all_stages_reading_Bps(plan: Plan) -> tuple[float, float, float] | None:
+class _FlowMaker:
+    """:func:`build_fabric`'s flows, made one by one, with the resources they hold added to
+    :attr:`fabric` as they first appear (so resources are numbered in the order of the flows
+    that first use them: tensor-parallel, data-parallel, hand-offs, gradients, DRAM reads)."""
+
+    def __init__(self, plan: Plan, granularity: str, noc_model: str) -> None:
+        self.plan = plan
+        self.fabric = Fabric()
+        self.link = granularity == "link"
+        self.fair = noc_model == "fair"
+        self.mesh = isinstance(plan.config.hardware, Mesh2DHardware)
+        par = plan.config.parallelism
+        self.group = par.tp * par.data_ranks
+        #: a new resource's capacity: a link's or port's bandwidth in ``link`` mode, else 1
+        self._capacity = partial(_capacity, plan) if self.link else None
+
+    def make(self, keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
+        """A flow of ``kind`` loading the resources of ``keys`` by their values, in the order
+        of the keys' text; ``carried``: what it books on each per byte of one transfer, when
+        that differs from the load (the ``fair`` model's aggregates)."""
+        if len(keys) > 1:
+            order = sorted(keys, key=repr)
+            loads = tuple([keys[k] for k in order])
+        else:
+            order, loads = list(keys), tuple(keys.values())
+        resources = self.fabric.resources(order, kind, self._capacity)
+        booked = None if carried is None else (carried,) * len(resources)
+        return Flow(resources, loads, kind, booked)
+
+    def flow(self, prof: Profile, kind: str, stages: tuple[int, ...]) -> Flow:
+        """The flow of a transfer priced by ``prof`` (each of the stage group's transfers at
+        once) among ``stages``: the stage of a collective, the two of a hand-off."""
+        if prof.bandwidth_Bps == _INF:
+            return Flow((), (), kind)
+        if self.link:
+            assert prof.links is not None, "plan built without link loads"
+            return self.make(_link_keys(self.plan, prof.links), kind)
+        if not self.mesh:  # the stage groups' ports and NICs
+            assert prof.links is not None
+            keys = _cluster_group_keys(prof.links, self.plan.devices, self.group)
+            if self.fair:  # loaded 1 / (lone bandwidth)
+                return self.make(dict.fromkeys(keys, 1.0 / prof.bandwidth_Bps), kind, self.group)
+            return self.make(keys, kind)
+        if self.fair:  # one aggregated resource per stage touched, loaded 1 / (lone bandwidth)
+            load = 1.0 / prof.bandwidth_Bps
+            return self.make({("noc", s): load for s in stages}, kind, self.group)
+        return self.make({(kind, *stages): self.group}, kind)
+
+    def dram(self) -> tuple[DramFlows, ...]:
+        """Per stage, its DRAM access: its channels and the flow over the NoC its reads make
+        (:meth:`dram_noc`)."""
+        plan = self.plan
+        assert plan.dram is not None
+        edge = _all_stages_reading_Bps(plan) if self.fair and not self.link else None
+        return tuple(
+            DramFlows(access.channels, self.dram_noc(s, access, edge))
+            for s, access in enumerate(plan.dram)
+        )
+
+    def dram_noc(self, s: int, access: DramAccess, edge: tuple[float, float] | None) -> Flow:
+        """The flow over the NoC of stage ``s``'s reads (``access``): over the links they load
+        in ``link`` mode; under the ``fair`` model, on the stage's aggregate and, when ``edge``
+        gives all stages' cores and one core's read bandwidth when all read at once
+        (:func:`_all_stages_reading_Bps`), on the mesh edge's; none otherwise."""
+        if self.link and access.noc.links is not None:
+            return self.make(_link_keys(self.plan, access.noc.links), "dram-noc")
+        if not (self.fair and access.noc.bandwidth_Bps < _INF):
+            return Flow((), (), "dram-noc")
+        own = 1.0 / access.noc.bandwidth_Bps
+        cores = access.cores
+        keys: dict[Hashable, float] = {("noc", s): own}
+        if edge is not None:
+            all_cores, rate = edge
+            # the stage's share of the mesh's bottleneck link when every stage reads (never
+            # more than its own bottleneck: alone, a read takes its own time)
+            keys[("dram-noc",)] = min(cores / all_cores / rate, own)
+        return self.make(keys, "dram-noc", cores)
+
+
+def _alone(tp: tuple[Flow, ...], others: tuple[Flow, ...]) -> tuple[bool, ...]:
+    """Per stage, whether no other flow shares a resource of its tensor-parallel flow ``tp[s]``
+    (another stage's, or one of ``others``): it then never waits and can be folded into the
+    stage's compute phase (one event instead of two)."""
+    owner: dict[int, int] = {}  # resource -> the tensor-parallel flow on it
+    shared: set[int] = set()  # resources of more than one flow
+    for s, f in enumerate(tp):
+        for r in f.resources:
+            if owner.setdefault(r, s) != s:
+                shared.add(r)
+    for f in others:
+        shared.update(f.resources)
+    return tuple(all(r not in shared for r in f.resources) for f in tp)
+
+
+def _all_stages_reading_Bps(plan: Plan) -> tuple[float, float] | None:
     """Interleaved placement, ``group`` mode: every stage's reads cross the links along the mesh
     edges, so they share one more aggregate, the bottleneck link of all stages' cores reading
-    at once (:func:`~palm.network.dram.interleaved_access`). Returns the cores of all stages,
-    their count again, and the bandwidth one core's read gets then; None for ``nearest``
-    placement (reads stay near their channel)."""
+    at once (:func:`~palm.network.dram.interleaved_access`). Returns the cores of all stages
+    and the bandwidth one core's read gets then; None for ``nearest`` placement (reads stay
+    near their channel)."""
     hw = plan.config.hardware
     if not isinstance(hw, Mesh2DHardware) or hw.dram_placement != "interleaved":
         return None
     pp = plan.config.parallelism.pp
     region = CoreRegion(np.concatenate([plan.placement.stage_region(s).rects for s in range(pp)]))
-    access = interleaved_access(hw, region, dram_channel_cores(hw))
-    if access.noc.bandwidth_Bps == float("inf"):
+    access = interleaved_access(hw, region, dram_channel_cores(hw), with_latency=False)
+    if access.noc.bandwidth_Bps == _INF:
         return None
-    return access.cores, access.cores, access.noc.bandwidth_Bps
+    return access.cores, access.noc.bandwidth_Bps
 
 
 def _capacity(plan: Plan, key: Hashable) -> float:

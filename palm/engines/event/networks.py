@@ -170,7 +170,7 @@ class _FairTables:
         self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
         #: routes of flows by the flow's id, made as they are first used
         self.routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
-        read_routes = [Route(*self.kept(*read), capacity, self.passive(read[0])) for read in reads]
+        read_routes = [self._route(*read) for read in reads]
         # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
         self.read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
         if plan.dram is not None:
@@ -184,33 +184,26 @@ class _FairTables:
                 )
                 self.read_info.append((route, access.response_s + access.noc.latency_s, booked))
 
-    def kept(
-        self, resources: Sequence[int], loads: Sequence[float]
-    ) -> tuple[list[int], list[float]]:
-        """The resources of a flow that can bind (see :func:`binding_links`)."""
-        same = self.same
-        pairs = [(r, a) for r, a in zip(resources, loads, strict=True) if same[r] == r]
-        return [r for r, _ in pairs], [a for _, a in pairs]
-
-    def passive(self, resources: Sequence[int]) -> list[int]:
-        """Links of a flow that never bind but keep their own busy time (a channel class's
-        busy time is not reported, so one that never binds is dropped)."""
-        return [r for r in resources if self.same[r] == -1 and r < self.n_links]
+    def _route(self, resources: Sequence[int], loads: Sequence[float]) -> Route:
+        """The route of a flow loading ``resources`` by ``loads``: on the resources that can
+        bind (see :func:`binding_links`), and passing the links that never bind but keep their
+        own busy time (a channel class's busy time is not reported, so one that never binds is
+        dropped)."""
+        same, n_links = self.same, self.n_links
+        kept, kept_loads, passive = [], [], []
+        for r, a in zip(resources, loads, strict=True):
+            if same[r] == r:
+                kept.append(r)
+                kept_loads.append(a)
+            elif same[r] == -1 and r < n_links:
+                passive.append(r)
+        return Route(kept, kept_loads, self.capacity, passive)
 
     def route(self, flow: Flow) -> tuple[Route, tuple[tuple[int, float], ...]]:
         """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
         cached = self.routes.get(id(flow))
         if cached is None:
-            # kept and passive, in one pass
-            same, n_links = self.same, self.n_links
-            kept, loads, passive = [], [], []
-            for r, a in zip(flow.resources, flow.loads, strict=True):
-                if same[r] == r:
-                    kept.append(r)
-                    loads.append(a)
-                elif same[r] == -1 and r < n_links:
-                    passive.append(r)
-            route = Route(kept, loads, self.capacity, passive)
+            route = self._route(flow.resources, flow.loads)
             booked = tuple(zip(flow.resources, flow.booked, strict=True))
             cached = self.routes[id(flow)] = (route, booked)
         return cached
@@ -342,31 +335,82 @@ def binding_links(
     n = len(capacity)
     if n * max(1, len(table)) <= _SMALL and len(table) < 8:
         return _binding_links_small(capacity, table)
-    v = np.zeros((n, max(1, len(table))))
-    for j, (resources, loads) in enumerate(table):
-        for r, a in zip(resources, loads, strict=True):
-            v[r, j] += a
-    v /= np.asarray(capacity)[:, None]
-    used = v > 0
-    same = list(range(n))
-    kept: list[int] = []
-    for k in np.argsort(-v.sum(axis=1), kind="stable").tolist():
-        if not used[k].any():
-            continue
-        if kept:
-            over = np.nonzero((v[kept] >= v[k]).all(axis=1))[0]
-            if len(over):
-                twins = [kept[i] for i in over if (used[kept[i]] == used[k]).all()]
-                same[k] = twins[0] if twins else -1
-                continue
-        kept.append(k)
-    return same
+    v = _loads_per_capacity(capacity, table)
+    used: np.ndarray = v > 0
+    any_used: list[bool] = np.any(used, axis=1).tolist()
+    order = np.argsort(-v.sum(axis=1), kind="stable").tolist()
+    if n * v.size <= _DENSE:  # every pair of resources compared in one pass
+        cover = (v[:, None, :] >= v[None, :, :]).all(axis=2).T.tolist()
+        flows_on = [row.tobytes() for row in used]  # equal when the same flows use them
+        return _keep(
+            n,
+            order,
+            any_used,
+            lambda k, kept: [i for i in kept if cover[k][i]],
+            lambda i, k: flows_on[i] == flows_on[k],
+        )
+    return _keep(
+        n,
+        order,
+        any_used,
+        lambda k, kept: [kept[i] for i in np.nonzero((v[kept] >= v[k]).all(axis=1))[0]],
+        lambda i, k: bool((used[i] == used[k]).all()),
+    )
 
 
 #: tables of at most this many (resource, flow) cells, and fewer than 8 flows, take
 #: :func:`binding_links` in plain Python (a GPU cluster's few aggregates, where numpy's
 #: per-call cost dominates)
 _SMALL = 64
+#: tables of at most this many (resource, resource, flow) comparisons compare every pair of
+#: resources in one pass (a wafer's stage aggregates); larger ones (``link`` mode's mesh
+#: links) compare one resource with those kept, resource by resource
+_DENSE = 1 << 18
+
+
+def _loads_per_capacity(
+    capacity: Sequence[float], table: Sequence[tuple[Sequence[int], Sequence[float]]]
+) -> np.ndarray:
+    """The (resources x flows) table of loads per capacity: each flow's loads on a resource
+    added in the order listed (``bincount`` adds them one by one from zero, as a loop would),
+    then divided by the resource's capacity."""
+    n, m = len(capacity), max(1, len(table))
+    cells = [r * m + j for j, (resources, _) in enumerate(table) for r in resources]
+    loads = [a for _, flow_loads in table for a in flow_loads]
+    counts = np.bincount(
+        np.asarray(cells, dtype=np.int64),
+        weights=np.asarray(loads, dtype=np.float64),
+        minlength=n * m,
+    )
+    v: np.ndarray = counts.astype(np.float64, copy=False).reshape(n, m)  # (empty: integers)
+    v /= np.asarray(capacity, dtype=np.float64)[:, None]
+    return v
+
+
+def _keep(
+    n: int,
+    order: Sequence[int],
+    used: Sequence[bool],
+    covering: Callable[[int, list[int]], list[int]],
+    twins: Callable[[int, int], bool],
+) -> list[int]:
+    """:func:`binding_links`'s choice, the resources taken in ``order``: an unused one stays
+    its own; one covered by resources kept before it (``covering(k, kept)``: those that carry
+    at least ``k``'s load per capacity of every flow, in the order kept) maps to the first of
+    them used by the same flows (``twins(i, k)``), else to -1; any other is kept."""
+    same = list(range(n))
+    kept: list[int] = []
+    for k in order:
+        if not used[k]:
+            continue
+        if kept:
+            over = covering(k, kept)
+            if over:
+                alike = [i for i in over if twins(i, k)]
+                same[k] = alike[0] if alike else -1
+                continue
+        kept.append(k)
+    return same
 
 
 def _binding_links_small(
@@ -390,20 +434,13 @@ def _binding_links_small(
             total += x
         sums.append(-total)
     used = [[x > 0 for x in row] for row in v]
-    same = list(range(n))
-    kept: list[int] = []
-    for k in sorted(range(n), key=sums.__getitem__):
-        row, mask = v[k], used[k]
-        if not any(mask):
-            continue
-        if kept:
-            over = [i for i in kept if all(a >= b for a, b in zip(v[i], row, strict=True))]
-            if over:
-                twins = [i for i in over if used[i] == mask]
-                same[k] = twins[0] if twins else -1
-                continue
-        kept.append(k)
-    return same
+    return _keep(
+        n,
+        sorted(range(n), key=sums.__getitem__),
+        [any(row) for row in used],
+        lambda k, kept: [i for i in kept if all(a >= b for a, b in zip(v[i], v[k], strict=True))],
+        lambda i, k: used[i] == used[k],
+    )
 
 
 Net = ExclusiveNet | FairNet

@@ -113,13 +113,15 @@ class ChannelClasses:
         self.bandwidth = list(bandwidth_Bps)
         n_channels = len(self.bandwidth)
         bandwidth = np.asarray(self.bandwidth, dtype=np.float64)
+        self.read_per_core = [0.0] * len(patterns)
+        #: per pattern: its channels and cores per channel, as arrays
+        self.patterns: list[tuple[np.ndarray, np.ndarray]]
+        if self._one_class(bandwidth, patterns):
+            return
         self.patterns = [
             (np.asarray(channels, dtype=np.int64), np.asarray(cores, dtype=np.float64))
             for channels, cores in patterns
         ]
-        self.read_per_core = [0.0] * len(self.patterns)
-        if self._one_class(bandwidth):
-            return
         # which patterns use each channel, as rows of a (channels x patterns) table
         uses = np.zeros((n_channels, max(1, len(self.patterns))), dtype=bool)
         for p, (channels, _cores) in enumerate(self.patterns):
@@ -138,21 +140,27 @@ class ChannelClasses:
             k = np.nonzero(np.isfinite(best))[0]
             self.limits.append(tuple(zip(k.tolist(), best[k].tolist(), strict=True)))
 
-    def _one_class(self, bandwidth: np.ndarray) -> bool:
+    def _one_class(
+        self, bandwidth: np.ndarray, patterns: Sequence[tuple[Sequence[int], Sequence[float]]]
+    ) -> bool:
         """When every pattern uses the same channels, in the same order (interleaved
         placement: every stage reads every channel), they are one class, numbered 0, and a
         pattern's limit is the least of its channels' ``bandwidth / cores``: what the general
         grouping gives (a minimum is exact in any order), without sorting the table of uses.
+        The patterns then share one array of channels, their cores are rows of one array.
         False (nothing set) otherwise."""
-        if not self.patterns:
+        if not patterns or not len(patterns[0][0]):
             return False
-        first = self.patterns[0][0]
-        if not len(first) or not all(np.array_equal(c, first) for c, _ in self.patterns[1:]):
+        same = tuple(patterns[0][0])
+        if not all(tuple(channels) == same for channels, _ in patterns):
             return False
+        first = np.asarray(same, dtype=np.int64)
+        cores = np.asarray([c for _, c in patterns], dtype=np.float64)  # (patterns, channels)
+        self.patterns = [(first, row) for row in cores]
         self.channel_class = np.full(len(self.bandwidth), -1, dtype=np.int64)
         self.channel_class[first] = 0
         self.count = 1
-        per_core = bandwidth[first][None, :] / np.stack([cores for _, cores in self.patterns])
+        per_core = bandwidth[first][None, :] / cores
         least = per_core.min(axis=1).tolist()
         self.limits = [((0, x),) if x < np.inf else () for x in least]
         return True
