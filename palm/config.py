@@ -29,6 +29,7 @@ from typing import Any
 from palm.errors import ConfigError, ConfigWarning
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import (
+    FLOORPLAN_TENSIX_GRID,
     MATH_FIDELITY_CYCLES,
     GpuClusterHardware,
     Hardware,
@@ -441,7 +442,28 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
         has_fidelity = None  # a custom mesh may or may not have a Tensix matrix engine
     if isinstance(hw, Mesh2DHardware):
         hw = _tensix_fields(hw, has_fidelity=has_fidelity)
+        _check_floorplan(hw)
     return hw
+
+
+def _check_floorplan(hw: Mesh2DHardware) -> None:
+    """A mesh with the Wormhole B0 NoC floorplan (``noc_floorplan``) is one tile whose cores fit
+    Tensix cores (``FLOORPLAN_TENSIX_GRID``, 10 x 8)."""
+    if hw.noc_floorplan != "wormhole-b0":
+        return
+    rows, cols = FLOORPLAN_TENSIX_GRID[hw.noc_floorplan]
+    if hw.tiles != (1, 1):
+        raise ConfigError(
+            "hardware.tiles", list(hw.tiles), '[1, 1] with noc_floorplan = "wormhole-b0"'
+        )
+    grid = hw.cores_per_tile
+    if not (1 <= grid[0] <= rows and 1 <= grid[1] <= cols):
+        raise ConfigError(
+            "hardware.cores_per_tile",
+            list(grid),
+            f"[rows, cols] with rows <= {rows} and cols <= {cols} (the Tensix cores of the "
+            'Wormhole B0 floorplan, noc_floorplan = "wormhole-b0"; "" for none)',
+        )
 
 
 def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHardware:

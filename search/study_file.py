@@ -171,7 +171,7 @@ def study_from_tables(
     if (
         not isinstance(objectives, list)
         or not objectives
-        or any(o not in OBJECTIVES for o in objectives)
+        or not all(isinstance(o, str) and o in OBJECTIVES for o in objectives)
         or len(set(objectives)) != len(objectives)
     ):
         raise ConfigError(

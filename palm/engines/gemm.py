@@ -168,11 +168,12 @@ def output_tail_bytes(split: GemmSplit, e: float, sram_bytes: float, c_write_byt
 
 
 def output_write_Bps(hw: Mesh2DHardware, cores: int) -> float:
-    """Rate at which ``cores`` cores write an interleaved output: on Wormhole the route-level
-    NoC model of the writer's NoC (:func:`palm.network.tensix_noc.interleaved_write_Bps`),
-    elsewhere the achievable DRAM bandwidth."""
+    """Rate at which ``cores`` cores write an interleaved output: on a chip with the Wormhole B0
+    floorplan (``noc_floorplan``) the route-level NoC model of the writer's NoC
+    (:func:`palm.network.tensix_noc.interleaved_write_Bps`), elsewhere the achievable DRAM
+    bandwidth."""
     dram = hw.dram_bandwidth_gbps * GB * hw.memory_efficiency
-    if not hw.name.startswith("wormhole"):
+    if hw.noc_floorplan != "wormhole-b0":
         return dram
     rate = interleaved_write_Bps(
         grid=hw.core_grid, cores=min(cores, hw.core_grid[0] * hw.core_grid[1]), noc=_WRITER_NOC,

@@ -271,6 +271,7 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         launch_us=_TENSIX_LAUNCH_US,
         host_dispatch_us=_TENSIX_HOST_DISPATCH_US,
         host_sharded_output_us=_TENSIX_HOST_SHARDED_OUTPUT_US,
+        noc_floorplan="wormhole-b0",
     ),
     # Tenstorrent Blackhole p150 (one Blackhole ASIC). docs.tenstorrent.com Blackhole
     # specifications: 140 Tensix cores, AI clock up to 1.35 GHz, 1.5 MB SRAM per core, 32 GB

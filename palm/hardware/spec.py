@@ -23,7 +23,9 @@ higher (low fidelity); and the launch costs of
 one program (``launch_us`` on the device, ``host_dispatch_us`` on the host when ``dispatch =
 "host"``, plus ``host_sharded_output_us`` when the output is L1-sharded), which the ``gemm``
 workload (:mod:`palm.workload.gemm`) charges, as it does ``matmul_config``, the program
-config a product runs with (``"block2d"`` hand-tuned, ``"auto"`` ttnn's out-of-box choice).
+config a product runs with (``"block2d"`` hand-tuned, ``"auto"`` ttnn's out-of-box choice),
+and ``noc_floorplan``, the floorplan whose NoC routes price a product's output writes
+(``"wormhole-b0"``: :mod:`palm.network.tensix_noc`; ``""``: none, the DRAM rate).
 
 Both carry the constants of the achievable-efficiency model of :mod:`palm.cost.compute`
 (``matmul_efficiency``, ``matmul_half_dim``, ``memory_efficiency``; on GPUs also
@@ -53,6 +55,7 @@ __all__ = [
     "Hardware",
     "MATH_FIDELITY_CYCLES",
     "TILE_DIM",
+    "FLOORPLAN_TENSIX_GRID",
 ]
 
 TILE_DIM = 32
@@ -62,6 +65,12 @@ MATH_FIDELITY_CYCLES: dict[str, int] = {"lofi": 16, "hifi2": 32, "hifi3": 48, "h
 """Cycles of one 32x32x32 tile product on a Tensix matrix engine by math fidelity (one
 multiplier phase per 16 cycles; tt-isa-documentation WormholeB0 MatrixUnit.md, tt-metal
 tech_reports/GEMM_FLOPS)."""
+
+
+FLOORPLAN_TENSIX_GRID: dict[str, tuple[int, int]] = {"wormhole-b0": (10, 8)}
+"""Rows and columns of Tensix cores of each NoC floorplan (``Mesh2DHardware.noc_floorplan``):
+Wormhole B0 has 10 rows of 8 (tt-isa-documentation ``WormholeB0/README.md``;
+:data:`palm.network.tensix_noc.TENSIX_CORES`)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,10 @@ class Mesh2DHardware:
     #: program config of a ``gemm``: "block2d" (hand-tuned 2-D multicast) or "auto" (ttnn's
     #: out-of-box selection, :mod:`palm.workload.gemm`)
     matmul_config: Literal["block2d", "auto"] = "block2d"
+    #: the chip's NoC floorplan, where one is modelled route by route
+    #: (:mod:`palm.network.tensix_noc`): "wormhole-b0", or "" (none: DRAM channels spread
+    #: round the edge, as ``dram_channels`` says)
+    noc_floorplan: Literal["", "wormhole-b0"] = ""
     topology: Literal["mesh2d"] = "mesh2d"
 
     @property

@@ -17,7 +17,8 @@ import palm
 from palm.config import parse_config
 from palm.engines.gemm import gemm_times, output_tail_bytes, output_write_Bps
 from palm.errors import ConfigError
-from palm.hardware.spec import Mesh2DHardware
+from palm.hardware.spec import FLOORPLAN_TENSIX_GRID, Mesh2DHardware
+from palm.network.tensix_noc import TENSIX_CORES
 from palm.units import bytes_per_element
 from palm.workload.gemm import split_product
 
@@ -302,3 +303,51 @@ def test_an_l1_output_has_no_tail_and_other_chips_write_at_the_dram_rate() -> No
     assert output_write_Bps(bh, 64) == pytest.approx(
         bh.dram_bandwidth_gbps * 1e9 * bh.memory_efficiency
     )
+
+
+def test_the_writer_model_follows_the_floorplan_not_the_name() -> None:
+    # a custom mesh with Wormhole's fields and floorplan writes its output as the preset does;
+    # the preset without its floorplan writes at the DRAM rate
+    wh = parse_config(_tables()).hardware
+    assert isinstance(wh, Mesh2DHardware) and wh.noc_floorplan == "wormhole-b0"
+    fields = {
+        f.name: getattr(wh, f.name)
+        for f in dataclasses.fields(wh)
+        if f.name not in ("name", "core_peak_tflops")
+    }
+    custom = dict(_tables(), hardware={**_jsonable(fields), "topology": "mesh2d"})
+    custom["hardware"]["core_peak_tflops"] = {"bf16": wh.core_peak_tflops.bf16}
+    mine = parse_config(custom).hardware
+    assert isinstance(mine, Mesh2DHardware) and mine.name == "custom-mesh2d"
+    assert output_write_Bps(mine, 64) == output_write_Bps(wh, 64)
+    plain = parse_config(_tables(noc_floorplan="")).hardware
+    assert isinstance(plain, Mesh2DHardware)
+    assert output_write_Bps(plain, 64) == pytest.approx(
+        plain.dram_bandwidth_gbps * 1e9 * plain.memory_efficiency
+    )
+
+
+def _jsonable(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
+
+
+@pytest.mark.parametrize(
+    ("override", "field"),
+    [
+        ({"cores_per_tile": [12, 8]}, "hardware.cores_per_tile"),
+        ({"tiles": [2, 1]}, "hardware.tiles"),
+    ],
+)
+def test_a_mesh_that_does_not_fit_the_floorplan_is_refused(
+    override: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"^{field} = "):
+        parse_config(_tables(**override))
+    # without the floorplan, the same mesh is a valid custom chip
+    parse_config(_tables(noc_floorplan="", **override))
+
+
+def test_the_floorplan_grid_is_the_route_models() -> None:
+    rows, cols = FLOORPLAN_TENSIX_GRID["wormhole-b0"]
+    assert len(TENSIX_CORES) == rows * cols
+    assert len({y for _, y in TENSIX_CORES}) == rows and len({x for x, _ in TENSIX_CORES}) == cols

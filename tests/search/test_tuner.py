@@ -307,6 +307,10 @@ BAD_STUDIES: dict[str, tuple[str, str]] = {
         f'[study]\nbase = "{WAFER}"\nobjectives = ["latency"]\n',
         "study.objectives",
     ),
+    "objective-not-a-name": (
+        f'[study]\nbase = "{WAFER}"\nobjectives = [["throughput"]]\n',
+        "study.objectives",
+    ),
     "bad-space-key": (
         f'[study]\nbase = "{WAFER}"\n\n[space]\nparalelism = true\n',
         "space.paralelism",
