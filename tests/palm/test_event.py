@@ -4,6 +4,7 @@ analytical engine, conservation and determinism."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import random
 
@@ -573,3 +574,21 @@ def test_patterns_on_the_same_channels_are_one_class_with_their_least_share() ->
     assert two.count == 2 and two.channel_class.tolist() == [0, 1, 1, -1]
     assert two.limits[0] == ((0, 5.0), (1, 2.0))  # 10 / 2 on class 0; min(6, 2) on class 1
     assert two.limits[3] == ((1, 4.0),)  # min(6 / 1, 8 / 2)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_run_leaves_the_cycle_collector_as_it_found_it(enabled: bool) -> None:
+    # the engine pauses the collector for a run (engine._no_cycle_collection) and restores it,
+    # also when the run fails
+    plan = plan_for(palm.load_config("examples/wafer-t18b.toml"))
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        run_event(plan, record=False)
+        assert gc.isenabled() is enabled
+        broken = dataclasses.replace(plan, chunks=())  # the run fails part-way
+        with pytest.raises(IndexError):
+            run_event(broken, record=False)
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
