@@ -20,7 +20,7 @@ from search.dedup import config_key
 from search.study_file import StudySpec, study_from_tables
 from spaces import enumerate_space
 
-__all__ = ["SPACES", "spec_of", "exhaustive", "stored", "evaluate", "Row"]
+__all__ = ["SPACES", "spec_of", "exhaustive", "stored", "evaluate", "rekey", "Row"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -153,3 +153,34 @@ def exhaustive(
                 log.write(f"{name}: {i + 1}/{len(todo)}\n")
                 log.flush()
     return {k: v for k, v in table.items() if k in space_keys}
+
+
+def rekey(name: str, *, added: dict[str, Any]) -> tuple[int, int]:
+    """Rename the stored rows of space ``name`` after configuration fields were added whose
+    values (``added``: ``"section.field"`` -> the value every configuration of the space
+    takes) simulate as before: a row's old key is the key of its configuration's tables
+    without those fields (a field the configuration lacks, e.g. a GPU cluster's, is left as it
+    is). Values are kept (re-simulate a sample to check the claim). Returns
+    the rows renamed and the rows stored; rewrites ``<name>.jsonl`` in enumeration order."""
+    table = stored(name)
+    spec = spec_of(name)
+    rows: dict[str, Row] = {}
+    for draw in enumerate_space(spec.space, spec.context):
+        if draw.draft is None:
+            continue
+        tables = config_to_dict(parse_config(draw.draft))
+        new = config_key(tables)
+        for path, value in added.items():
+            section, field = path.split(".")
+            if tables[section].pop(field, value) != value:
+                raise ValueError(f"{path} = {value!r} is not what {new} takes")
+        old = config_key(tables)
+        if old in table:
+            rows[new] = table[old]
+        elif new in table:
+            rows[new] = table[new]
+    text = "".join(json.dumps({"key": k, **row}) + "\n" for k, row in rows.items())
+    for part in HERE.glob(f"{name}*.jsonl"):
+        part.unlink()
+    (HERE / f"{name}.jsonl").write_text(text, encoding="utf-8")
+    return len(rows), len(table)
