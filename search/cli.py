@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -44,6 +43,7 @@ from search.lifecycle import (  # noqa: E402
     one_line_warnings,
     quiet_optuna_logs,
     quiet_thread_errors,
+    stop_received,
 )
 
 if _SCRIPT and _MASKABLE:  # pragma: no cover - a Ctrl-C during the imports is handled now
@@ -101,6 +101,15 @@ def _broken_pipe() -> int:
     return 128 + signal.SIGPIPE
 
 
+def _stopped(stop: type[KeyboardInterrupt]) -> int:
+    """The one line and exit code of a stop: 143 for SIGTERM, 130 for Ctrl-C."""
+    if issubclass(stop, Terminated):
+        print("palm-tune: terminated (SIGTERM); running trials marked failed", file=sys.stderr)
+        return 143
+    print("palm-tune: interrupted", file=sys.stderr)
+    return 130
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command. Exit codes: 0, 2 bad input, 1 internal error, 130 Ctrl-C (SIGINT),
     141 output pipe closed, 143 SIGTERM; each failure is one line on stderr."""
@@ -110,9 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     one_line_warnings()
     quiet_thread_errors()
     try:  # from the moment the handlers raise, everything runs inside this try
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            install_sigterm()
+        install_sigterm()
         parser = build_parser(tuner=_tuner_needed(argv))
         # after the tuner's commands imported Optuna, which adds its log handler then: the
         # handler's filter is what keeps a failed trial's log to one line
@@ -133,12 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"palm-tune: error: {exc}", file=sys.stderr)
         return 2
-    except Terminated:
-        print("palm-tune: terminated (SIGTERM); running trials marked failed", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("palm-tune: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        return _stopped(type(exc))
     except RecursionError:
         print("palm-tune: error: input nested too deeply to read", file=sys.stderr)
         return 2
@@ -159,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, exit 1
         if os.environ.get("PALM_TUNE_DEBUG"):
             traceback.print_exc()
+        stop = stop_received()
+        if stop is not None:  # its exception was swallowed on the way: this is its consequence
+            return _stopped(stop)
         storage = storage_failure(exc)
         if storage:
             print(f"palm-tune: error: {storage}", file=sys.stderr)

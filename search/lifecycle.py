@@ -33,6 +33,7 @@ __all__ = [
     "Terminated",
     "STOP_GRACE_S",
     "install_sigterm",
+    "stop_received",
     "one_line_warnings",
     "quiet_thread_errors",
     "quiet_optuna_logs",
@@ -54,8 +55,29 @@ class Terminated(KeyboardInterrupt):
     """The process received SIGTERM."""
 
 
+class _Received:
+    """The stop the process was told to make (SIGTERM or Ctrl-C), whatever became of the
+    exception that told it: a signal that lands while a library imports or cleans up can be
+    swallowed there, and what fails next is its consequence (see :func:`stop_received`)."""
+
+    stop: type[KeyboardInterrupt] | None = None
+
+
 def _raise_terminated(signum: int, frame: Any) -> None:
+    _Received.stop = Terminated
     raise Terminated()
+
+
+def _raise_interrupted(signum: int, frame: Any) -> None:
+    """``signal.default_int_handler``, remembered."""
+    _Received.stop = KeyboardInterrupt
+    raise KeyboardInterrupt()
+
+
+def stop_received() -> type[KeyboardInterrupt] | None:
+    """:class:`Terminated` or ``KeyboardInterrupt`` once the process received SIGTERM or
+    SIGINT through the handlers :func:`install_sigterm` installs, else None."""
+    return _Received.stop
 
 
 def _ignore(signum: int, frame: Any) -> None:
@@ -184,8 +206,12 @@ def quiet_thread_errors() -> None:
 
 
 def install_sigterm() -> None:
-    """Turn SIGTERM into :class:`Terminated` (main thread only)."""
+    """Turn SIGTERM into :class:`Terminated` and SIGINT into ``KeyboardInterrupt``, each
+    remembered (:func:`stop_received`, forgotten here: a command starts with none); main
+    thread only."""
+    _Received.stop = None
     if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _raise_interrupted)
         signal.signal(signal.SIGTERM, _raise_terminated)
 
 
