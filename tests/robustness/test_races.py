@@ -58,7 +58,8 @@ def test_a_run_joining_a_study_that_another_run_is_filling(
     """The second machine of a study starts while the first is mid-way: both finish, every
     trial of both is kept, and each counts only its own new configurations (a run also stops
     when the study holds every configuration of the space, so together they may add fewer
-    than asked; none is simulated twice)."""
+    than asked, and the second may find the space full and add none: seen once the first had
+    simulated all four configurations before the second asked; none is simulated twice)."""
     url = f"{tmp_path}/join.journal"
     first = spawn(
         "tune", str(small_study), "--storage", url, "--trials", "4", "--no-progress", cwd=tmp_path
@@ -71,6 +72,7 @@ def test_a_run_joining_a_study_that_another_run_is_filling(
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
         m = re.search(r"\((\d+) new\)", out)
-        assert m and 1 <= int(m[1]) <= asked, out
+        assert m and 0 <= int(m[1]) <= asked, out
         added.append(int(m[1]))
+    assert added[0] >= 1  # the first run, started first, adds at least its first trial
     _assert_new_configurations(url, sum(added))
