@@ -31,6 +31,7 @@ __all__ = [
     "LinkLoad",
     "mesh_profile",
     "mesh_link_key",
+    "tile_aligned_key",
     "cluster_profile",
     "profile",
     "dram_channel_cores",
@@ -124,12 +125,13 @@ def mesh_profile(
     hw: Mesh2DHardware, src: np.ndarray, dst: np.ndarray, *, with_links: bool = False
 ) -> Profile:
     """Profile of simultaneous XY transfers ``src[i] -> dst[i]`` (core coordinates);
-    remembered inside :func:`palm.network.memo.shared_geometry` (without link loads)."""
+    remembered inside :func:`palm.network.memo.shared_geometry` (without link loads) under
+    :func:`tile_aligned_key`, so copies of the routes moved by whole tiles share it."""
     src, dst = _as_array(src), _as_array(dst)
     if with_links:
         return _mesh_profile(hw, src, dst, with_links=True)
     return remember(
-        lambda: ("mesh_profile", mesh_link_key(hw), src.tobytes(), dst.tobytes()),
+        lambda: ("mesh_profile", mesh_link_key(hw), *tile_aligned_key(hw, src, dst)),
         lambda: _mesh_profile(hw, src, dst, with_links=False),
     )
 
@@ -146,6 +148,21 @@ def mesh_link_key(hw: Mesh2DHardware) -> tuple[object, ...]:
         hw.intra_tile_link_latency_ns,
         hw.inter_tile_link_latency_ns,
     )
+
+
+def tile_aligned_key(hw: Mesh2DHardware, *points: np.ndarray) -> tuple[object, ...]:
+    """The shapes and bytes of ``points`` (int64 core coordinates, ``(..., 2)``) all moved by
+    the same whole number of tiles, so that their least row and least column fall in the
+    first tile: a key under which copies of a set of routes translated by whole tiles are
+    equal. Such copies have the same profile bit for bit (without link loads): a link's
+    bandwidth and latency depend only on its position inside its tile, and the loads and hops
+    only on the routes' shape."""
+    cores = np.concatenate([p.reshape(-1, 2) for p in points])
+    if len(cores) == 0:
+        return tuple((p.shape, p.tobytes()) for p in points)
+    tile = np.asarray(hw.cores_per_tile, dtype=np.int64)
+    shift = cores.min(axis=0) // tile * tile
+    return tuple((p.shape, (p - shift).tobytes()) for p in points)
 
 
 def _mesh_profile(

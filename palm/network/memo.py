@@ -8,8 +8,11 @@ screening of a space, :mod:`search.screen`) repeats the same geometric work many
 Inside :func:`shared_geometry` those pure functions remember their results by their exact
 inputs (the coordinates' bytes and every hardware field they read), so a repeated call
 returns the very object the first call built: results are identical bit for bit. Outside it
-nothing is remembered (one simulation pays what it always paid, so the engine timings the
-tuner's benchmarks store stay valid).
+nothing is remembered. :func:`palm.plan.build_plan` prices every plan inside a block (its own,
+dropped with the plan, unless a study's encloses it): a plan's stages are often copies of one
+another moved by whole tiles, and mesh routes and rings are remembered under keys that such a
+move leaves unchanged (:func:`~palm.network.loads.tile_aligned_key`), so one plan prices each
+shape once.
 """
 
 from __future__ import annotations
