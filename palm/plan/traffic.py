@@ -116,14 +116,15 @@ def _remembered_blocked(
     ctx: PlanContext, op: Op, alloc: SramAllocation, recompute: RecomputeMode
 ) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
     """:func:`_blocked`, remembered inside :func:`palm.network.memo.shared_geometry` by
-    every input it reads (the layers of a model are the same operator under other names)."""
+    every input it reads but names (the layers of a model are the same operator under other
+    names, with the same allocation): the allocation returned bears ``alloc``'s name."""
 
     def key() -> tuple[object, ...]:
         return (
             "blocked",
             type(op),
-            tuple(v for k, v in vars(op).items() if k != "name"),  # the operator, unnamed
-            alloc,
+            _unnamed(op),
+            _unnamed(alloc),
             recompute,
             ctx.micro_batch,
             ctx.tp,
@@ -135,7 +136,15 @@ def _remembered_blocked(
             ctx.rates.sram_bytes,
         )
 
-    return remember(key, lambda: _blocked(ctx, op, alloc, recompute))
+    priced = remember(key, lambda: _blocked(ctx, op, alloc, recompute))
+    if priced is None or priced[0].name == alloc.name:
+        return priced
+    return dataclasses.replace(priced[0], name=alloc.name), priced[1]
+
+
+def _unnamed(x: Op | SramAllocation) -> tuple[object, ...]:
+    """The field values of an operator or an allocation but its name."""
+    return tuple(v for k, v in vars(x).items() if k != "name")
 
 
 def _blocked(
