@@ -525,7 +525,11 @@ def interleaved_access(
     if with_links or rows < 3 or cols < 3:
         return interleaved_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
     n = region.count
-    # remembered inside palm.network.memo.shared_geometry
+    # remembered inside palm.network.memo.shared_geometry: the channels' side once per mesh
+    perimeter = remember(
+        lambda: ("dram_perimeter", mesh_link_key(hw), channels_at.tobytes()),
+        lambda: _perimeter(hw, channels_at),
+    )
     lines = remember(
         lambda: (
             "dram_lines",
@@ -534,7 +538,7 @@ def interleaved_access(
             channels_at.tobytes(),
             with_latency,
         ),
-        lambda: _interleaved_lines(hw, region, channels_at, with_latency=with_latency),
+        lambda: _interleaved_lines(hw, region, perimeter, with_latency=with_latency),
     )
     return _interleaved(hw, n, lines)
 
@@ -594,7 +598,7 @@ def _first_of_each_kind(line: _Line, forward: bool) -> list[int]:
 
 
 def _straight_in_worst(
-    links: dict[int, _Line],
+    perimeter: _Perimeter,
     runs: tuple[np.ndarray, np.ndarray, np.ndarray],
     per: str,
     w: tuple[float, float],
@@ -603,7 +607,8 @@ def _straight_in_worst(
     from the top with weight ``w[0]``, from the bottom with ``w[1]``) or row (left, right): the
     link past position ``i`` carries ``w`` times the region's cores beyond it on that line.
     ``runs``: the region's runs along those lines (:meth:`CoreRegion.runs` with ``per``);
-    ``links``: the mesh's lines (:func:`_lines`)."""
+    ``perimeter``: the mesh's lines and their first links (:func:`_perimeter`)."""
+    links = perimeter.links
     column = per == "column"
     forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
     lines = len(links[EAST if column else SOUTH].inter)  # columns (rows) of the mesh
@@ -613,15 +618,56 @@ def _straight_in_worst(
         if weight == 0:
             continue
         bandwidth = links[direction].bandwidth_Bps
-        for i in _first_of_each_kind(links[direction], ahead):
+        for i in perimeter.first[direction]:
             beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
             load = np.bincount(line, weights=beyond, minlength=lines).max() * weight
             worst = max(worst, float(load / bandwidth[i]))
     return worst
 
 
+@dataclass(frozen=True)
+class _Perimeter:
+    """The channels' side of interleaved reads on one mesh, the same for every region: the
+    channels ``at``; per edge (``"top"``, ``"bottom"`` with the corners, ``"left"``,
+    ``"right"`` without), the channels on it and, per position ``j`` along it, those at
+    positions ``<= j`` (``upto``) and ``>= j`` (``from_``); the mesh's lines (:func:`_lines`)
+    and, per direction, the links of a straight-in leg where each link kind's load is largest
+    (:func:`_first_of_each_kind`)."""
+
+    at: np.ndarray
+    totals: tuple[float, float, float, float]  # top, bottom, left, right
+    upto: dict[str, np.ndarray]
+    from_: dict[str, np.ndarray]
+    links: dict[int, _Line]
+    first: dict[int, list[int]]
+
+
+def _perimeter(hw: Mesh2DHardware, at: np.ndarray) -> _Perimeter:
+    """The :class:`_Perimeter` of channels at ``at`` on ``hw``'s mesh."""
+    R, C = hw.core_grid
+    inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
+    edges = {
+        "top": _counts_on(at, at[:, 0] == 0, 1, C),
+        "bottom": _counts_on(at, at[:, 0] == R - 1, 1, C),
+        "left": _counts_on(at, inner & (at[:, 1] == 0), 0, R),
+        "right": _counts_on(at, inner & (at[:, 1] == C - 1), 0, R),
+    }
+    links = _lines(hw)
+    top, bottom, left, right = (e.sum() for e in edges.values())
+    return _Perimeter(
+        at=at,
+        totals=(top, bottom, left, right),
+        upto={k: np.cumsum(e) for k, e in edges.items()},
+        from_={k: np.cumsum(e[::-1])[::-1] for k, e in edges.items()},
+        links=links,
+        first={
+            d: _first_of_each_kind(links[d], d in (EAST, SOUTH)) for d in (EAST, WEST, SOUTH, NORTH)
+        },
+    )
+
+
 def _interleaved_lines(
-    hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray, *, with_latency: bool = True
+    hw: Mesh2DHardware, region: CoreRegion, perimeter: _Perimeter, *, with_latency: bool = True
 ) -> Profile:
     """NoC profile of interleaved reads from rows and columns. With ``W = 1 / C`` and ``T, B,
     L, R`` channels on the top, bottom, left and right edges (corners count as top and bottom):
@@ -636,18 +682,14 @@ def _interleaved_lines(
     the longest (channel, core) route, found among the corners of the region's rectangles
     (unless ``with_latency`` is False: latency and hops 0)."""
     R, C = hw.core_grid
+    at = perimeter.at
     w = 1.0 / len(at)
-    inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
-    top = _counts_on(at, at[:, 0] == 0, 1, C)
-    bottom = _counts_on(at, at[:, 0] == R - 1, 1, C)
-    left = _counts_on(at, inner & (at[:, 1] == 0), 0, R)
-    right = _counts_on(at, inner & (at[:, 1] == C - 1), 0, R)
-    T, B, L, Rr = top.sum(), bottom.sum(), left.sum(), right.sum()
+    T, B, L, Rr = perimeter.totals
     col_runs, row_runs = region.runs(per="column"), region.runs(per="row")
-    links = _lines(hw)
+    links = perimeter.links
     worst = max(
-        _straight_in_worst(links, col_runs, "column", (w * T, w * B)),
-        _straight_in_worst(links, row_runs, "row", (w * L, w * Rr)),
+        _straight_in_worst(perimeter, col_runs, "column", (w * T, w * B)),
+        _straight_in_worst(perimeter, row_runs, "row", (w * L, w * Rr)),
     )
     col_line, col_lo, col_hi = col_runs
     row_line, row_lo, row_hi = row_runs
@@ -659,19 +701,19 @@ def _interleaved_lines(
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
     # the left and right channels' row legs into that row
-    for row, edge in ((0, top), (R - 1, bottom)):
+    for row, edge in ((0, "top"), (R - 1, "bottom")):
         cells = _line_cells(region, 0, row, 0, C, C)
-        east = w * (np.cumsum(edge) * beyond_col + L * _beyond(cells))
-        west = w * (np.cumsum(edge[::-1])[::-1] * before_col + Rr * _before(cells))
+        east = w * (perimeter.upto[edge] * beyond_col + L * _beyond(cells))
+        west = w * (perimeter.from_[edge] * before_col + Rr * _before(cells))
         worst = max(
             worst,
             float((east / east_Bps).max()),
             float((west / west_Bps).max()),
         )
-    for col, edge in ((0, left), (C - 1, right)):
+    for col, edge in ((0, "left"), (C - 1, "right")):
         cells = _line_cells(region, 1, col, 0, R, R)
-        south = w * (np.cumsum(edge) * beyond_row + T * _beyond(cells))
-        north = w * (np.cumsum(edge[::-1])[::-1] * before_row + B * _before(cells))
+        south = w * (perimeter.upto[edge] * beyond_row + T * _beyond(cells))
+        north = w * (perimeter.from_[edge] * before_row + B * _before(cells))
         worst = max(
             worst,
             float((south / south_Bps).max()),
