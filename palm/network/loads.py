@@ -360,11 +360,13 @@ def ring_orders(groups: np.ndarray) -> np.ndarray:
     dims = hi - lo + 1
     n = groups.shape[1]
     fills = dims[:, 0] * dims[:, 1] == n
-    for shape in np.unique(dims[fills], axis=0):
-        template = _cycle_template(int(shape[0]), int(shape[1]))
+    # each filled rectangle's shape as one integer (rows, cols <= n): a one-dimensional unique
+    shape_code = np.where(fills, dims[:, 0] * (n + 1) + dims[:, 1], -1)
+    for code in np.unique(shape_code[fills]).tolist():
+        template = _cycle_template(*divmod(code, n + 1))
         if template is None:
             continue
-        pick = fills & (dims == shape).all(axis=1)
+        pick = shape_code == code
         out[pick] = template[None, :, :] + lo[pick][:, None, :]
     return out
 
