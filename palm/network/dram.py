@@ -49,9 +49,11 @@ from palm.network.loads import (
     SOUTH,
     WEST,
     LinkLoad,
+    MeshLine,
     Profile,
     link_bandwidth_Bps,
     link_is_inter_tile,
+    mesh_lines,
     mesh_link_key,
     mesh_profile,
     nearest_channel,
@@ -412,7 +414,7 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     )
     # the four edges carry the along-the-edge legs and their own straight-in legs
     rr, cs = np.arange(R), np.arange(C)
-    links = _lines(hw)
+    links = mesh_lines(hw)
     east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     for line, n_edge, x in ((0, n_top, at[top.index, 1]), (R - 1, n_bottom, at[bottom.index, 1])):
@@ -440,28 +442,6 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     if worst.load == 0.0:
         return counts, Profile(0.0, float("inf"), 0)
     return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
-
-
-@dataclass(frozen=True)
-class _Line:
-    """The links of a row (``EAST``, ``WEST``) or a column (``SOUTH``, ``NORTH``) of the mesh
-    in one direction, by the position they leave: whether each crosses a tile boundary
-    (:func:`~palm.network.loads.link_is_inter_tile`) and its bandwidth."""
-
-    inter: np.ndarray
-    bandwidth_Bps: np.ndarray
-
-
-def _lines(hw: Mesh2DHardware) -> dict[int, _Line]:
-    """The links of a line in each of the four directions (:class:`_Line`), priced once for
-    every line of the mesh (a link's kind and bandwidth depend on its position only)."""
-    rows, cols = hw.core_grid
-    out = {}
-    for direction, n in ((EAST, cols), (WEST, cols), (SOUTH, rows), (NORTH, rows)):
-        at = np.arange(n)
-        inter = link_is_inter_tile(hw, direction, at)
-        out[direction] = _Line(inter, link_bandwidth_Bps(hw, direction, at, inter=inter))
-    return out
 
 
 def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:
@@ -579,7 +559,7 @@ def _counts_on(at: np.ndarray, on: np.ndarray, along: int, n: int) -> np.ndarray
     return np.bincount(at[on, along], minlength=n).astype(np.float64)
 
 
-def _first_of_each_kind(line: _Line, forward: bool) -> list[int]:
+def _first_of_each_kind(line: MeshLine, forward: bool) -> list[int]:
     """The links of ``line`` (by source position) nearest its start, one of each kind (intra-
     and inter-tile): forward links from position 0 up, backward ones from the last position
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
@@ -630,15 +610,15 @@ class _Perimeter:
     """The channels' side of interleaved reads on one mesh, the same for every region: the
     channels ``at``; per edge (``"top"``, ``"bottom"`` with the corners, ``"left"``,
     ``"right"`` without), the channels on it and, per position ``j`` along it, those at
-    positions ``<= j`` (``upto``) and ``>= j`` (``from_``); the mesh's lines (:func:`_lines`)
-    and, per direction, the links of a straight-in leg where each link kind's load is largest
-    (:func:`_first_of_each_kind`)."""
+    positions ``<= j`` (``upto``) and ``>= j`` (``from_``); the mesh's lines
+    (:func:`~palm.network.loads.mesh_lines`) and, per direction, the links of a straight-in
+    leg where each link kind's load is largest (:func:`_first_of_each_kind`)."""
 
     at: np.ndarray
     totals: tuple[float, float, float, float]  # top, bottom, left, right
     upto: dict[str, np.ndarray]
     from_: dict[str, np.ndarray]
-    links: dict[int, _Line]
+    links: dict[int, MeshLine]
     first: dict[int, list[int]]
 
 
@@ -652,7 +632,7 @@ def _perimeter(hw: Mesh2DHardware, at: np.ndarray) -> _Perimeter:
         "left": _counts_on(at, inner & (at[:, 1] == 0), 0, R),
         "right": _counts_on(at, inner & (at[:, 1] == C - 1), 0, R),
     }
-    links = _lines(hw)
+    links = mesh_lines(hw)
     top, bottom, left, right = (e.sum() for e in edges.values())
     return _Perimeter(
         at=at,
