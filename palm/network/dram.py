@@ -444,18 +444,25 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
 
 
-def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:
+def _line_cells(
+    region: CoreRegion, axis: int, index: int | np.ndarray, lo: int, hi: int, n: int
+) -> np.ndarray:
     """How many cores of ``region`` sit at each position ``0 .. n-1`` of row ``index`` (axis 0)
-    or column ``index`` (axis 1), counting positions in ``[lo, hi)`` only (0 or 1 each)."""
+    or column ``index`` (axis 1), counting positions in ``[lo, hi)`` only (0 or 1 each); for
+    an array of lines, one row per line."""
     r = region.rects
     across, along = (r[:, 0:2], r[:, 2:4]) if axis == 0 else (r[:, 2:4], r[:, 0:2])
-    on = (across[:, 0] <= index) & (index < across[:, 1])
+    lines = np.atleast_1d(index)
+    which, k = np.nonzero((across[None, :, 0] <= lines[:, None]) & (lines[:, None] < across[:, 1]))
     top = max(lo, hi)
-    start = np.minimum(np.maximum(along[on, 0], lo), top)  # np.clip, without its wrapper's cost
-    stop = np.minimum(np.maximum(along[on, 1], lo), top)
+    offset = which * (n + 1)  # each line's positions in a block of its own
+    start = np.minimum(np.maximum(along[k, 0], lo), top) + offset  # np.clip, without its wrapper
+    stop = np.minimum(np.maximum(along[k, 1], lo), top) + offset
     # +1 where a run starts, -1 where it stops (counted, not added one by one)
-    diff = np.bincount(start, minlength=n + 1) - np.bincount(stop, minlength=n + 1)
-    return np.cumsum(diff[:n])
+    size = len(lines) * (n + 1)
+    diff = np.bincount(start, minlength=size) - np.bincount(stop, minlength=size)
+    cells = np.cumsum(diff.reshape(len(lines), n + 1)[:, :n], axis=1)
+    return cells if np.ndim(index) else cells[0]
 
 
 def _ranges(weight: np.ndarray, start: np.ndarray, stop: np.ndarray, n: int) -> np.ndarray:
@@ -470,15 +477,17 @@ def _ranges(weight: np.ndarray, start: np.ndarray, stop: np.ndarray, n: int) -> 
 
 def _beyond(cells: np.ndarray) -> np.ndarray:
     """Load on forward link ``j`` of straight-in legs from position 0 to every cell: the
-    cells past ``j``."""
-    after = np.cumsum(cells[::-1])[::-1]  # cells at >= j
-    return np.concatenate((after[1:], [0])).astype(np.float64)
+    cells past ``j`` (along the last axis)."""
+    after = np.cumsum(cells[..., ::-1], axis=-1)[..., ::-1]  # cells at >= j
+    out = np.zeros(cells.shape, dtype=np.float64)
+    out[..., :-1] = after[..., 1:]
+    return out
 
 
 def _before(cells: np.ndarray) -> np.ndarray:
     """Load on backward link ``j`` (toward ``j - 1``) of straight-in legs from the last
-    position to every cell: the cells before ``j``."""
-    out: np.ndarray = (np.cumsum(cells) - cells).astype(np.float64)
+    position to every cell: the cells before ``j`` (along the last axis)."""
+    out: np.ndarray = (np.cumsum(cells, axis=-1) - cells).astype(np.float64)
     return out
 
 
@@ -608,16 +617,17 @@ def _straight_in_worst(
 @dataclass(frozen=True)
 class _Perimeter:
     """The channels' side of interleaved reads on one mesh, the same for every region: the
-    channels ``at``; per edge (``"top"``, ``"bottom"`` with the corners, ``"left"``,
-    ``"right"`` without), the channels on it and, per position ``j`` along it, those at
-    positions ``<= j`` (``upto``) and ``>= j`` (``from_``); the mesh's lines
+    channels ``at``; the channels on the top, bottom (both with the corners), left and right
+    edges (``totals``) and, per position ``j`` along the edges, those at positions ``<= j``
+    (``upto``) and ``>= j`` (``from_``): ``[top, bottom]`` as a ``(2, columns)`` array and
+    ``[left, right]`` as a ``(2, rows)`` one; the mesh's lines
     (:func:`~palm.network.loads.mesh_lines`) and, per direction, the links of a straight-in
     leg where each link kind's load is largest (:func:`_first_of_each_kind`)."""
 
     at: np.ndarray
     totals: tuple[float, float, float, float]  # top, bottom, left, right
-    upto: dict[str, np.ndarray]
-    from_: dict[str, np.ndarray]
+    upto: tuple[np.ndarray, np.ndarray]
+    from_: tuple[np.ndarray, np.ndarray]
     links: dict[int, MeshLine]
     first: dict[int, list[int]]
 
@@ -626,19 +636,24 @@ def _perimeter(hw: Mesh2DHardware, at: np.ndarray) -> _Perimeter:
     """The :class:`_Perimeter` of channels at ``at`` on ``hw``'s mesh."""
     R, C = hw.core_grid
     inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
-    edges = {
-        "top": _counts_on(at, at[:, 0] == 0, 1, C),
-        "bottom": _counts_on(at, at[:, 0] == R - 1, 1, C),
-        "left": _counts_on(at, inner & (at[:, 1] == 0), 0, R),
-        "right": _counts_on(at, inner & (at[:, 1] == C - 1), 0, R),
-    }
+    rows = np.stack([_counts_on(at, at[:, 0] == 0, 1, C), _counts_on(at, at[:, 0] == R - 1, 1, C)])
+    cols = np.stack(
+        [
+            _counts_on(at, inner & (at[:, 1] == 0), 0, R),
+            _counts_on(at, inner & (at[:, 1] == C - 1), 0, R),
+        ]
+    )
     links = mesh_lines(hw)
-    top, bottom, left, right = (e.sum() for e in edges.values())
+    top, bottom = rows.sum(axis=1)
+    left, right = cols.sum(axis=1)
     return _Perimeter(
         at=at,
         totals=(top, bottom, left, right),
-        upto={k: np.cumsum(e) for k, e in edges.items()},
-        from_={k: np.cumsum(e[::-1])[::-1] for k, e in edges.items()},
+        upto=(np.cumsum(rows, axis=1), np.cumsum(cols, axis=1)),
+        from_=(
+            np.cumsum(rows[:, ::-1], axis=1)[:, ::-1],
+            np.cumsum(cols[:, ::-1], axis=1)[:, ::-1],
+        ),
         links=links,
         first={
             d: _first_of_each_kind(links[d], d in (EAST, SOUTH)) for d in (EAST, WEST, SOUTH, NORTH)
@@ -679,26 +694,22 @@ def _interleaved_lines(
     beyond_row, before_row = _beyond(per_row), _before(per_row)
     east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
-    # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
-    # the left and right channels' row legs into that row
-    for row, edge in ((0, "top"), (R - 1, "bottom")):
-        cells = _line_cells(region, 0, row, 0, C, C)
-        east = w * (perimeter.upto[edge] * beyond_col + L * _beyond(cells))
-        west = w * (perimeter.from_[edge] * before_col + Rr * _before(cells))
-        worst = max(
-            worst,
-            float((east / east_Bps).max()),
-            float((west / west_Bps).max()),
-        )
-    for col, edge in ((0, "left"), (C - 1, "right")):
-        cells = _line_cells(region, 1, col, 0, R, R)
-        south = w * (perimeter.upto[edge] * beyond_row + T * _beyond(cells))
-        north = w * (perimeter.from_[edge] * before_row + B * _before(cells))
-        worst = max(
-            worst,
-            float((south / south_Bps).max()),
-            float((north / north_Bps).max()),
-        )
+    # rows 0 and R-1 (one row each): along-the-edge legs of the top (bottom) channels to
+    # every column, and the left and right channels' row legs into that row
+    cells = _line_cells(region, 0, np.array([0, R - 1]), 0, C, C)
+    east = w * (perimeter.upto[0] * beyond_col + L * _beyond(cells))
+    west = w * (perimeter.from_[0] * before_col + Rr * _before(cells))
+    # columns 0 and C-1 likewise, from the left and right channels
+    cells = _line_cells(region, 1, np.array([0, C - 1]), 0, R, R)
+    south = w * (perimeter.upto[1] * beyond_row + T * _beyond(cells))
+    north = w * (perimeter.from_[1] * before_row + B * _before(cells))
+    worst = max(
+        worst,
+        float((east / east_Bps).max()),
+        float((west / west_Bps).max()),
+        float((south / south_Bps).max()),
+        float((north / north_Bps).max()),
+    )
     latency_ns, hops = _farthest(hw, region, at) if with_latency else (0.0, 0)
     if worst == 0.0:
         return Profile(0.0, float("inf"), 0)
@@ -709,22 +720,15 @@ def _farthest(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[f
     """Latency (ns) and hops of the longest channel-to-core route: edge-first routes are
     minimal, so a route's hops and tile crossings are the Manhattan distances in cores and in
     tiles, largest at a corner of one of the region's rectangles."""
-    cr, cc = hw.cores_per_tile
     r = region.rects
     r = r[(r[:, 1] > r[:, 0]) & (r[:, 3] > r[:, 2])]  # empty rectangles have no corners
     # rectangles are half-open: their last row and column are r1 - 1 and c1 - 1
-    corners = np.concatenate(
-        [
-            np.stack([r[:, 0], r[:, 2]], axis=1),
-            np.stack([r[:, 0], r[:, 3] - 1], axis=1),
-            np.stack([r[:, 1] - 1, r[:, 2]], axis=1),
-            np.stack([r[:, 1] - 1, r[:, 3] - 1], axis=1),
-        ]
+    corners = np.stack(
+        [r[:, [0, 0, 1, 1]] - [0, 0, 1, 1], r[:, [2, 3, 2, 3]] - [0, 1, 0, 1]], axis=2
     )
-    d = np.abs(corners[:, None, :] - at[None, :, :])
-    hops = d.sum(axis=2)
-    tiles = np.abs(corners[:, None, 0] // cr - at[None, :, 0] // cr) + np.abs(
-        corners[:, None, 1] // cc - at[None, :, 1] // cc
-    )
+    corners = corners.reshape(-1, 1, 2)
+    hops = np.abs(corners - at[None, :, :]).sum(axis=2)
+    tile = np.asarray(hw.cores_per_tile, dtype=np.int64)
+    tiles = np.abs(corners // tile - at[None, :, :] // tile).sum(axis=2)
     latency = route_latency_ns(hw, hops, tiles)
     return float(latency.max()), int(hops.max())
