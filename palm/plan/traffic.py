@@ -22,7 +22,14 @@ from palm.plan.context import PlanContext
 from palm.plan.products import PassTraffic, op_products, pass_traffic
 from palm.workload.ops import Op, RecomputeMode, TransformerLayer
 
-__all__ = ["ChunkTraffic", "StageSram", "stage_dram", "sram_allocations", "chunk_traffic"]
+__all__ = [
+    "ChunkTraffic",
+    "StageSram",
+    "stage_dram",
+    "sram_allocations",
+    "chunk_traffic",
+    "unnamed",
+]
 
 # operand kinds Algorithm 1's stage-level strategy keeps in SRAM (palm.plan.products)
 _RESIDENT: dict[str, frozenset[str]] = {
@@ -123,8 +130,8 @@ def _remembered_blocked(
         return (
             "blocked",
             type(op),
-            _unnamed(op),
-            _unnamed(alloc),
+            unnamed(op),
+            unnamed(alloc),
             recompute,
             ctx.micro_batch,
             ctx.tp,
@@ -142,8 +149,9 @@ def _remembered_blocked(
     return dataclasses.replace(priced[0], name=alloc.name), priced[1]
 
 
-def _unnamed(x: Op | SramAllocation) -> tuple[object, ...]:
-    """The field values of an operator or an allocation but its name."""
+def unnamed(x: Op | SramAllocation) -> tuple[object, ...]:
+    """The field values of an operator or an allocation but its name: with its type, a key
+    under which the layers of a model, the same operator under other names, are one."""
     return tuple(v for k, v in vars(x).items() if k != "name")
 
 
