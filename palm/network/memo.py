@@ -54,17 +54,18 @@ def remember(make_key: Callable[[], Hashable], compute: Callable[[], T]) -> T:
     """``compute()``, or the value it returned for the key ``make_key()`` earlier in the same
     :func:`shared_geometry` block. The key must hold every input ``compute`` reads; it is
     built only inside a block, so a single simulation pays nothing for it."""
-    if _memo is None:
+    memo = _memo  # the block's memo, even if another thread's block ends meanwhile
+    if memo is None:
         return compute()
     key = make_key()
-    if key in _memo:
+    if key in memo:
         _stats[0] += 1
-        return _memo[key]  # type: ignore[return-value]
+        return memo[key]  # type: ignore[return-value]
     _stats[1] += 1
-    if len(_memo) >= _limit[0]:
-        _memo.clear()
+    if len(memo) >= _limit[0]:
+        memo.clear()
     value = compute()
-    _memo[key] = value
+    memo[key] = value
     return value
 
 
