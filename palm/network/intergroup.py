@@ -62,7 +62,8 @@ def choose_adapters(members: np.ndarray, toward: np.ndarray, count: int) -> np.n
     """Indices of the ``count`` members of a group (``(n, 2)`` cores) nearest the centroid of
     ``toward`` (Manhattan distance; ties by member order). Groups stacked as ``(g, n, 2)``
     give ``(g, count)``."""
-    centre = toward.mean(axis=-2, keepdims=True)
+    # the mean's own value (a sum over a count), without np.mean's wrapper
+    centre = toward.sum(axis=-2, keepdims=True) / toward.shape[-2]
     dist = np.abs(members - centre).sum(axis=-1)
     order: np.ndarray = np.argsort(dist, axis=-1, kind="stable")[..., :count]
     return order
