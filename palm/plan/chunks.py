@@ -15,10 +15,10 @@ from palm.cost.overlap import (
     fsdp_exposed_s,
     tp_overlap_exposed_s,
 )
-from palm.plan.context import PlanContext
+from palm.plan.context import PlanContext, unnamed
 from palm.plan.handoffs import HandOffs
 from palm.plan.rings import StageRings
-from palm.plan.traffic import ChunkTraffic, unnamed
+from palm.plan.traffic import ChunkTraffic
 from palm.plan.types import ChunkCost
 from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
 

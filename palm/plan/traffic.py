@@ -18,7 +18,7 @@ from palm.hardware.spec import Mesh2DHardware
 from palm.network.dram import DramAccess, dram_access
 from palm.network.loads import dram_channel_cores
 from palm.network.memo import remember
-from palm.plan.context import PlanContext
+from palm.plan.context import PlanContext, unnamed
 from palm.plan.products import PassTraffic, op_products, pass_traffic
 from palm.workload.ops import Op, RecomputeMode, TransformerLayer
 
@@ -28,7 +28,6 @@ __all__ = [
     "stage_dram",
     "sram_allocations",
     "chunk_traffic",
-    "unnamed",
 ]
 
 # operand kinds Algorithm 1's stage-level strategy keeps in SRAM (palm.plan.products)
@@ -147,12 +146,6 @@ def _remembered_blocked(
     if priced is None or priced[0].name == alloc.name:
         return priced
     return dataclasses.replace(priced[0], name=alloc.name), priced[1]
-
-
-def unnamed(x: Op | SramAllocation) -> tuple[object, ...]:
-    """The field values of an operator or an allocation but its name: with its type, a key
-    under which the layers of a model, the same operator under other names, are one."""
-    return tuple(v for k, v in vars(x).items() if k != "name")
 
 
 def _blocked(
