@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from palm.cost.memory import StateBytes
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.dram import DramAccess, dram_access
+from palm.network.dram import DramAccess, dram_accesses
 from palm.network.loads import dram_channel_cores
 from palm.network.memo import remember
 from palm.plan.context import PlanContext, unnamed
@@ -70,11 +70,7 @@ def stage_dram(ctx: PlanContext) -> tuple[DramAccess, ...] | None:
     if not ctx.mesh:
         return None
     assert isinstance(hw, Mesh2DHardware)
-    channels_at = dram_channel_cores(hw)
-    return tuple(
-        dram_access(hw, ctx.regions[s], channels_at, with_links=ctx.with_links)
-        for s in range(ctx.config.parallelism.pp)
-    )
+    return dram_accesses(hw, ctx.regions, dram_channel_cores(hw), with_links=ctx.with_links)
 
 
 def sram_allocations(ctx: PlanContext, recompute: RecomputeMode) -> StageSram:
