@@ -38,6 +38,7 @@ Two implementations give the same :class:`DramAccess`:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,9 +50,11 @@ from palm.network.loads import (
     SOUTH,
     WEST,
     LinkLoad,
+    MeshLine,
     Profile,
     link_bandwidth_Bps,
     link_is_inter_tile,
+    mesh_lines,
     mesh_link_key,
     mesh_profile,
     nearest_channel,
@@ -63,6 +66,7 @@ from palm.network.region import CoreRegion
 __all__ = [
     "DramAccess",
     "dram_access",
+    "dram_accesses",
     "dram_access_per_core",
     "interleaved_access",
     "interleaved_access_per_core",
@@ -116,11 +120,32 @@ def dram_access(
     path."""
     if hw.dram_placement == "interleaved":
         return interleaved_access(hw, region, channels_at, with_links=with_links)
-    rows, cols = hw.core_grid
-    if with_links or rows < 3 or cols < 3:
+    if not _by_rows_and_columns(hw, with_links):
         return dram_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
     counts, noc = _by_lines(hw, region, channels_at)
     return _access(hw, counts, noc)
+
+
+def dram_accesses(
+    hw: Mesh2DHardware,
+    regions: Sequence[CoreRegion],
+    channels_at: np.ndarray,
+    *,
+    with_links: bool = False,
+) -> tuple[DramAccess, ...]:
+    """:func:`dram_access` of every region of ``regions`` (a plan's stages); under the
+    ``interleaved`` placement the rows-and-columns path prices them all at once (numpy over
+    the regions, :func:`_interleaved_lines`)."""
+    if hw.dram_placement == "interleaved" and _by_rows_and_columns(hw, with_links):
+        return _interleaved_all(hw, regions, channels_at, with_latency=True)
+    return tuple(dram_access(hw, r, channels_at, with_links=with_links) for r in regions)
+
+
+def _by_rows_and_columns(hw: Mesh2DHardware, with_links: bool) -> bool:
+    """Whether the rows-and-columns paths apply: no link loads asked for, and a mesh of at
+    least three rows and three columns (otherwise: the per-core paths)."""
+    rows, cols = hw.core_grid
+    return not with_links and rows >= 3 and cols >= 3
 
 
 def dram_access_per_core(
@@ -412,7 +437,7 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     )
     # the four edges carry the along-the-edge legs and their own straight-in legs
     rr, cs = np.arange(R), np.arange(C)
-    links = _lines(hw)
+    links = mesh_lines(hw)
     east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     for line, n_edge, x in ((0, n_top, at[top.index, 1]), (R - 1, n_bottom, at[bottom.index, 1])):
@@ -442,40 +467,25 @@ def _by_lines(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[n
     return counts, Profile(worst.latency_ns * 1e-9, 1.0 / worst.load, worst.hops)
 
 
-@dataclass(frozen=True)
-class _Line:
-    """The links of a row (``EAST``, ``WEST``) or a column (``SOUTH``, ``NORTH``) of the mesh
-    in one direction, by the position they leave: whether each crosses a tile boundary
-    (:func:`~palm.network.loads.link_is_inter_tile`) and its bandwidth."""
-
-    inter: np.ndarray
-    bandwidth_Bps: np.ndarray
-
-
-def _lines(hw: Mesh2DHardware) -> dict[int, _Line]:
-    """The links of a line in each of the four directions (:class:`_Line`), priced once for
-    every line of the mesh (a link's kind and bandwidth depend on its position only)."""
-    rows, cols = hw.core_grid
-    out = {}
-    for direction, n in ((EAST, cols), (WEST, cols), (SOUTH, rows), (NORTH, rows)):
-        at = np.arange(n)
-        inter = link_is_inter_tile(hw, direction, at)
-        out[direction] = _Line(inter, link_bandwidth_Bps(hw, direction, at, inter=inter))
-    return out
-
-
-def _line_cells(region: CoreRegion, axis: int, index: int, lo: int, hi: int, n: int) -> np.ndarray:
+def _line_cells(
+    region: CoreRegion, axis: int, index: int | np.ndarray, lo: int, hi: int, n: int
+) -> np.ndarray:
     """How many cores of ``region`` sit at each position ``0 .. n-1`` of row ``index`` (axis 0)
-    or column ``index`` (axis 1), counting positions in ``[lo, hi)`` only (0 or 1 each)."""
+    or column ``index`` (axis 1), counting positions in ``[lo, hi)`` only (0 or 1 each); for
+    an array of lines, one row per line."""
     r = region.rects
     across, along = (r[:, 0:2], r[:, 2:4]) if axis == 0 else (r[:, 2:4], r[:, 0:2])
-    on = (across[:, 0] <= index) & (index < across[:, 1])
+    lines = np.atleast_1d(index)
+    which, k = np.nonzero((across[None, :, 0] <= lines[:, None]) & (lines[:, None] < across[:, 1]))
     top = max(lo, hi)
-    start = np.minimum(np.maximum(along[on, 0], lo), top)  # np.clip, without its wrapper's cost
-    stop = np.minimum(np.maximum(along[on, 1], lo), top)
+    offset = which * (n + 1)  # each line's positions in a block of its own
+    start = np.minimum(np.maximum(along[k, 0], lo), top) + offset  # np.clip, without its wrapper
+    stop = np.minimum(np.maximum(along[k, 1], lo), top) + offset
     # +1 where a run starts, -1 where it stops (counted, not added one by one)
-    diff = np.bincount(start, minlength=n + 1) - np.bincount(stop, minlength=n + 1)
-    return np.cumsum(diff[:n])
+    size = len(lines) * (n + 1)
+    diff = np.bincount(start, minlength=size) - np.bincount(stop, minlength=size)
+    cells = np.cumsum(diff.reshape(len(lines), n + 1)[:, :n], axis=1)
+    return cells if np.ndim(index) else cells[0]
 
 
 def _ranges(weight: np.ndarray, start: np.ndarray, stop: np.ndarray, n: int) -> np.ndarray:
@@ -490,15 +500,17 @@ def _ranges(weight: np.ndarray, start: np.ndarray, stop: np.ndarray, n: int) -> 
 
 def _beyond(cells: np.ndarray) -> np.ndarray:
     """Load on forward link ``j`` of straight-in legs from position 0 to every cell: the
-    cells past ``j``."""
-    after = np.cumsum(cells[::-1])[::-1]  # cells at >= j
-    return np.concatenate((after[1:], [0])).astype(np.float64)
+    cells past ``j`` (along the last axis)."""
+    after = np.cumsum(cells[..., ::-1], axis=-1)[..., ::-1]  # cells at >= j
+    out = np.zeros(cells.shape, dtype=np.float64)
+    out[..., :-1] = after[..., 1:]
+    return out
 
 
 def _before(cells: np.ndarray) -> np.ndarray:
     """Load on backward link ``j`` (toward ``j - 1``) of straight-in legs from the last
-    position to every cell: the cells before ``j``."""
-    out: np.ndarray = (np.cumsum(cells) - cells).astype(np.float64)
+    position to every cell: the cells before ``j`` (along the last axis)."""
+    out: np.ndarray = (np.cumsum(cells, axis=-1) - cells).astype(np.float64)
     return out
 
 
@@ -521,22 +533,35 @@ def interleaved_access(
     cores (per-core path). ``with_latency=False``: for a caller that needs the bandwidth only,
     the rows-and-columns path leaves the profile's latency and hops at zero (it does not look
     for the farthest route)."""
-    rows, cols = hw.core_grid
-    if with_links or rows < 3 or cols < 3:
+    if not _by_rows_and_columns(hw, with_links):
         return interleaved_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
-    n = region.count
-    # remembered inside palm.network.memo.shared_geometry
+    return _interleaved_all(hw, (region,), channels_at, with_latency=with_latency)[0]
+
+
+def _interleaved_all(
+    hw: Mesh2DHardware,
+    regions: Sequence[CoreRegion],
+    channels_at: np.ndarray,
+    *,
+    with_latency: bool,
+) -> tuple[DramAccess, ...]:
+    """:func:`interleaved_access` of every region, from rows and columns, all at once."""
+    # remembered inside palm.network.memo.shared_geometry: the channels' side once per mesh
+    perimeter = remember(
+        lambda: ("dram_perimeter", mesh_link_key(hw), channels_at.tobytes()),
+        lambda: _perimeter(hw, channels_at),
+    )
     lines = remember(
         lambda: (
             "dram_lines",
             mesh_link_key(hw),
-            region.rects.tobytes(),
+            tuple(r.rects.tobytes() for r in regions),
             channels_at.tobytes(),
             with_latency,
         ),
-        lambda: _interleaved_lines(hw, region, channels_at, with_latency=with_latency),
+        lambda: _interleaved_lines(hw, regions, perimeter, with_latency=with_latency),
     )
-    return _interleaved(hw, n, lines)
+    return tuple(_interleaved(hw, r.count, noc) for r, noc in zip(regions, lines, strict=True))
 
 
 def interleaved_access_per_core(
@@ -575,7 +600,7 @@ def _counts_on(at: np.ndarray, on: np.ndarray, along: int, n: int) -> np.ndarray
     return np.bincount(at[on, along], minlength=n).astype(np.float64)
 
 
-def _first_of_each_kind(line: _Line, forward: bool) -> list[int]:
+def _first_of_each_kind(line: MeshLine, forward: bool) -> list[int]:
     """The links of ``line`` (by source position) nearest its start, one of each kind (intra-
     and inter-tile): forward links from position 0 up, backward ones from the last position
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
@@ -594,37 +619,117 @@ def _first_of_each_kind(line: _Line, forward: bool) -> list[int]:
 
 
 def _straight_in_worst(
-    links: dict[int, _Line],
+    perimeter: _Perimeter,
     runs: tuple[np.ndarray, np.ndarray, np.ndarray],
     per: str,
     w: tuple[float, float],
-) -> float:
-    """Worst load over bandwidth of the straight-in legs on every column (``per="column"``:
-    from the top with weight ``w[0]``, from the bottom with ``w[1]``) or row (left, right): the
-    link past position ``i`` carries ``w`` times the region's cores beyond it on that line.
-    ``runs``: the region's runs along those lines (:meth:`CoreRegion.runs` with ``per``);
-    ``links``: the mesh's lines (:func:`_lines`)."""
+    regions: int,
+) -> np.ndarray:
+    """Per region, the worst load over bandwidth of the straight-in legs on every column
+    (``per="column"``: from the top with weight ``w[0]``, from the bottom with ``w[1]``) or row
+    (left, right): the link past position ``i`` carries ``w`` times the region's cores beyond
+    it on that line. ``runs``: the runs of ``regions`` stacked regions along those lines
+    (:class:`_Stacked`: line ``l`` of region ``g`` is line ``g * lines + l``);
+    ``perimeter``: the mesh's lines and their first links (:func:`_perimeter`)."""
+    links = perimeter.links
     column = per == "column"
     forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
     lines = len(links[EAST if column else SOUTH].inter)  # columns (rows) of the mesh
     line, lo, hi = runs
-    worst = 0.0
+    worst = np.zeros(regions)
     for direction, weight, ahead in ((forward, w[0], True), (backward, w[1], False)):
         if weight == 0:
             continue
         bandwidth = links[direction].bandwidth_Bps
-        for i in _first_of_each_kind(links[direction], ahead):
+        for i in perimeter.first[direction]:
             beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
-            load = np.bincount(line, weights=beyond, minlength=lines).max() * weight
-            worst = max(worst, float(load / bandwidth[i]))
+            per_line = np.bincount(line, weights=beyond, minlength=regions * lines)
+            load = per_line.reshape(regions, lines).max(axis=1) * weight
+            worst = np.maximum(worst, load / bandwidth[i])
     return worst
 
 
+@dataclass(frozen=True)
+class _Stacked:
+    """Regions side by side, for numpy over all of them: region ``g``'s rectangles with their
+    rows moved by ``g`` mesh heights (``by_row``) or their columns by ``g`` mesh widths
+    (``by_column``), so that each line (row or column) of each region is a line of its own;
+    and the rectangles as they are (``rects``) with the region of each (``region``)."""
+
+    count: int
+    rects: np.ndarray
+    region: np.ndarray
+    by_row: CoreRegion
+    by_column: CoreRegion
+
+
+def _stacked(hw: Mesh2DHardware, regions: Sequence[CoreRegion]) -> _Stacked:
+    rows, cols = hw.core_grid
+    rects = np.concatenate([r.rects for r in regions])
+    region = np.repeat(np.arange(len(regions)), [len(r.rects) for r in regions])
+    by_row, by_column = rects.copy(), rects.copy()
+    by_row[:, 0:2] += (region * rows)[:, None]
+    by_column[:, 2:4] += (region * cols)[:, None]
+    return _Stacked(len(regions), rects, region, CoreRegion(by_row), CoreRegion(by_column))
+
+
+@dataclass(frozen=True)
+class _Perimeter:
+    """The channels' side of interleaved reads on one mesh, the same for every region: the
+    channels ``at``; the channels on the top, bottom (both with the corners), left and right
+    edges (``totals``) and, per position ``j`` along the edges, those at positions ``<= j``
+    (``upto``) and ``>= j`` (``from_``): ``[top, bottom]`` as a ``(2, columns)`` array and
+    ``[left, right]`` as a ``(2, rows)`` one; the mesh's lines
+    (:func:`~palm.network.loads.mesh_lines`) and, per direction, the links of a straight-in
+    leg where each link kind's load is largest (:func:`_first_of_each_kind`)."""
+
+    at: np.ndarray
+    totals: tuple[float, float, float, float]  # top, bottom, left, right
+    upto: tuple[np.ndarray, np.ndarray]
+    from_: tuple[np.ndarray, np.ndarray]
+    links: dict[int, MeshLine]
+    first: dict[int, list[int]]
+
+
+def _perimeter(hw: Mesh2DHardware, at: np.ndarray) -> _Perimeter:
+    """The :class:`_Perimeter` of channels at ``at`` on ``hw``'s mesh."""
+    R, C = hw.core_grid
+    inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
+    rows = np.stack([_counts_on(at, at[:, 0] == 0, 1, C), _counts_on(at, at[:, 0] == R - 1, 1, C)])
+    cols = np.stack(
+        [
+            _counts_on(at, inner & (at[:, 1] == 0), 0, R),
+            _counts_on(at, inner & (at[:, 1] == C - 1), 0, R),
+        ]
+    )
+    links = mesh_lines(hw)
+    top, bottom = rows.sum(axis=1)
+    left, right = cols.sum(axis=1)
+    return _Perimeter(
+        at=at,
+        totals=(top, bottom, left, right),
+        upto=(np.cumsum(rows, axis=1), np.cumsum(cols, axis=1)),
+        from_=(
+            np.cumsum(rows[:, ::-1], axis=1)[:, ::-1],
+            np.cumsum(cols[:, ::-1], axis=1)[:, ::-1],
+        ),
+        links=links,
+        first={
+            d: _first_of_each_kind(links[d], d in (EAST, SOUTH)) for d in (EAST, WEST, SOUTH, NORTH)
+        },
+    )
+
+
 def _interleaved_lines(
-    hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray, *, with_latency: bool = True
-) -> Profile:
-    """NoC profile of interleaved reads from rows and columns. With ``W = 1 / C`` and ``T, B,
-    L, R`` channels on the top, bottom, left and right edges (corners count as top and bottom):
+    hw: Mesh2DHardware,
+    regions: Sequence[CoreRegion],
+    perimeter: _Perimeter,
+    *,
+    with_latency: bool = True,
+) -> tuple[Profile, ...]:
+    """NoC profile of interleaved reads from rows and columns, of every region at once. With
+    ``W = 1 / C`` and ``T, B, L, R`` channels on the top, bottom, left and right edges (corners
+    count as top and bottom):
 
     * straight-in legs: the link past row ``i`` of column ``c`` carries ``W T`` times the
       region's cores of column ``c`` below it (from the top), likewise for the other edges;
@@ -636,73 +741,73 @@ def _interleaved_lines(
     the longest (channel, core) route, found among the corners of the region's rectangles
     (unless ``with_latency`` is False: latency and hops 0)."""
     R, C = hw.core_grid
+    at = perimeter.at
     w = 1.0 / len(at)
-    inner = (at[:, 0] > 0) & (at[:, 0] < R - 1)
-    top = _counts_on(at, at[:, 0] == 0, 1, C)
-    bottom = _counts_on(at, at[:, 0] == R - 1, 1, C)
-    left = _counts_on(at, inner & (at[:, 1] == 0), 0, R)
-    right = _counts_on(at, inner & (at[:, 1] == C - 1), 0, R)
-    T, B, L, Rr = top.sum(), bottom.sum(), left.sum(), right.sum()
-    col_runs, row_runs = region.runs(per="column"), region.runs(per="row")
-    links = _lines(hw)
-    worst = max(
-        _straight_in_worst(links, col_runs, "column", (w * T, w * B)),
-        _straight_in_worst(links, row_runs, "row", (w * L, w * Rr)),
+    T, B, L, Rr = perimeter.totals
+    stacked = _stacked(hw, regions)
+    g = stacked.count
+    col_runs = stacked.by_column.runs(per="column")
+    row_runs = stacked.by_row.runs(per="row")
+    links = perimeter.links
+    worst = np.maximum(
+        _straight_in_worst(perimeter, col_runs, "column", (w * T, w * B), g),
+        _straight_in_worst(perimeter, row_runs, "row", (w * L, w * Rr), g),
     )
     col_line, col_lo, col_hi = col_runs
     row_line, row_lo, row_hi = row_runs
-    per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=C)
-    per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=R)
+    per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=g * C).reshape(g, 1, C)
+    per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=g * R).reshape(g, 1, R)
     beyond_col, before_col = _beyond(per_col), _before(per_col)
     beyond_row, before_row = _beyond(per_row), _before(per_row)
     east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
-    # rows 0 and R-1: along-the-edge legs of the top (bottom) channels to every column, and
-    # the left and right channels' row legs into that row
-    for row, edge in ((0, top), (R - 1, bottom)):
-        cells = _line_cells(region, 0, row, 0, C, C)
-        east = w * (np.cumsum(edge) * beyond_col + L * _beyond(cells))
-        west = w * (np.cumsum(edge[::-1])[::-1] * before_col + Rr * _before(cells))
-        worst = max(
-            worst,
-            float((east / east_Bps).max()),
-            float((west / west_Bps).max()),
-        )
-    for col, edge in ((0, left), (C - 1, right)):
-        cells = _line_cells(region, 1, col, 0, R, R)
-        south = w * (np.cumsum(edge) * beyond_row + T * _beyond(cells))
-        north = w * (np.cumsum(edge[::-1])[::-1] * before_row + B * _before(cells))
-        worst = max(
-            worst,
-            float((south / south_Bps).max()),
-            float((north / north_Bps).max()),
-        )
-    latency_ns, hops = _farthest(hw, region, at) if with_latency else (0.0, 0)
-    if worst == 0.0:
-        return Profile(0.0, float("inf"), 0)
-    return Profile(latency_ns * 1e-9, 1.0 / worst, hops)
+    # rows 0 and R-1 (one row each) of every region: along-the-edge legs of the top (bottom)
+    # channels to every column, and the left and right channels' row legs into that row
+    ends = (np.arange(g)[:, None] * R + [0, R - 1]).ravel()
+    cells = _line_cells(stacked.by_row, 0, ends, 0, C, C).reshape(g, 2, C)
+    east = w * (perimeter.upto[0] * beyond_col + L * _beyond(cells))
+    west = w * (perimeter.from_[0] * before_col + Rr * _before(cells))
+    # columns 0 and C-1 likewise, from the left and right channels
+    ends = (np.arange(g)[:, None] * C + [0, C - 1]).ravel()
+    cells = _line_cells(stacked.by_column, 1, ends, 0, R, R).reshape(g, 2, R)
+    south = w * (perimeter.upto[1] * beyond_row + T * _beyond(cells))
+    north = w * (perimeter.from_[1] * before_row + B * _before(cells))
+    for load in (east / east_Bps, west / west_Bps, south / south_Bps, north / north_Bps):
+        worst = np.maximum(worst, load.max(axis=(1, 2)))
+    latency_ns, hops = (
+        _farthest(hw, stacked, at) if with_latency else (np.zeros(g), np.zeros(g, np.int64))
+    )
+    return tuple(
+        Profile(float(lat) * 1e-9, 1.0 / float(load), int(h))
+        if load != 0.0
+        else Profile(0.0, float("inf"), 0)
+        for load, lat, h in zip(worst, latency_ns, hops, strict=True)
+    )
 
 
-def _farthest(hw: Mesh2DHardware, region: CoreRegion, at: np.ndarray) -> tuple[float, int]:
-    """Latency (ns) and hops of the longest channel-to-core route: edge-first routes are
-    minimal, so a route's hops and tile crossings are the Manhattan distances in cores and in
-    tiles, largest at a corner of one of the region's rectangles."""
-    cr, cc = hw.cores_per_tile
-    r = region.rects
-    r = r[(r[:, 1] > r[:, 0]) & (r[:, 3] > r[:, 2])]  # empty rectangles have no corners
+def _farthest(
+    hw: Mesh2DHardware, stacked: _Stacked, at: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per region, the latency (ns) and hops of the longest channel-to-core route: edge-first
+    routes are minimal, so a route's hops and tile crossings are the Manhattan distances in
+    cores and in tiles, largest at a corner of one of the region's rectangles."""
+    r = stacked.rects
+    keep = (r[:, 1] > r[:, 0]) & (r[:, 3] > r[:, 2])  # empty rectangles have no corners
+    r, region = r[keep], stacked.region[keep]
     # rectangles are half-open: their last row and column are r1 - 1 and c1 - 1
-    corners = np.concatenate(
-        [
-            np.stack([r[:, 0], r[:, 2]], axis=1),
-            np.stack([r[:, 0], r[:, 3] - 1], axis=1),
-            np.stack([r[:, 1] - 1, r[:, 2]], axis=1),
-            np.stack([r[:, 1] - 1, r[:, 3] - 1], axis=1),
-        ]
+    corners = np.stack(
+        [r[:, [0, 0, 1, 1]] - [0, 0, 1, 1], r[:, [2, 3, 2, 3]] - [0, 1, 0, 1]], axis=2
     )
-    d = np.abs(corners[:, None, :] - at[None, :, :])
-    hops = d.sum(axis=2)
-    tiles = np.abs(corners[:, None, 0] // cr - at[None, :, 0] // cr) + np.abs(
-        corners[:, None, 1] // cc - at[None, :, 1] // cc
-    )
-    latency = route_latency_ns(hw, hops, tiles)
-    return float(latency.max()), int(hops.max())
+    corners = corners.reshape(-1, 1, 2)
+    hops = np.abs(corners - at[None, :, :]).sum(axis=2)
+    tile = np.asarray(hw.cores_per_tile, dtype=np.int64)
+    tiles = np.abs(corners // tile - at[None, :, :] // tile).sum(axis=2)
+    latency = route_latency_ns(hw, hops, tiles).max(axis=1)  # per corner
+    of = np.repeat(region, 4)
+    if len(np.unique(of)) < stacked.count:
+        raise ValueError("a region without cores has no farthest route")
+    worst_ns = np.full(stacked.count, -np.inf)
+    np.maximum.at(worst_ns, of, latency)
+    most_hops = np.zeros(stacked.count, dtype=np.int64)
+    np.maximum.at(most_hops, of, hops.max(axis=1))
+    return worst_ns, most_hops

@@ -28,7 +28,13 @@ import numpy as np
 
 from palm.cost.collectives import collective_time
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.loads import Profile, mesh_link_key, mesh_profile, ring_orders
+from palm.network.loads import (
+    Profile,
+    mesh_link_key,
+    mesh_profile,
+    ring_orders,
+    tile_aligned_key,
+)
 from palm.network.memo import remember
 from palm.workload.ops import Collective
 
@@ -56,7 +62,8 @@ def choose_adapters(members: np.ndarray, toward: np.ndarray, count: int) -> np.n
     """Indices of the ``count`` members of a group (``(n, 2)`` cores) nearest the centroid of
     ``toward`` (Manhattan distance; ties by member order). Groups stacked as ``(g, n, 2)``
     give ``(g, count)``."""
-    centre = toward.mean(axis=-2, keepdims=True)
+    # the mean's own value (a sum over a count), without np.mean's wrapper
+    centre = toward.sum(axis=-2, keepdims=True) / toward.shape[-2]
     dist = np.abs(members - centre).sum(axis=-1)
     order: np.ndarray = np.argsort(dist, axis=-1, kind="stable")[..., :count]
     return order
@@ -86,6 +93,15 @@ def _at(points: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class _Picks:
+    """The adapters of a hand-off (:func:`choose_adapters`): indices into the source and the
+    destination groups, ``(replicas, a)`` each."""
+
+    source: np.ndarray
+    destination: np.ndarray
+
+
+@dataclass(frozen=True)
 class _Routes:
     """The geometry of one hand-off, independent of its size: the profiles of its parts
     (``None``: the part is skipped), the group size ``n`` and the adapter count ``a``."""
@@ -112,22 +128,21 @@ def hand_off(
 ) -> HandOff:
     """Time of handing ``nbytes`` (one replica's activation) from every replica's source group
     ``src[d]`` to its destination group ``dst[d]`` (arrays of shape ``(replicas, n, 2)``). All
-    replicas are handled at once (numpy over the replica axis). The routes are remembered
-    inside :func:`palm.network.memo.shared_geometry` (without link loads)."""
+    replicas are handled at once (numpy over the replica axis). The adapters are chosen on the
+    given cores (:func:`choose_adapters`: a centroid's rounding depends on where it lies); the
+    routes from them on are remembered inside :func:`palm.network.memo.shared_geometry`
+    (without link loads) under :func:`~palm.network.loads.tile_aligned_key`, so hand-offs
+    moved by whole tiles with the same adapters share them."""
     if strategy not in INTER_GROUP_STRATEGIES:
         raise ValueError(f"unknown inter-group strategy {strategy!r}")
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
+    a = max(1, min(adapters, src.shape[1], dst.shape[1]))
+    picks = _Picks(choose_adapters(src, dst, a), choose_adapters(dst, src, a))
 
     def routes() -> _Routes:
         return _routes(
-            hw,
-            src,
-            dst,
-            strategy=strategy,
-            adapters=adapters,
-            partial=partial,
-            with_links=with_links,
+            hw, src, dst, picks, strategy=strategy, partial=partial, with_links=with_links
         )
 
     if with_links:
@@ -137,12 +152,10 @@ def hand_off(
             lambda: (
                 "hand_off",
                 mesh_link_key(hw),
-                src.shape,
-                src.tobytes(),
-                dst.shape,
-                dst.tobytes(),
+                *tile_aligned_key(hw, src, dst),
+                picks.source.tobytes(),
+                picks.destination.tobytes(),
                 strategy,
-                adapters,
                 partial,
             ),
             routes,
@@ -168,18 +181,19 @@ def _routes(
     hw: Mesh2DHardware,
     src: np.ndarray,
     dst: np.ndarray,
+    picks: _Picks,
     *,
     strategy: str,
-    adapters: int,
     partial: bool,
     with_links: bool,
 ) -> _Routes:
-    """The profiles of :func:`hand_off`'s parts (Eq. 7, 8; see the module's docstring)."""
-    n = src.shape[1]
-    a = max(1, min(adapters, n, dst.shape[1]))
+    """The profiles of :func:`hand_off`'s parts (Eq. 7, 8; see the module's docstring) with
+    the adapters ``picks``. Integer geometry from the picks on: moving ``src`` and ``dst`` by
+    whole tiles gives the same profiles (without link loads)."""
+    n, a = src.shape[1], picks.source.shape[1]
     # adapters of every replica, paired in a consistent spatial order
-    s_ad = _spatial(src, choose_adapters(src, dst, a))
-    d_ad = _spatial(dst, choose_adapters(dst, src, a))
+    s_ad = _spatial(src, picks.source)
+    d_ad = _spatial(dst, picks.destination)
     cross = [(s_ad.reshape(-1, 2), d_ad.reshape(-1, 2))]
     bcast = [(_at(d_ad, _serving(dst, d_ad)).reshape(-1, 2), dst.reshape(-1, 2))]
 

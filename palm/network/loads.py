@@ -29,8 +29,11 @@ from palm.network.memo import remember
 __all__ = [
     "Profile",
     "LinkLoad",
+    "MeshLine",
+    "mesh_lines",
     "mesh_profile",
     "mesh_link_key",
+    "tile_aligned_key",
     "cluster_profile",
     "profile",
     "dram_channel_cores",
@@ -107,6 +110,28 @@ def link_bandwidth_Bps(
     return bw
 
 
+@dataclass(frozen=True)
+class MeshLine:
+    """The links of a row (``EAST``, ``WEST``) or a column (``SOUTH``, ``NORTH``) of the mesh
+    in one direction, by the position they leave: whether each crosses a tile boundary
+    (:func:`link_is_inter_tile`) and its bandwidth (:func:`link_bandwidth_Bps`)."""
+
+    inter: np.ndarray
+    bandwidth_Bps: np.ndarray
+
+
+def mesh_lines(hw: Mesh2DHardware) -> dict[int, MeshLine]:
+    """The links of a line in each of the four directions (:class:`MeshLine`), priced once for
+    every line of the mesh (a link's kind and bandwidth depend on its position only)."""
+    rows, cols = hw.core_grid
+    out = {}
+    for direction, n in ((EAST, cols), (WEST, cols), (SOUTH, rows), (NORTH, rows)):
+        at = np.arange(n)
+        inter = link_is_inter_tile(hw, direction, at)
+        out[direction] = MeshLine(inter, link_bandwidth_Bps(hw, direction, at, inter=inter))
+    return out
+
+
 def route_latency_ns(hw: Mesh2DHardware, hops: np.ndarray, inter: np.ndarray) -> np.ndarray:
     """Latency of routes of ``hops`` links, ``inter`` of them crossing tile boundaries."""
     lat: np.ndarray = (
@@ -124,12 +149,13 @@ def mesh_profile(
     hw: Mesh2DHardware, src: np.ndarray, dst: np.ndarray, *, with_links: bool = False
 ) -> Profile:
     """Profile of simultaneous XY transfers ``src[i] -> dst[i]`` (core coordinates);
-    remembered inside :func:`palm.network.memo.shared_geometry` (without link loads)."""
+    remembered inside :func:`palm.network.memo.shared_geometry` (without link loads) under
+    :func:`tile_aligned_key`, so copies of the routes moved by whole tiles share it."""
     src, dst = _as_array(src), _as_array(dst)
     if with_links:
         return _mesh_profile(hw, src, dst, with_links=True)
     return remember(
-        lambda: ("mesh_profile", mesh_link_key(hw), src.tobytes(), dst.tobytes()),
+        lambda: ("mesh_profile", mesh_link_key(hw), *tile_aligned_key(hw, src, dst)),
         lambda: _mesh_profile(hw, src, dst, with_links=False),
     )
 
@@ -148,6 +174,21 @@ def mesh_link_key(hw: Mesh2DHardware) -> tuple[object, ...]:
     )
 
 
+def tile_aligned_key(hw: Mesh2DHardware, *points: np.ndarray) -> tuple[object, ...]:
+    """The shapes and bytes of ``points`` (int64 core coordinates, ``(..., 2)``) all moved by
+    the same whole number of tiles, so that their least row and least column fall in the
+    first tile: a key under which copies of a set of routes translated by whole tiles are
+    equal. Such copies have the same profile bit for bit (without link loads): a link's
+    bandwidth and latency depend only on its position inside its tile, and the loads and hops
+    only on the routes' shape."""
+    cores = np.concatenate([p.reshape(-1, 2) for p in points])
+    if len(cores) == 0:
+        return tuple((p.shape, p.tobytes()) for p in points)
+    tile = np.asarray(hw.cores_per_tile, dtype=np.int64)
+    shift = cores.min(axis=0) // tile * tile
+    return tuple((p.shape, (p - shift).tobytes()) for p in points)
+
+
 def _mesh_profile(
     hw: Mesh2DHardware, src: np.ndarray, dst: np.ndarray, *, with_links: bool
 ) -> Profile:
@@ -155,66 +196,61 @@ def _mesh_profile(
     src, dst = src[keep], dst[keep]
     if len(src) == 0:
         return _EMPTY
-    cr, cc = hw.cores_per_tile
-    r1, c1, r2, c2 = src[:, 0], src[:, 1], dst[:, 0], dst[:, 1]
     # latency: intra- and inter-tile hops of each route
-    h_inter = np.abs(c2 // cc - c1 // cc)
-    v_inter = np.abs(r2 // cr - r1 // cr)
-    hops = np.abs(c2 - c1) + np.abs(r2 - r1)
-    latency = float(route_latency_ns(hw, hops, h_inter + v_inter).max()) * 1e-9
-
-    r0 = int(min(r1.min(), r2.min()))
-    c0 = int(min(c1.min(), c2.min()))
-    nr = int(max(r1.max(), r2.max())) - r0 + 1
-    nc = int(max(c1.max(), c2.max())) - c0 + 1
-    rr1, cc1, rr2, cc2 = r1 - r0, c1 - c0, r2 - r0, c2 - c0
-    east = cc2 > cc1
-    west = cc2 < cc1
-    south = rr2 > rr1
-    north = rr2 < rr1
-    h_size, v_size = nr * (nc + 1), nc * (nr + 1)
-
-    def spread(
-        rows_: np.ndarray, start: np.ndarray, stop: np.ndarray, width: int, size: int
-    ) -> np.ndarray:
-        # difference array of +1 at start and -1 at stop on each row, via bincount
-        plus = np.bincount(rows_ * width + start, minlength=size)
-        minus = np.bincount(rows_ * width + stop, minlength=size)
-        return (plus - minus).astype(np.float64)
-
-    diff = np.stack(
-        [
-            # eastward links (r, c) -> (r, c+1) for c in [c1, c2)
-            spread(rr1[east], cc1[east], cc2[east], nc + 1, h_size),
-            # westward links (r, c) -> (r, c-1) for c in (c2, c1]: indexed by source column
-            spread(rr1[west], cc2[west] + 1, cc1[west] + 1, nc + 1, h_size),
-        ]
-    ).reshape(2, nr, nc + 1)
-    vdiff = np.stack(
-        [
-            # the vertical leg runs on column c2
-            spread(cc2[south], rr1[south], rr2[south], nr + 1, v_size),
-            spread(cc2[north], rr2[north] + 1, rr1[north] + 1, nr + 1, v_size),
-        ]
-    ).reshape(2, nc, nr + 1)
-    h_load = np.cumsum(diff, axis=2)[:, :, :nc]  # [east | west, row, col]
-    v_load = np.cumsum(vdiff, axis=2)[:, :, :nr]  # [south | north, col, row]
-
-    cols = np.arange(c0, c0 + nc)
-    rows = np.arange(r0, r0 + nr)
+    tile = np.asarray(hw.cores_per_tile, dtype=np.int64)
+    hops = np.abs(dst - src).sum(axis=1)
+    inter = np.abs(dst // tile - src // tile).sum(axis=1)
+    latency = float(route_latency_ns(hw, hops, inter).max()) * 1e-9
+    # the flow's bounding box, from (r0, c0): nr rows, nc columns
+    both = np.concatenate((src, dst))
+    corner = both.min(axis=0)
+    r0, c0 = corner.tolist()
+    nr, nc = (both.max(axis=0) - corner + 1).tolist()
+    (rr1, cc1), (rr2, cc2) = (src - corner).T, (dst - corner).T
+    # links [start, stop) of each route's row leg (on row r1) and column leg (on column c2),
+    # by the position they leave: eastward [c1, c2), westward (c2, c1] (indexed by source
+    # position), likewise south and north; a leg of no links adds +1 and -1 at one place
+    west, north = cc2 < cc1, rr2 < rr1
+    h_load = _line_loads(
+        rr1, np.minimum(cc1, cc2) + west, np.maximum(cc1, cc2) + west, west, nr, nc
+    )  # [east | west, row, col]
+    v_load = _line_loads(
+        cc2, np.minimum(rr1, rr2) + north, np.maximum(rr1, rr2) + north, north, nc, nr
+    )  # [south | north, col, row]
+    lines = remember(lambda: ("mesh_lines", mesh_link_key(hw)), lambda: mesh_lines(hw))
     worst = 0.0
-    for load, bw in (
-        (h_load[EAST], link_bandwidth_Bps(hw, EAST, cols)[None, :]),
-        (h_load[WEST], link_bandwidth_Bps(hw, WEST, cols)[None, :]),
-        (v_load[SOUTH - 2], link_bandwidth_Bps(hw, SOUTH, rows)[None, :]),
-        (v_load[NORTH - 2], link_bandwidth_Bps(hw, NORTH, rows)[None, :]),
+    for load, line, lo, n in (
+        (h_load[0], lines[EAST], c0, nc),
+        (h_load[1], lines[WEST], c0, nc),
+        (v_load[0], lines[SOUTH], r0, nr),
+        (v_load[1], lines[NORTH], r0, nr),
     ):
         if load.any():
-            worst = max(worst, float((load / bw).max()))
+            worst = max(worst, float((load / line.bandwidth_Bps[None, lo : lo + n]).max()))
     links = None
     if with_links:
         links = _mesh_link_ids(hw, h_load, v_load, r0, c0)
     return Profile(latency, 1.0 / worst, int(hops.max()), links)
+
+
+def _line_loads(
+    line: np.ndarray,
+    start: np.ndarray,
+    stop: np.ndarray,
+    backward: np.ndarray,
+    lines: int,
+    n: int,
+) -> np.ndarray:
+    """Routes per link of legs along ``lines`` lines of ``n`` positions: leg ``k`` crosses
+    links ``[start[k], stop[k])`` of line ``line[k]`` in the forward direction, or the
+    backward one where ``backward[k]``; ``[forward | backward, line, position]``, from a
+    difference array (+1 at start, -1 at stop) summed along each line."""
+    width = n + 1
+    size = lines * width
+    at = backward * size + line * width
+    diff = np.bincount(at + start, minlength=2 * size) - np.bincount(at + stop, minlength=2 * size)
+    load: np.ndarray = np.cumsum(diff.astype(np.float64).reshape(2, lines, width), axis=2)
+    return load[:, :, :n]
 
 
 def _mesh_link_ids(
@@ -343,11 +379,13 @@ def ring_orders(groups: np.ndarray) -> np.ndarray:
     dims = hi - lo + 1
     n = groups.shape[1]
     fills = dims[:, 0] * dims[:, 1] == n
-    for shape in np.unique(dims[fills], axis=0):
-        template = _cycle_template(int(shape[0]), int(shape[1]))
+    # each filled rectangle's shape as one integer (rows, cols <= n): a one-dimensional unique
+    shape_code = np.where(fills, dims[:, 0] * (n + 1) + dims[:, 1], -1)
+    for code in np.unique(shape_code[fills]).tolist():
+        template = _cycle_template(*divmod(code, n + 1))
         if template is None:
             continue
-        pick = fills & (dims == shape).all(axis=1)
+        pick = shape_code == code
         out[pick] = template[None, :, :] + lo[pick][:, None, :]
     return out
 

@@ -8,8 +8,11 @@ screening of a space, :mod:`search.screen`) repeats the same geometric work many
 Inside :func:`shared_geometry` those pure functions remember their results by their exact
 inputs (the coordinates' bytes and every hardware field they read), so a repeated call
 returns the very object the first call built: results are identical bit for bit. Outside it
-nothing is remembered (one simulation pays what it always paid, so the engine timings the
-tuner's benchmarks store stay valid).
+nothing is remembered. :func:`palm.plan.build_plan` prices every plan inside a block (its own,
+dropped with the plan, unless a study's encloses it): a plan's stages are often copies of one
+another moved by whole tiles, and mesh routes and rings are remembered under keys that such a
+move leaves unchanged (:func:`~palm.network.loads.tile_aligned_key`), so one plan prices each
+shape once.
 """
 
 from __future__ import annotations
@@ -51,17 +54,18 @@ def remember(make_key: Callable[[], Hashable], compute: Callable[[], T]) -> T:
     """``compute()``, or the value it returned for the key ``make_key()`` earlier in the same
     :func:`shared_geometry` block. The key must hold every input ``compute`` reads; it is
     built only inside a block, so a single simulation pays nothing for it."""
-    if _memo is None:
+    memo = _memo  # the block's memo, even if another thread's block ends meanwhile
+    if memo is None:
         return compute()
     key = make_key()
-    if key in _memo:
+    if key in memo:
         _stats[0] += 1
-        return _memo[key]  # type: ignore[return-value]
+        return memo[key]  # type: ignore[return-value]
     _stats[1] += 1
-    if len(_memo) >= _limit[0]:
-        _memo.clear()
+    if len(memo) >= _limit[0]:
+        memo.clear()
     value = compute()
-    _memo[key] = value
+    memo[key] = value
     return value
 
 

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from palm.network.memo import shared_geometry
 from palm.plan.chunks import OpPricer, chunk_cost
 from palm.plan.context import PlanContext, plan_context
 from palm.plan.handoffs import hand_offs
@@ -39,6 +40,12 @@ def build_plan(
     ctx = plan_context(config, with_links=with_links) if context is None else context
     if ctx.config is not config or ctx.with_links != with_links:
         raise ValueError("context was built for another configuration or link mode")
+    with shared_geometry():  # the plan's own block, unless inside a study's
+        return _priced(ctx)
+
+
+def _priced(ctx: PlanContext) -> Plan:
+    config = ctx.config
     pp = config.parallelism.pp
     rings = stage_rings(ctx)
     dram = stage_dram(ctx)

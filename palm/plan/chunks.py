@@ -4,7 +4,6 @@ its stage's rings, its DRAM streams and its hand-offs."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -16,7 +15,7 @@ from palm.cost.overlap import (
     fsdp_exposed_s,
     tp_overlap_exposed_s,
 )
-from palm.plan.context import PlanContext
+from palm.plan.context import PlanContext, unnamed
 from palm.plan.handoffs import HandOffs
 from palm.plan.rings import StageRings
 from palm.plan.traffic import ChunkTraffic
@@ -33,10 +32,12 @@ class OpPricer:
 
     ctx: PlanContext
     recompute: RecomputeMode
-    _cache: dict[Op, OpTimes] = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict[tuple[object, ...], OpTimes] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def __call__(self, op: Op) -> OpTimes:
-        key = dataclasses.replace(op, name="")
+        key = (type(op), *unnamed(op))
         if key not in self._cache:
             ctx = self.ctx
             self._cache[key] = op_times(

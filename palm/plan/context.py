@@ -24,7 +24,7 @@ from palm.workload.ops import Conv2d, Linear, Op, Pool
 from palm.workload.opsplit import SplitOp
 from palm.workload.sharding import resolve_attention, shard_workload
 
-__all__ = ["PlanContext", "plan_context"]
+__all__ = ["PlanContext", "plan_context", "unnamed"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
     )
     placement = make_placement(config)
     mesh = isinstance(config.hardware, Mesh2DHardware)
-    unit_cost = [op.forward_flops(batch=1) + 1.0 for op in workload.ops]
+    unit_cost = _unit_costs(workload.ops)
     ranges = chunk_ranges(
         workload,
         par.pp * par.chunks,
@@ -159,6 +159,25 @@ def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
         ranges=tuple(ranges),
         regions=tuple(placement.stage_region(s) for s in range(par.pp)) if mesh else (),
     )
+
+
+def unnamed(x: object) -> tuple[object, ...]:
+    """The field values of an operator (or an SRAM allocation) but its name: with its type,
+    a key under which the layers of a model, the same operator under other names, are one."""
+    return tuple(v for k, v in vars(x).items() if k != "name")
+
+
+def _unit_costs(ops: tuple[Op, ...]) -> list[float]:
+    """Forward FLOPs of one sample plus one of every operator, the partition's cost units;
+    operators equal but for their name are priced once."""
+    priced: dict[tuple[object, ...], float] = {}
+    out = []
+    for op in ops:
+        key = (type(op), *unnamed(op))
+        if key not in priced:
+            priced[key] = op.forward_flops(batch=1) + 1.0
+        out.append(priced[key])
+    return out
 
 
 def _with_splits(workload: Workload, config: SimConfig) -> Workload:

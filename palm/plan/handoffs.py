@@ -46,13 +46,21 @@ class HandOffs:
 def hand_offs(ctx: PlanContext) -> HandOffs:
     if ctx.mesh:
         return _mesh_hand_offs(ctx)
-    # a GPU cluster: Megatron's scatter/gather between peer devices
+    # a GPU cluster: Megatron's scatter/gather between peer devices, priced once per pair of
+    # stages (the boundaries of every virtual pipeline repeat them)
     n, pp = ctx.n_chunks, ctx.config.parallelism.pp
+    peers: dict[tuple[int, int], Profile] = {}
+
+    def peer(src: int, dst: int) -> Profile:
+        if (src, dst) not in peers:
+            peers[src, dst] = _peer_profile(ctx, src, dst)
+        return peers[src, dst]
+
     return HandOffs(
         forward=(None,) * (n - 1),
         backward=(None,) * (n - 1),
-        send_profiles=tuple(_peer_profile(ctx, c % pp, (c + 1) % pp) for c in range(n - 1)),
-        grad_profiles=tuple(_peer_profile(ctx, (c + 1) % pp, c % pp) for c in range(n - 1)),
+        send_profiles=tuple(peer(c % pp, (c + 1) % pp) for c in range(n - 1)),
+        grad_profiles=tuple(peer((c + 1) % pp, c % pp) for c in range(n - 1)),
         partial_out=(False,) * n,
         partial_in=(False,) * n,
     )

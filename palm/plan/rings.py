@@ -18,7 +18,7 @@ from palm.cost.collectives import (
 )
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.channels import members_per_node, with_channels
-from palm.network.loads import Profile, mesh_link_key, profile, ring_orders
+from palm.network.loads import Profile, mesh_link_key, profile, ring_orders, tile_aligned_key
 from palm.network.memo import remember
 from palm.network.rings import stage_ring_profile
 from palm.plan.context import PlanContext
@@ -87,7 +87,7 @@ def _stage_ring(ctx: PlanContext, s: int, axis: int) -> Profile:
         return ring_profile(ctx.config, arr, axis, with_links=ctx.with_links)
     # a mesh ring's profile reads the cores and the link fields of the hardware only
     return remember(
-        lambda: ("stage_ring", mesh_link_key(hw), axis, arr.shape, arr.tobytes()),
+        lambda: ("stage_ring", mesh_link_key(hw), axis, *tile_aligned_key(hw, arr)),
         lambda: ring_profile(ctx.config, arr, axis, with_links=False),
     )
 

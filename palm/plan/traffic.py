@@ -15,14 +15,20 @@ from dataclasses import dataclass
 from palm.cost.memory import StateBytes
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
-from palm.network.dram import DramAccess, dram_access
+from palm.network.dram import DramAccess, dram_accesses
 from palm.network.loads import dram_channel_cores
 from palm.network.memo import remember
-from palm.plan.context import PlanContext
+from palm.plan.context import PlanContext, unnamed
 from palm.plan.products import PassTraffic, op_products, pass_traffic
 from palm.workload.ops import Op, RecomputeMode, TransformerLayer
 
-__all__ = ["ChunkTraffic", "StageSram", "stage_dram", "sram_allocations", "chunk_traffic"]
+__all__ = [
+    "ChunkTraffic",
+    "StageSram",
+    "stage_dram",
+    "sram_allocations",
+    "chunk_traffic",
+]
 
 # operand kinds Algorithm 1's stage-level strategy keeps in SRAM (palm.plan.products)
 _RESIDENT: dict[str, frozenset[str]] = {
@@ -64,11 +70,7 @@ def stage_dram(ctx: PlanContext) -> tuple[DramAccess, ...] | None:
     if not ctx.mesh:
         return None
     assert isinstance(hw, Mesh2DHardware)
-    channels_at = dram_channel_cores(hw)
-    return tuple(
-        dram_access(hw, ctx.regions[s], channels_at, with_links=ctx.with_links)
-        for s in range(ctx.config.parallelism.pp)
-    )
+    return dram_accesses(hw, ctx.regions, dram_channel_cores(hw), with_links=ctx.with_links)
 
 
 def sram_allocations(ctx: PlanContext, recompute: RecomputeMode) -> StageSram:
@@ -116,14 +118,15 @@ def _remembered_blocked(
     ctx: PlanContext, op: Op, alloc: SramAllocation, recompute: RecomputeMode
 ) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
     """:func:`_blocked`, remembered inside :func:`palm.network.memo.shared_geometry` by
-    every input it reads (the layers of a model are the same operator under other names)."""
+    every input it reads but names (the layers of a model are the same operator under other
+    names, with the same allocation): the allocation returned bears ``alloc``'s name."""
 
     def key() -> tuple[object, ...]:
         return (
             "blocked",
             type(op),
-            tuple(v for k, v in vars(op).items() if k != "name"),  # the operator, unnamed
-            alloc,
+            unnamed(op),
+            unnamed(alloc),
             recompute,
             ctx.micro_batch,
             ctx.tp,
@@ -135,7 +138,10 @@ def _remembered_blocked(
             ctx.rates.sram_bytes,
         )
 
-    return remember(key, lambda: _blocked(ctx, op, alloc, recompute))
+    priced = remember(key, lambda: _blocked(ctx, op, alloc, recompute))
+    if priced is None or priced[0].name == alloc.name:
+        return priced
+    return dataclasses.replace(priced[0], name=alloc.name), priced[1]
 
 
 def _blocked(

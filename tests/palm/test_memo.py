@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from palm.api import analytical_if_fits, memory_check, simulate
 from palm.config import load_config
+from palm.network.intergroup import INTER_GROUP_STRATEGIES, hand_off
+from palm.network.loads import mesh_profile, tile_aligned_key
 from palm.network.memo import memo_stats, remember, shared_geometry
 from palm.plan import build_plan
 from palm.plan.context import plan_context
@@ -112,3 +115,49 @@ def test_a_plan_refuses_another_configurations_context() -> None:
         build_plan(b, context=plan_context(a, with_links=False))
     with pytest.raises(ValueError, match="link mode"):
         build_plan(a, context=plan_context(a, with_links=True))
+
+
+def test_routes_moved_by_whole_tiles_share_one_key_and_their_profile() -> None:
+    hw = _wafer([]).hardware
+    rows, cols = hw.cores_per_tile
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, 6, (12, 2)), rng.integers(0, 6, (12, 2))
+    key, alone = tile_aligned_key(hw, src, dst), mesh_profile(hw, src, dst)
+    for move in ((rows, 0), (0, 2 * cols), (2 * rows, cols)):
+        moved = (src + move, dst + move)
+        assert tile_aligned_key(hw, *moved) == key
+        assert mesh_profile(hw, *moved) == alone  # priced anew (no block): the same values
+    assert tile_aligned_key(hw, src + (1, 0), dst + (1, 0)) != key  # part of a tile: not
+
+
+@pytest.mark.parametrize("strategy", INTER_GROUP_STRATEGIES)
+def test_hand_offs_moved_by_whole_tiles_share_their_routes_and_keep_their_values(
+    strategy: str,
+) -> None:
+    hw = _wafer([]).hardware
+    rows, cols = hw.cores_per_tile
+    # groups of six: their centroids are not binary fractions (adapters chosen where they are)
+    src = np.array([[[r, c] for r in range(3) for c in range(2)]] * 2) + [[[0, 0]], [[3, 0]]]
+    dst = src + (0, 3)
+    moves = [(0, 0), (rows, 0), (0, cols), (2 * rows, cols)]
+
+    def priced() -> list[object]:
+        return [
+            hand_off(
+                hw,
+                src=src + m,
+                dst=dst + m,
+                nbytes=1e6,
+                strategy=strategy,
+                adapters=2,
+                partial=True,
+            )
+            for m in moves
+        ]
+
+    alone = priced()
+    with shared_geometry():
+        together = priced()
+        hits, _ = memo_stats()
+    assert together == alone
+    assert hits >= len(moves) - 1
