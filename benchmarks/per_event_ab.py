@@ -7,7 +7,8 @@ Usage:
     python benchmarks/per_event_ab.py OLD_TREE NEW_TREE [--rounds 2] [--repeats 7]
 
 ``OLD_TREE`` and ``NEW_TREE`` are checkouts of this repository (``git worktree add``); each child
-imports ``palm`` and ``benchmarks/engine_speed.py`` from its tree. Prints, per case and tree, a
+imports ``palm`` from its tree, and the cases and their timing from this script's
+``engine_speed.py`` (the same for both trees). Prints, per case and tree, a
 plan's first and second run in microseconds per event (least of ``--repeats``) and the ratio of
 the first run to plain SimPy's own per event, over the rounds.
 """
@@ -15,55 +16,24 @@ the first run to plain SimPy's own per event, over the rounds.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 
 def _child(repeats: int) -> list[dict[str, object]]:
-    """This process's tree: the first and second run of every case, and SimPy's baseline."""
+    """This process's tree (its ``palm``; the cases and timing of this script's
+    ``engine_speed.py``): the first and second run of every case, and SimPy's baseline."""
     import engine_speed as es
 
-    from palm.api import plan_for
-    from palm.engines.event import run_event
-    from palm.validation import load_cases
-
     es._pin_one_core()  # noqa: SLF001 - the benchmark's own helper
-    visible = load_cases()
-    cases = [(visible[0].case_id, visible[0].config)]
-    cases += [(f"wafer-palm {p}", es.wafer_config(p)) for p in ("t-18b", "t-145b")]
-    cases += [("wafer-palm t-145b TP4 PP20 DP4", es.T145B_TP4)]
     out = []
-    for name, cfg in cases:
-        for model in ("fair", "exclusive"):
-            comm = dataclasses.replace(cfg.communication, noc_model=model)
-            plan = plan_for(dataclasses.replace(cfg, communication=comm))
-            firsts, seconds = [], []
-            for _ in range(repeats):
-                fresh = dataclasses.replace(plan)  # no engine tables: the first run builds them
-                start = time.process_time()
-                run_event(fresh, record=False)
-                firsts.append(time.process_time() - start)
-                start = time.process_time()
-                result, _ = run_event(fresh, record=False)
-                seconds.append(time.process_time() - start)
-            events = result.events_simulated or 1
-            simpy = min(
-                es.simpy_per_event_us(events, cfg.parallelism.pp)[0] for _ in range(repeats)
-            )
-            out.append(
-                {
-                    "case": name,
-                    "model": model,
-                    "first": 1e6 * min(firsts) / events,
-                    "second": 1e6 * min(seconds) / events,
-                    "simpy": simpy,
-                }
-            )
+    for name, cfg, model in es.per_event_cases(visible=(0,)):
+        first, second, events = es.plan_runs_us(cfg, model, repeats)
+        simpy = min(es.simpy_per_event_us(events, cfg.parallelism.pp)[0] for _ in range(repeats))
+        out.append({"case": name, "model": model, "first": first, "second": second, "simpy": simpy})
     return out
 
 
@@ -71,11 +41,10 @@ def _run_tree(tree: Path, repeats: int) -> list[dict[str, object]]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     code = (
         "import sys, json; sys.path.insert(0, sys.argv[1]); "
-        f"sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
         "import per_event_ab as ab; print(json.dumps(ab._child(int(sys.argv[2]))))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, str(tree / "benchmarks"), str(repeats)],
+        [sys.executable, "-c", code, str(Path(__file__).resolve().parent), str(repeats)],
         env=env,
         cwd=tree,
         check=True,
