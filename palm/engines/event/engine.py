@@ -126,6 +126,11 @@ def _arrivals(env: FlowEnvironment, n: int) -> list[Arrival]:
     return out
 
 
+def _rows(pool: list[Arrival], start: int, m: int, count: int) -> list[list[Arrival]]:
+    """``count`` consecutive rows of ``m`` events of ``pool`` from index ``start`` on."""
+    return [pool[start + i * m : start + (i + 1) * m] for i in range(count)]
+
+
 def _events_scheduled(env: FlowEnvironment) -> int:
     """Events of the simulation: those SimPy scheduled, which it numbers from one counter
     (``Environment._eid``, an ``itertools.count``; SimPy 4, simpy/core.py), and the ends of
@@ -212,11 +217,13 @@ class _Run:
         net_class = FairNet if noc_model == "fair" else ExclusiveNet
         self.net: Net = net_class(self.env, plan, self.fabric, self.flows, log)
         m, env = self.m, self.env
-        # what each chunk receives: activations (but the first chunk) and gradients (but the
-        # last chunk)
+        # what each chunk receives: activations (but the first chunk) and, in training,
+        # gradients (but the last chunk); made in one batch
         last = self.n_chunks - 1
-        self.act = [_arrivals(env, m if g > 0 else 0) for g in range(self.n_chunks)]
-        self.grad = [_arrivals(env, m if g < last else 0) for g in range(self.n_chunks)]
+        backs = last if self.training else 0
+        pool = _arrivals(env, (last + backs) * m)
+        self.act = [[], *_rows(pool, 0, m, last)]
+        self.grad = [*_rows(pool, last * m, m, backs), *([] for _ in range(last + 1 - backs))]
         # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead
         self.started = (
             [[env.event() for _ in range(m)] for _ in range(self.n_chunks)]
