@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import itertools
 import json
 import random
 
@@ -14,6 +15,8 @@ import palm
 from palm.api import plan_for, simulate_timeline
 from palm.engines.analytical import dram_floor_s
 from palm.engines.event import run_event
+from palm.engines.event.engine import _last_backward
+from palm.engines.event.schedules import stage_program
 from palm.engines.event.shared import ChannelClasses
 from palm.plan import build_plan
 from palm.validation import load_cases
@@ -270,6 +273,23 @@ def test_same_input_same_json() -> None:
     a.pop("sim_wall_s"), b.pop("sim_wall_s")
     assert json.dumps(a) == json.dumps(b)
     assert a["engine"] == "event" and a["events_simulated"] > 0
+
+
+def test_last_backward_is_the_programs_last_backward_pass() -> None:
+    for schedule, chunks in (("gpipe", 1), ("1f1b", 1), ("interleaved-1f1b", 2)):
+        for pp, training, stage in itertools.product((1, 4), (True, False), range(4)):
+            if stage >= pp:
+                continue
+            program = stage_program(
+                schedule=schedule,
+                pp=pp,
+                chunks=chunks,
+                micro_batches=8,
+                stage=stage,
+                training=training,
+            )
+            passes = [i for i, (kind, _, _) in enumerate(program) if kind == "B"]
+            assert _last_backward(program) == (passes[-1] if passes else -1)
 
 
 @pytest.mark.parametrize("noc_model", ["fair", "exclusive"])

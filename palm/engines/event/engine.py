@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -46,7 +46,7 @@ from palm.engines._common import assemble_result
 from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
-from palm.engines.event.schedules import stage_program
+from palm.engines.event.schedules import Operation, stage_program
 from palm.engines.event.shared import PENDING, Arrival
 from palm.plan import Plan
 from palm.result import LinkResult, Result
@@ -124,6 +124,15 @@ def _arrivals(env: FlowEnvironment, n: int) -> list[Arrival]:
     for event in out:
         event.env, event.callbacks, event._value = env, [], PENDING  # noqa: SLF001
     return out
+
+
+def _last_backward(program: Sequence[Operation]) -> int:
+    """Index of the last backward pass of ``program`` (-1 if it has none), looked for from
+    the end (in training, the program's last operation)."""
+    for index in range(len(program) - 1, -1, -1):
+        if program[index][0] == "B":
+            return index
+    return -1
 
 
 def _rows(pool: list[Arrival], start: int, m: int, count: int) -> list[list[Arrival]]:
@@ -296,7 +305,7 @@ class _Run:
             stage=s,
             training=self.training,
         )
-        last_backward = max((i for i, op in enumerate(program) if op[0] == "B"), default=-1)
+        last_backward = _last_backward(program)
         stage_busy = 0.0
         dp_proc = None
         env, net, keep = self.env, self.net, self.keep
