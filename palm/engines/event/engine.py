@@ -233,11 +233,10 @@ class _Run:
         pool = _arrivals(env, (last + backs) * m)
         self.act = [[], *_rows(pool, 0, m, last)]
         self.grad = [*_rows(pool, last * m, m, backs), *([] for _ in range(last + 1 - backs))]
-        # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead
+        # inference back-pressure: a chunk may run at most BUFFER micro-batches ahead (the
+        # marks made as the hand-offs are, in one batch)
         self.started = (
-            [[env.event() for _ in range(m)] for _ in range(self.n_chunks)]
-            if not self.training
-            else []
+            [] if self.training else _rows(_arrivals(env, self.n_chunks * m), 0, m, self.n_chunks)
         )
         p = self.p
         self.pipe_end, self.stage_end = [0.0] * p, [0.0] * p
