@@ -606,16 +606,13 @@ def _first_of_each_kind(line: MeshLine, forward: bool) -> list[int]:
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
     are where each kind's load is largest."""
     n = len(line.inter)
-    walk = np.arange(0, n - 1) if forward else np.arange(n - 1, 0, -1)
-    if not len(walk):
+    if n < 2:
         return []
-    inter = line.inter[walk]
-    first = bool(inter[0])
-    out = [int(walk[0])]
-    other = np.flatnonzero(inter != first)
-    if len(other):
-        out.append(int(walk[other[0]]))
-    return out
+    inter = line.inter.tolist()
+    walk = inter[: n - 1] if forward else inter[n - 1 : 0 : -1]  # the kinds in walking order
+    other = not walk[0]  # the other kind
+    steps = [0, walk.index(other)] if other in walk else [0]
+    return [j if forward else n - 1 - j for j in steps]
 
 
 def _straight_in_worst(
@@ -630,23 +627,41 @@ def _straight_in_worst(
     (left, right): the link past position ``i`` carries ``w`` times the region's cores beyond
     it on that line. ``runs``: the runs of ``regions`` stacked regions along those lines
     (:class:`_Stacked`: line ``l`` of region ``g`` is line ``g * lines + l``);
-    ``perimeter``: the mesh's lines and their first links (:func:`_perimeter`)."""
+    ``perimeter``: the mesh's lines and their first links (:func:`_perimeter`). Every first
+    link of both directions is one row of one pass: a forward link ``i`` counts the cores of
+    a run at ``>= i + 1``, a backward one those at ``< i`` (each run clipped to
+    ``[start, stop)``)."""
     links = perimeter.links
     column = per == "column"
-    forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
     lines = len(links[EAST if column else SOUTH].inter)  # columns (rows) of the mesh
     line, lo, hi = runs
-    worst = np.zeros(regions)
-    for direction, weight, ahead in ((forward, w[0], True), (backward, w[1], False)):
-        if weight == 0:
+    start, stop, weight, bandwidth = [], [], [], []
+    for direction, ahead, wd in (
+        (SOUTH if column else EAST, True, w[0]),
+        (NORTH if column else WEST, False, w[1]),
+    ):
+        if wd == 0:
             continue
-        bandwidth = links[direction].bandwidth_Bps
         for i in perimeter.first[direction]:
-            beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
-            per_line = np.bincount(line, weights=beyond, minlength=regions * lines)
-            load = per_line.reshape(regions, lines).max(axis=1) * weight
-            worst = np.maximum(worst, load / bandwidth[i])
-    return worst
+            start.append(i + 1 if ahead else -_NO_END)
+            stop.append(_NO_END if ahead else i)
+            weight.append(wd)
+            bandwidth.append(links[direction].bandwidth_Bps[i])
+    if not start:
+        return np.zeros(regions)
+    k, size = len(start), regions * lines
+    beyond = _span(
+        np.maximum(lo, np.asarray(start)[:, None]), np.minimum(hi, np.asarray(stop)[:, None])
+    )
+    cells = (line + np.arange(0, k * size, size)[:, None]).ravel()  # row j's lines after j's
+    per_line = np.bincount(cells, weights=beyond.ravel(), minlength=k * size)
+    load = per_line.reshape(k, regions, lines).max(axis=2) * np.asarray(weight)[:, None]
+    out: np.ndarray = (load / np.asarray(bandwidth)[:, None]).max(axis=0, initial=0.0)
+    return out
+
+
+#: a run end past every run (no clipping)
+_NO_END = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)
@@ -763,13 +778,11 @@ def _interleaved_lines(
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
     # rows 0 and R-1 (one row each) of every region: along-the-edge legs of the top (bottom)
     # channels to every column, and the left and right channels' row legs into that row
-    ends = (np.arange(g)[:, None] * R + [0, R - 1]).ravel()
-    cells = _line_cells(stacked.by_row, 0, ends, 0, C, C).reshape(g, 2, C)
+    cells = _end_cells(col_runs, (0, R - 1), g, C)
     east = w * (perimeter.upto[0] * beyond_col + L * _beyond(cells))
     west = w * (perimeter.from_[0] * before_col + Rr * _before(cells))
     # columns 0 and C-1 likewise, from the left and right channels
-    ends = (np.arange(g)[:, None] * C + [0, C - 1]).ravel()
-    cells = _line_cells(stacked.by_column, 1, ends, 0, R, R).reshape(g, 2, R)
+    cells = _end_cells(row_runs, (0, C - 1), g, R)
     south = w * (perimeter.upto[1] * beyond_row + T * _beyond(cells))
     north = w * (perimeter.from_[1] * before_row + B * _before(cells))
     for load in (east / east_Bps, west / west_Bps, south / south_Bps, north / north_Bps):
@@ -783,6 +796,22 @@ def _interleaved_lines(
         else Profile(0.0, float("inf"), 0)
         for load, lat, h in zip(worst, latency_ns, hops, strict=True)
     )
+
+
+def _end_cells(
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray], ends: tuple[int, int], regions: int, n: int
+) -> np.ndarray:
+    """Per region, its cores at each position ``0 .. n-1`` of the first and the last line
+    across ``runs`` (rows 0 and ``R - 1`` from the runs per column, columns 0 and ``C - 1`` from
+    the runs per row), as a ``(regions, 2, n)`` array: a run ``[lo, hi)`` on line ``l`` (of
+    region ``l // n``, :class:`_Stacked`) puts a core at position ``l % n`` of end ``e`` when
+    ``lo <= e < hi``."""
+    line, lo, hi = runs
+    at = np.asarray(ends)[:, None]
+    end, k = np.nonzero((lo <= at) & (at < hi))
+    cells = np.bincount(end * (regions * n) + line[k], minlength=2 * regions * n)
+    out: np.ndarray = cells.reshape(2, regions, n).transpose(1, 0, 2)
+    return out
 
 
 def _farthest(
