@@ -165,6 +165,8 @@ class _FairTables:
             (f.resources, f.loads) for f in (*flows.tp, *flows.dp, *flows.send, *flows.grad)
         ]
         self.same = binding_links(capacity, table + reads)
+        #: the resources that can bind (their own in ``same``)
+        self.binding = frozenset(r for r, s in enumerate(self.same) if s == r)
         #: progressive filling's answers by the routes in flight (the network's memo, kept
         #: for the plan's later runs, whose flows take the same routes on the same capacities)
         self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
@@ -189,6 +191,8 @@ class _FairTables:
         bind (see :func:`binding_links`), and passing the links that never bind but keep their
         own busy time (a channel class's busy time is not reported, so one that never binds is
         dropped)."""
+        if self.binding.issuperset(resources):  # all kept: the flow's own lists
+            return Route(resources, loads, self.capacity)
         same, n_links = self.same, self.n_links
         kept, kept_loads, passive = [], [], []
         for r, a in zip(resources, loads, strict=True):
