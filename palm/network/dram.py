@@ -770,21 +770,24 @@ def _interleaved_lines(
     )
     col_line, col_lo, col_hi = col_runs
     row_line, row_lo, row_hi = row_runs
+    # per region and column: its cores, those in row 0 and those in row R-1 (an edge row's
+    # channels reach every column along it, the left and right channels' row legs end in it);
+    # likewise per row: all, column 0, column C-1
     per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=g * C).reshape(g, 1, C)
     per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=g * R).reshape(g, 1, R)
-    beyond_col, before_col = _beyond(per_col), _before(per_col)
-    beyond_row, before_row = _beyond(per_row), _before(per_row)
+    cols = np.concatenate([per_col, _end_cells(col_runs, (0, R - 1), g, C)], axis=1)
+    rows = np.concatenate([per_row, _end_cells(row_runs, (0, C - 1), g, R)], axis=1)
+    beyond_col, before_col = _beyond(cols), _before(cols)
+    beyond_row, before_row = _beyond(rows), _before(rows)
     east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
-    # rows 0 and R-1 (one row each) of every region: along-the-edge legs of the top (bottom)
-    # channels to every column, and the left and right channels' row legs into that row
-    cells = _end_cells(col_runs, (0, R - 1), g, C)
-    east = w * (perimeter.upto[0] * beyond_col + L * _beyond(cells))
-    west = w * (perimeter.from_[0] * before_col + Rr * _before(cells))
+    # rows 0 and R-1 of every region: along-the-edge legs of the top (bottom) channels to
+    # every column, and the left and right channels' row legs into that row
+    east = w * (perimeter.upto[0] * beyond_col[:, :1] + L * beyond_col[:, 1:])
+    west = w * (perimeter.from_[0] * before_col[:, :1] + Rr * before_col[:, 1:])
     # columns 0 and C-1 likewise, from the left and right channels
-    cells = _end_cells(row_runs, (0, C - 1), g, R)
-    south = w * (perimeter.upto[1] * beyond_row + T * _beyond(cells))
-    north = w * (perimeter.from_[1] * before_row + B * _before(cells))
+    south = w * (perimeter.upto[1] * beyond_row[:, :1] + T * beyond_row[:, 1:])
+    north = w * (perimeter.from_[1] * before_row[:, :1] + B * before_row[:, 1:])
     for load in (east / east_Bps, west / west_Bps, south / south_Bps, north / north_Bps):
         worst = np.maximum(worst, load.max(axis=(1, 2)))
     latency_ns, hops = (
