@@ -679,6 +679,9 @@ class _Stacked:
 
 
 def _stacked(hw: Mesh2DHardware, regions: Sequence[CoreRegion]) -> _Stacked:
+    if len(regions) == 1:  # one region: nothing to move
+        (only,) = regions
+        return _Stacked(1, only.rects, np.zeros(len(only.rects), dtype=np.int64), only, only)
     rows, cols = hw.core_grid
     rects = np.concatenate([r.rects for r in regions])
     region = np.repeat(np.arange(len(regions)), [len(r.rects) for r in regions])
