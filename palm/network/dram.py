@@ -501,7 +501,7 @@ def _ranges(weight: np.ndarray, start: np.ndarray, stop: np.ndarray, n: int) -> 
 def _beyond(cells: np.ndarray) -> np.ndarray:
     """Load on forward link ``j`` of straight-in legs from position 0 to every cell: the
     cells past ``j`` (along the last axis)."""
-    after = np.cumsum(cells[..., ::-1], axis=-1)[..., ::-1]  # cells at >= j
+    after = cells[..., ::-1].cumsum(axis=-1)[..., ::-1]  # cells at >= j
     out = np.zeros(cells.shape, dtype=np.float64)
     out[..., :-1] = after[..., 1:]
     return out
@@ -510,7 +510,7 @@ def _beyond(cells: np.ndarray) -> np.ndarray:
 def _before(cells: np.ndarray) -> np.ndarray:
     """Load on backward link ``j`` (toward ``j - 1``) of straight-in legs from the last
     position to every cell: the cells before ``j`` (along the last axis)."""
-    out: np.ndarray = (np.cumsum(cells, axis=-1) - cells).astype(np.float64)
+    out: np.ndarray = (cells.cumsum(axis=-1) - cells).astype(np.float64)
     return out
 
 
@@ -726,10 +726,10 @@ def _perimeter(hw: Mesh2DHardware, at: np.ndarray) -> _Perimeter:
     return _Perimeter(
         at=at,
         totals=(top, bottom, left, right),
-        upto=(np.cumsum(rows, axis=1), np.cumsum(cols, axis=1)),
+        upto=(rows.cumsum(axis=1), cols.cumsum(axis=1)),
         from_=(
-            np.cumsum(rows[:, ::-1], axis=1)[:, ::-1],
-            np.cumsum(cols[:, ::-1], axis=1)[:, ::-1],
+            rows[:, ::-1].cumsum(axis=1)[:, ::-1],
+            cols[:, ::-1].cumsum(axis=1)[:, ::-1],
         ),
         links=links,
         first={
@@ -814,7 +814,7 @@ def _end_cells(
     ``lo <= e < hi``."""
     line, lo, hi = runs
     at = np.asarray(ends)[:, None]
-    end, k = np.nonzero((lo <= at) & (at < hi))
+    end, k = ((lo <= at) & (at < hi)).nonzero()
     cells = np.bincount(end * (regions * n) + line[k], minlength=2 * regions * n)
     out: np.ndarray = cells.reshape(2, regions, n).transpose(1, 0, 2)
     return out
