@@ -116,9 +116,6 @@ class ChannelClasses:
         self.read_per_core = [0.0] * len(patterns)
         #: per pattern: its channels and cores per channel, as arrays
         self.patterns: list[tuple[np.ndarray, np.ndarray]]
-        #: the patterns' cores per channel as the rows of one array, when every pattern uses
-        #: the same distinct channels in the same order (else None)
-        self._rows: np.ndarray | None = None
         if self._one_class(bandwidth, patterns):
             return
         self.patterns = [
@@ -160,8 +157,6 @@ class ChannelClasses:
         first = np.asarray(same, dtype=np.int64)
         cores = np.asarray([c for _, c in patterns], dtype=np.float64)  # (patterns, channels)
         self.patterns = [(first, row) for row in cores]
-        if len(set(same)) == len(same):
-            self._rows = cores
         self.channel_class = np.full(len(self.bandwidth), -1, dtype=np.int64)
         self.channel_class[first] = 0
         self.count = 1
@@ -184,20 +179,8 @@ class ChannelClasses:
 
     @property
     def nbytes(self) -> np.ndarray:
-        """Bytes each channel delivered: every pattern that read adds its cores per channel
-        times the bytes per core, pattern after pattern. When the patterns share one list of
-        distinct channels, those sums are running sums down the rows of one array (each
-        channel's bytes added in the same order)."""
+        """Bytes each channel delivered."""
         out = np.zeros(len(self.bandwidth))
-        if self._rows is not None:
-            read = np.asarray(self.read_per_core, dtype=np.float64)
-            on = read != 0  # the patterns that read
-            if on.any():
-                parts = self._rows[on] * read[on, None]
-                parts[0] += 0.0  # the loop's first addition, to a zero (-0.0 becomes 0.0)
-                added = np.add.accumulate(parts, axis=0)
-                out[self.patterns[0][0]] = added[-1]
-            return out
         for (channels, cores), per_core in zip(self.patterns, self.read_per_core, strict=True):
             if per_core:
                 np.add.at(out, channels, cores * per_core)
