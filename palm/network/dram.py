@@ -615,6 +615,10 @@ def _first_of_each_kind(line: MeshLine, forward: bool) -> list[int]:
     return [j if forward else n - 1 - j for j in steps]
 
 
+#: a run end past every run (no clipping)
+_NO_END = int(np.iinfo(np.int64).max)
+
+
 def _straight_in_worst(
     perimeter: _Perimeter,
     runs: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -658,10 +662,6 @@ def _straight_in_worst(
     load = per_line.reshape(k, regions, lines).max(axis=2) * np.asarray(weight)[:, None]
     out: np.ndarray = (load / np.asarray(bandwidth)[:, None]).max(axis=0, initial=0.0)
     return out
-
-
-#: a run end past every run (no clipping)
-_NO_END = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)
