@@ -501,7 +501,7 @@ def _ranges(weight: np.ndarray, start: np.ndarray, stop: np.ndarray, n: int) -> 
 def _beyond(cells: np.ndarray) -> np.ndarray:
     """Load on forward link ``j`` of straight-in legs from position 0 to every cell: the
     cells past ``j`` (along the last axis)."""
-    after = np.cumsum(cells[..., ::-1], axis=-1)[..., ::-1]  # cells at >= j
+    after = cells[..., ::-1].cumsum(axis=-1)[..., ::-1]  # cells at >= j
     out = np.zeros(cells.shape, dtype=np.float64)
     out[..., :-1] = after[..., 1:]
     return out
@@ -510,7 +510,7 @@ def _beyond(cells: np.ndarray) -> np.ndarray:
 def _before(cells: np.ndarray) -> np.ndarray:
     """Load on backward link ``j`` (toward ``j - 1``) of straight-in legs from the last
     position to every cell: the cells before ``j`` (along the last axis)."""
-    out: np.ndarray = (np.cumsum(cells, axis=-1) - cells).astype(np.float64)
+    out: np.ndarray = (cells.cumsum(axis=-1) - cells).astype(np.float64)
     return out
 
 
@@ -606,16 +606,17 @@ def _first_of_each_kind(line: MeshLine, forward: bool) -> list[int]:
     down. Along a straight-in leg the load only falls with the distance from the edge, so these
     are where each kind's load is largest."""
     n = len(line.inter)
-    walk = np.arange(0, n - 1) if forward else np.arange(n - 1, 0, -1)
-    if not len(walk):
+    if n < 2:
         return []
-    inter = line.inter[walk]
-    first = bool(inter[0])
-    out = [int(walk[0])]
-    other = np.flatnonzero(inter != first)
-    if len(other):
-        out.append(int(walk[other[0]]))
-    return out
+    inter = line.inter.tolist()
+    walk = inter[: n - 1] if forward else inter[n - 1 : 0 : -1]  # the kinds in walking order
+    other = not walk[0]  # the other kind
+    steps = [0, walk.index(other)] if other in walk else [0]
+    return [j if forward else n - 1 - j for j in steps]
+
+
+#: a run end past every run (no clipping)
+_NO_END = int(np.iinfo(np.int64).max)
 
 
 def _straight_in_worst(
@@ -630,23 +631,37 @@ def _straight_in_worst(
     (left, right): the link past position ``i`` carries ``w`` times the region's cores beyond
     it on that line. ``runs``: the runs of ``regions`` stacked regions along those lines
     (:class:`_Stacked`: line ``l`` of region ``g`` is line ``g * lines + l``);
-    ``perimeter``: the mesh's lines and their first links (:func:`_perimeter`)."""
+    ``perimeter``: the mesh's lines and their first links (:func:`_perimeter`). Every first
+    link of both directions is one row of one pass: a forward link ``i`` counts the cores of
+    a run at ``>= i + 1``, a backward one those at ``< i`` (each run clipped to
+    ``[start, stop)``)."""
     links = perimeter.links
     column = per == "column"
-    forward, backward = (SOUTH, NORTH) if column else (EAST, WEST)
     lines = len(links[EAST if column else SOUTH].inter)  # columns (rows) of the mesh
     line, lo, hi = runs
-    worst = np.zeros(regions)
-    for direction, weight, ahead in ((forward, w[0], True), (backward, w[1], False)):
-        if weight == 0:
+    start, stop, weight, bandwidth = [], [], [], []
+    for direction, ahead, wd in (
+        (SOUTH if column else EAST, True, w[0]),
+        (NORTH if column else WEST, False, w[1]),
+    ):
+        if wd == 0:
             continue
-        bandwidth = links[direction].bandwidth_Bps
         for i in perimeter.first[direction]:
-            beyond = _span(np.maximum(lo, i + 1), hi) if ahead else _span(lo, np.minimum(hi, i))
-            per_line = np.bincount(line, weights=beyond, minlength=regions * lines)
-            load = per_line.reshape(regions, lines).max(axis=1) * weight
-            worst = np.maximum(worst, load / bandwidth[i])
-    return worst
+            start.append(i + 1 if ahead else -_NO_END)
+            stop.append(_NO_END if ahead else i)
+            weight.append(wd)
+            bandwidth.append(links[direction].bandwidth_Bps[i])
+    if not start:
+        return np.zeros(regions)
+    k, size = len(start), regions * lines
+    beyond = _span(
+        np.maximum(lo, np.asarray(start)[:, None]), np.minimum(hi, np.asarray(stop)[:, None])
+    )
+    cells = (line + np.arange(0, k * size, size)[:, None]).ravel()  # row j's lines after j's
+    per_line = np.bincount(cells, weights=beyond.ravel(), minlength=k * size)
+    load = per_line.reshape(k, regions, lines).max(axis=2) * np.asarray(weight)[:, None]
+    out: np.ndarray = (load / np.asarray(bandwidth)[:, None]).max(axis=0, initial=0.0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -664,6 +679,9 @@ class _Stacked:
 
 
 def _stacked(hw: Mesh2DHardware, regions: Sequence[CoreRegion]) -> _Stacked:
+    if len(regions) == 1:  # one region: nothing to move
+        (only,) = regions
+        return _Stacked(1, only.rects, np.zeros(len(only.rects), dtype=np.int64), only, only)
     rows, cols = hw.core_grid
     rects = np.concatenate([r.rects for r in regions])
     region = np.repeat(np.arange(len(regions)), [len(r.rects) for r in regions])
@@ -708,10 +726,10 @@ def _perimeter(hw: Mesh2DHardware, at: np.ndarray) -> _Perimeter:
     return _Perimeter(
         at=at,
         totals=(top, bottom, left, right),
-        upto=(np.cumsum(rows, axis=1), np.cumsum(cols, axis=1)),
+        upto=(rows.cumsum(axis=1), cols.cumsum(axis=1)),
         from_=(
-            np.cumsum(rows[:, ::-1], axis=1)[:, ::-1],
-            np.cumsum(cols[:, ::-1], axis=1)[:, ::-1],
+            rows[:, ::-1].cumsum(axis=1)[:, ::-1],
+            cols[:, ::-1].cumsum(axis=1)[:, ::-1],
         ),
         links=links,
         first={
@@ -755,23 +773,24 @@ def _interleaved_lines(
     )
     col_line, col_lo, col_hi = col_runs
     row_line, row_lo, row_hi = row_runs
+    # per region and column: its cores, those in row 0 and those in row R-1 (an edge row's
+    # channels reach every column along it, the left and right channels' row legs end in it);
+    # likewise per row: all, column 0, column C-1
     per_col = np.bincount(col_line, weights=col_hi - col_lo, minlength=g * C).reshape(g, 1, C)
     per_row = np.bincount(row_line, weights=row_hi - row_lo, minlength=g * R).reshape(g, 1, R)
-    beyond_col, before_col = _beyond(per_col), _before(per_col)
-    beyond_row, before_row = _beyond(per_row), _before(per_row)
+    cols = np.concatenate([per_col, _end_cells(col_runs, (0, R - 1), g, C)], axis=1)
+    rows = np.concatenate([per_row, _end_cells(row_runs, (0, C - 1), g, R)], axis=1)
+    beyond_col, before_col = _beyond(cols), _before(cols)
+    beyond_row, before_row = _beyond(rows), _before(rows)
     east_Bps, west_Bps = links[EAST].bandwidth_Bps, links[WEST].bandwidth_Bps
     south_Bps, north_Bps = links[SOUTH].bandwidth_Bps, links[NORTH].bandwidth_Bps
-    # rows 0 and R-1 (one row each) of every region: along-the-edge legs of the top (bottom)
-    # channels to every column, and the left and right channels' row legs into that row
-    ends = (np.arange(g)[:, None] * R + [0, R - 1]).ravel()
-    cells = _line_cells(stacked.by_row, 0, ends, 0, C, C).reshape(g, 2, C)
-    east = w * (perimeter.upto[0] * beyond_col + L * _beyond(cells))
-    west = w * (perimeter.from_[0] * before_col + Rr * _before(cells))
+    # rows 0 and R-1 of every region: along-the-edge legs of the top (bottom) channels to
+    # every column, and the left and right channels' row legs into that row
+    east = w * (perimeter.upto[0] * beyond_col[:, :1] + L * beyond_col[:, 1:])
+    west = w * (perimeter.from_[0] * before_col[:, :1] + Rr * before_col[:, 1:])
     # columns 0 and C-1 likewise, from the left and right channels
-    ends = (np.arange(g)[:, None] * C + [0, C - 1]).ravel()
-    cells = _line_cells(stacked.by_column, 1, ends, 0, R, R).reshape(g, 2, R)
-    south = w * (perimeter.upto[1] * beyond_row + T * _beyond(cells))
-    north = w * (perimeter.from_[1] * before_row + B * _before(cells))
+    south = w * (perimeter.upto[1] * beyond_row[:, :1] + T * beyond_row[:, 1:])
+    north = w * (perimeter.from_[1] * before_row[:, :1] + B * before_row[:, 1:])
     for load in (east / east_Bps, west / west_Bps, south / south_Bps, north / north_Bps):
         worst = np.maximum(worst, load.max(axis=(1, 2)))
     latency_ns, hops = (
@@ -783,6 +802,22 @@ def _interleaved_lines(
         else Profile(0.0, float("inf"), 0)
         for load, lat, h in zip(worst, latency_ns, hops, strict=True)
     )
+
+
+def _end_cells(
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray], ends: tuple[int, int], regions: int, n: int
+) -> np.ndarray:
+    """Per region, its cores at each position ``0 .. n-1`` of the first and the last line
+    across ``runs`` (rows 0 and ``R - 1`` from the runs per column, columns 0 and ``C - 1`` from
+    the runs per row), as a ``(regions, 2, n)`` array: a run ``[lo, hi)`` on line ``l`` (of
+    region ``l // n``, :class:`_Stacked`) puts a core at position ``l % n`` of end ``e`` when
+    ``lo <= e < hi``."""
+    line, lo, hi = runs
+    at = np.asarray(ends)[:, None]
+    end, k = ((lo <= at) & (at < hi)).nonzero()
+    cells = np.bincount(end * (regions * n) + line[k], minlength=2 * regions * n)
+    out: np.ndarray = cells.reshape(2, regions, n).transpose(1, 0, 2)
+    return out
 
 
 def _farthest(

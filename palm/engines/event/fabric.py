@@ -238,6 +238,14 @@ def build_fabric(
     return maker.fabric, FlowTable(tp, dp, send, grad, dram, _alone(tp, others))
 
 
+class _Texts(dict[Hashable, str]):
+    """The ``repr`` of keys, each made once (a key recurs in the flows of its stage)."""
+
+    def __missing__(self, key: Hashable) -> str:
+        text = self[key] = repr(key)
+        return text
+
+
 class _FlowMaker:
     """:func:`build_fabric`'s flows, made one by one, with the resources they hold added to
     :attr:`fabric` as they first appear (so resources are numbered in the order of the flows
@@ -253,13 +261,15 @@ class _FlowMaker:
         self.group = par.tp * par.data_ranks
         #: a new resource's capacity: a link's or port's bandwidth in ``link`` mode, else 1
         self._capacity = partial(_capacity, plan) if self.link else None
+        #: the text of a resource key (the order of a flow's resources), by the key
+        self._text = _Texts().__getitem__
 
     def make(self, keys: dict[Hashable, float], kind: str, carried: float | None = None) -> Flow:
         """A flow of ``kind`` loading the resources of ``keys`` by their values, in the order
         of the keys' text; ``carried``: what it books on each per byte of one transfer, when
         that differs from the load (the ``fair`` model's aggregates)."""
         if len(keys) > 1:
-            order = sorted(keys, key=repr)
+            order = sorted(keys, key=self._text)
             loads = tuple([keys[k] for k in order])
         else:
             order, loads = list(keys), tuple(keys.values())

@@ -165,6 +165,8 @@ class _FairTables:
             (f.resources, f.loads) for f in (*flows.tp, *flows.dp, *flows.send, *flows.grad)
         ]
         self.same = binding_links(capacity, table + reads)
+        #: the resources that can bind (their own in ``same``)
+        self.binding = frozenset(r for r, s in enumerate(self.same) if s == r)
         #: progressive filling's answers by the routes in flight (the network's memo, kept
         #: for the plan's later runs, whose flows take the same routes on the same capacities)
         self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
@@ -189,6 +191,8 @@ class _FairTables:
         bind (see :func:`binding_links`), and passing the links that never bind but keep their
         own busy time (a channel class's busy time is not reported, so one that never binds is
         dropped)."""
+        if self.binding.issuperset(resources):  # all kept: the flow's own lists
+            return Route(resources, loads, self.capacity)
         same, n_links = self.same, self.n_links
         kept, kept_loads, passive = [], [], []
         for r, a in zip(resources, loads, strict=True):
@@ -340,13 +344,13 @@ def binding_links(
     any_used: list[bool] = np.any(used, axis=1).tolist()
     order = np.argsort(-v.sum(axis=1), kind="stable").tolist()
     if n * v.size <= _DENSE:  # every pair of resources compared in one pass
-        cover = (v[:, None, :] >= v[None, :, :]).all(axis=2).T.tolist()
+        cover = _cover_table(v, used)
         flows_on = [row.tobytes() for row in used]  # equal when the same flows use them
         return _keep(
             n,
             order,
             any_used,
-            lambda k, kept: [i for i in kept if cover[k][i]],
+            lambda k, kept: [i for i in kept if cover[k][i]] if k in cover else [],
             lambda i, k: flows_on[i] == flows_on[k],
         )
     return _keep(
@@ -366,6 +370,19 @@ _SMALL = 64
 #: resources in one pass (a wafer's stage aggregates); larger ones (``link`` mode's mesh
 #: links) compare one resource with those kept, resource by resource
 _DENSE = 1 << 18
+
+
+def _cover_table(v: np.ndarray, used: np.ndarray) -> dict[int, list[bool]]:
+    """For the resources that some other resource may cover (rows of the loads per capacity
+    ``v``; ``used``: ``v > 0``), whether each resource carries at least its load per capacity
+    of every flow. A resource that is the only one to load some flow is covered by none (the
+    others carry 0 of that flow) and has no entry: on a wafer's stage aggregates, which each
+    carry their own stage's tensor-parallel flow, that leaves the one or two aggregates of
+    the DRAM reads to compare."""
+    alone = used[:, used.sum(axis=0) == 1].any(axis=1)  # loads some flow no other loads
+    maybe = np.flatnonzero(~alone)
+    rows = (v[:, None, :] >= v[None, maybe, :]).all(axis=2).T.tolist()
+    return dict(zip(maybe.tolist(), rows, strict=True))
 
 
 def _loads_per_capacity(
