@@ -296,6 +296,20 @@ def _block_interrupts() -> tuple[Any, set[int] | None]:
     return signal.signal(signal.SIGINT, signal.SIG_IGN), mask
 
 
+def _start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker now, before :func:`_block_interrupts`. The
+    first process a spawn context starts launches it, and the launch blocks SIGINT and SIGTERM
+    around the tracker's spawn and then *unblocks* them (CPython
+    ``multiprocessing/resource_tracker.py``, bpo-33613): inside our window that leaves SIGINT
+    unblocked while it is ignored, so a Ctrl-C then was discarded by this process and by the
+    workers started after it, and the run went on to its end (seen about once in 30 in
+    tests/robustness/test_signals.py). Started here, the launch is over before the window
+    opens, and later starts find the tracker running and leave the mask alone."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+
+
 def _restore_interrupts(saved: tuple[Any, set[int] | None]) -> None:
     """Undo :func:`_block_interrupts`; a Ctrl-C received meanwhile is delivered now."""
     handler, mask = saved
@@ -328,6 +342,7 @@ def supervise(
     workers' exit codes."""
     previous = signal.getsignal(signal.SIGINT)
     try:
+        _start_resource_tracker()
         # Ctrl-C while a worker's interpreter starts would print "Fatal Python error" and a
         # traceback from its site import: workers start with SIGINT ignored and take it back
         # in worker_main; this process stops them all with SIGTERM (below)

@@ -81,3 +81,40 @@ def test_a_failing_background_thread_is_one_line_or_none_for_a_storage_failure(
     assert capsys.readouterr().err == "palm-tune: warning: heartbeat: ValueError: bad value\n"
     fail(OSError(errno.ENOSPC, "No space left on device"))  # the main thread reports it
     assert capsys.readouterr().err == ""
+
+
+_WINDOW = """
+import multiprocessing, signal, sys, time
+from search import lifecycle
+signal.signal(signal.SIGINT, signal.default_int_handler)
+if sys.argv[1] == "tracker-first":
+    lifecycle._start_resource_tracker()
+saved = lifecycle._block_interrupts()
+p = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(0,))
+p.start()
+blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+lifecycle._restore_interrupts(saved)
+p.join()
+print(blocked)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks here")
+@pytest.mark.parametrize(("order", "blocked"), [("tracker-first", True), ("as-before", False)])
+def test_ctrl_c_stays_blocked_while_the_workers_start(order: str, blocked: bool) -> None:
+    # supervise starts the workers with Ctrl-C blocked and ignored; the first spawn launches
+    # multiprocessing's resource tracker, whose launch unblocks SIGINT again (CPython,
+    # bpo-33613): a Ctrl-C then was discarded. Started first, the tracker leaves the mask
+    # alone (a fresh interpreter: in this one the tracker may be running already)
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _WINDOW, order],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+    )
+    assert out.stdout.split() == [str(blocked)]
