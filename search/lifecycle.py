@@ -266,9 +266,8 @@ def _die_with_parent(parent: int) -> None:
 def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -> None:
     """Body of worker process ``index``: dies with its parent, turns SIGTERM and Ctrl-C into a
     quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
-    install_sigterm()
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored while starting
+        install_sigterm()  # SIGINT too, ignored while the worker started
         _die_with_parent(parent)  # may raise Terminated at once: the parent is already gone
         quiet_optuna_logs()
         one_line_warnings()
