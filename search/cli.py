@@ -59,6 +59,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"palm-tune: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: palm-tune's version and the fair network the engine runs
+    (:mod:`palm.engines.event.accel`), imported only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> NoReturn:
+        from palm.engines.event.accel import IMPLEMENTATION
+
+        print(f"palm-tune {palm.__version__} (fair network: {IMPLEMENTATION})")  # as argparse's
+        parser.exit()
+
+
 def _simulator_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[Any]]:
     """The parser with the simulator's commands only, and its sub-command action."""
     parser = _Parser(
@@ -66,7 +77,13 @@ def _simulator_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAc
         description="Simulate deep-learning training on tiled accelerators and GPU clusters, "
         "and search for the fastest mapping.",
     )
-    parser.add_argument("--version", action="version", version=f"palm-tune {palm.__version__}")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="print the version and which fair network "
+        "the simulator runs (compiled, or pure Python and why), then exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_simulator_commands(sub)
     return parser, sub

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 import pytest
 
+import palm
 from search.cli import build_parser, main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -524,3 +526,24 @@ def test_unknown_engine_exit_code_subprocess() -> None:
     assert r.returncode == 2
     assert "Traceback" not in r.stdout + r.stderr
     assert "des" in r.stderr
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_version_names_the_fair_network_the_simulator_runs(pure: bool) -> None:
+    from palm.engines.event import accel
+
+    env = {k: v for k, v in os.environ.items() if k != accel.PURE_ENV}
+    if pure:
+        env[accel.PURE_ENV] = "1"
+    out = subprocess.run(
+        [sys.executable, "-m", "search.cli", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        check=True,
+    ).stdout
+    expected = f"python ({accel.PURE_ENV} is set)" if pure else accel.compiled_module()[1]
+    if not pure and accel.compiled_module()[0] is None:
+        expected = f"python (compiled build {expected})"
+    assert out == f"palm-tune {palm.__version__} (fair network: {expected})\n"

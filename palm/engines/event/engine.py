@@ -36,21 +36,27 @@ from collections.abc import Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
 from palm.cost.collectives import bytes_sent_per_member
 from palm.engines._common import assemble_result
+from palm.engines.event import fair
+from palm.engines.event.accel import FAIR
 from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
-from palm.engines.event.fair import FlowEnvironment
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import Operation, stage_program
 from palm.engines.event.shared import PENDING, Arrival
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
+
+if TYPE_CHECKING:
+    from palm.engines.event.fair import FlowEnvironment
+else:  # the compiled build of fair.py when it is current, else fair.py (accel)
+    FlowEnvironment = FAIR.FlowEnvironment
 
 __all__ = ["run_event", "Timeline", "PhaseRecord", "FlowRecord"]
 
@@ -218,7 +224,9 @@ class _Run:
         self.training = plan.training
         if not self.training:  # simulate long enough to reach the steady state
             self.m = max(self.m, 2 * self.n_chunks + _STEADY_EXTRA)
-        self.env = FlowEnvironment()
+        # the exclusive model runs SimPy's events alone, on fair.py's clock: the interpreter
+        # runs that plain loop faster than the compiled build of it (docs/benchmarks.md)
+        self.env = FlowEnvironment() if noc_model == "fair" else fair.FlowEnvironment()
         self.timeline = Timeline()
         self.keep = record
         log = self.timeline.raw_flows.append if record else None

@@ -116,7 +116,7 @@ def fair_rates(routes: Sequence[Route], capacity: Sequence[float]) -> list[float
     sits at the same level; the resource that fills first (``level = room / weight``) freezes
     the flows that load it; repeat. Resources wait in a heap by the level at which they fill
     (entries made stale by a freeze are skipped), so a call costs ``O(loads log resources)``."""
-    return _Filler(capacity).fill(routes)
+    return _Filler(list(capacity)).fill(routes)
 
 
 class _Filler:
@@ -124,7 +124,7 @@ class _Filler:
     kept between calls (each call sets the entries of the resources it loads, and leaves every
     count at zero), so that a call costs nothing per resource it does not load."""
 
-    def __init__(self, capacity: Sequence[float]) -> None:
+    def __init__(self, capacity: list[float]) -> None:
         n = len(capacity)
         self.capacity = capacity
         self.room = [0.0] * n  # capacity not taken by frozen flows
@@ -134,11 +134,14 @@ class _Filler:
         self.loaded: list[int] = []  # the resources the last call loaded
 
     def fill(
-        self, routes: Sequence[Route], taken: dict[int, float] | None = None, level: float = 0.0
+        self,
+        routes: Sequence[Route],
+        taken: dict[int, float] | None = None,
+        class_level: float = 0.0,
     ) -> list[float]:
         """:func:`fair_rates` (:meth:`used` then tells the capacity they use). With ``taken``,
-        resource ``r`` has ``taken[r] x level`` of its capacity taken already (by a
-        :class:`_Class` of flows frozen at ``level``)."""
+        resource ``r`` has ``taken[r] x class_level`` of its capacity taken already (by a
+        :class:`_Class` of flows frozen at ``class_level``)."""
         inf = _INF
         rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
         room, weight, unfrozen, on, capacity = (
@@ -160,7 +163,11 @@ class _Filler:
                     unfrozen[r] += 1
                     on[r].append(i)
                 else:
-                    cap = capacity[r] if taken is None else capacity[r] - taken.get(r, 0.0) * level
+                    cap = (
+                        capacity[r]
+                        if taken is None
+                        else capacity[r] - taken.get(r, 0.0) * class_level
+                    )
                     room[r], weight[r], unfrozen[r], on[r] = cap, a, 1, [i]
                     loaded.append(r)
         # a freeze only raises the level at which another resource fills ((room - a L) /

@@ -17,16 +17,21 @@ waited for later, so that it overlaps the compute it feeds).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import simpy
 
+from palm.engines.event.accel import FAIR
 from palm.engines.event.fabric import Fabric, Flow, FlowTable
-from palm.engines.event.fair import FairNetwork, Route
 from palm.engines.event.shared import PENDING, Arrival, ChannelClasses, DramSystem
 from palm.hardware.spec import Mesh2DHardware
 from palm.plan import Plan
+
+if TYPE_CHECKING:
+    from palm.engines.event.fair import FairNetwork, Route
+else:  # the compiled build of fair.py when it is current, else fair.py (accel)
+    FairNetwork, Route = FAIR.FairNetwork, FAIR.Route
 
 __all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
 
