@@ -29,6 +29,7 @@ import simpy
 import palm
 from palm.api import plan_for
 from palm.engines.event import run_event
+from palm.engines.event.accel import IMPLEMENTATION
 from palm.validation import load_cases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -227,7 +228,10 @@ def main() -> int:
     ap.add_argument("--write-docs", action="store_true", help="update docs/benchmarks.md")
     args = ap.parse_args()
     pinned = _pin_one_core()
-    machine = f"{platform.python_implementation()} {platform.python_version()}, {pinned}"
+    machine = (
+        f"{platform.python_implementation()} {platform.python_version()}, {pinned}, "
+        f"fair network {IMPLEMENTATION}"
+    )
     cases = cases_table(args.repeats)
     scaling = scaling_table(args.repeats)
     per_event = per_event_table(args.repeats)

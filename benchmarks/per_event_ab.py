@@ -10,7 +10,9 @@ Usage:
 imports ``palm`` from its tree, and the cases and their timing from this script's
 ``engine_speed.py`` (the same for both trees). Prints, per case and tree, a
 plan's first and second run in microseconds per event (least of ``--repeats``) and the ratio of
-the first run to plain SimPy's own per event, over the rounds.
+the first run to plain SimPy's own per event, over the rounds, and which fair network each tree
+ran (``palm-tune --version``'s: the compiled build or fair.py; ``PALM_PURE_PYTHON=1`` in the
+environment makes both trees run fair.py).
 """
 
 from __future__ import annotations
@@ -30,11 +32,30 @@ def _child(repeats: int) -> list[dict[str, object]]:
 
     es._pin_one_core()  # noqa: SLF001 - the benchmark's own helper
     out = []
+    network = _network()
     for name, cfg, model in es.per_event_cases(visible=(0,)):
         first, second, events = es.plan_runs_us(cfg, model, repeats)
         simpy = min(es.simpy_per_event_us(events, cfg.parallelism.pp)[0] for _ in range(repeats))
-        out.append({"case": name, "model": model, "first": first, "second": second, "simpy": simpy})
+        out.append(
+            {
+                "case": name,
+                "model": model,
+                "first": first,
+                "second": second,
+                "simpy": simpy,
+                "network": network,
+            }
+        )
     return out
+
+
+def _network() -> str:
+    """Which fair network this process's tree runs (trees before the compiled build: fair.py)."""
+    try:
+        from palm.engines.event.accel import IMPLEMENTATION
+    except ImportError:
+        return "python (a tree without a compiled build)"
+    return str(IMPLEMENTATION)
 
 
 def _run_tree(tree: Path, repeats: int) -> list[dict[str, object]]:
@@ -75,6 +96,9 @@ def main() -> int:
     for _ in range(args.rounds):
         for which in ("old", "new"):
             got[which].append(_run_tree(getattr(args, which).resolve(), args.repeats))
+    for which in ("old", "new"):
+        print(f"{which} ({getattr(args, which)}): fair network {got[which][0][0]['network']}")
+    print()
     print(
         "| case | model | first run before | first run after | second run before "
         "| second run after |\n|---|---|---|---|---|---|"

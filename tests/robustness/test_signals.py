@@ -173,8 +173,18 @@ def test_a_signal_to_a_long_simulation(
 ) -> None:
     from tests.cli_run import WAFER
 
+    # every mesh link a resource of its own: about 20 s of simulation (8192 samples in the
+    # default mode took under 2 s once the fair network was compiled, and ended before the
+    # signal came)
     proc = spawn(
-        "simulate", str(WAFER), "--set", "training.global_batch=8192", cwd=tmp_path, group=False
+        "simulate",
+        str(WAFER),
+        "--set",
+        "training.global_batch=2048",
+        "--set",
+        'communication.noc_granularity="link"',
+        cwd=tmp_path,
+        group=False,
     )
     time.sleep(delay_s)
     proc.send_signal(getattr(signal, how))
