@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 EVENT = Path("palm") / "engines" / "event"
@@ -65,8 +66,36 @@ def _extensions() -> list[Extension]:
             quiet=True,
         )
     except Exception as exc:  # noqa: BLE001 - any failure leaves the pure-Python network
-        print(f"palm-tune: the fair network stays pure Python ({exc})", file=sys.stderr)
+        _skipped(exc)
         return []
 
 
-setup(ext_modules=_extensions())
+class _OptionalBuildExt(build_ext):
+    """``build_ext`` that goes on without the compiled fair network when it cannot be built
+    (no C compiler, a compiler error): ``Extension(optional=True)`` alone is not honoured by
+    every path of setuptools (an editable install failed outright without a compiler)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the pure-Python network
+            _skipped(exc)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:  # noqa: BLE001
+            _skipped(exc)
+
+    def copy_extensions_to_source(self) -> None:
+        try:
+            super().copy_extensions_to_source()
+        except OSError as exc:  # the extension was not built
+            _skipped(exc)
+
+
+def _skipped(exc: BaseException) -> None:
+    print(f"palm-tune: the fair network stays pure Python ({exc})", file=sys.stderr)
+
+
+setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})
