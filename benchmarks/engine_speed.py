@@ -29,8 +29,12 @@ import simpy
 import palm
 from palm.api import plan_for
 from palm.engines.event import run_event
-from palm.engines.event.accel import IMPLEMENTATION
 from palm.validation import load_cases
+
+try:
+    from palm.engines.event.accel import IMPLEMENTATION
+except ImportError:  # a tree from before the compiled fair network (per_event_ab.py runs old trees)
+    IMPLEMENTATION = "python (a tree without a compiled build)"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script

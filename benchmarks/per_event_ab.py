@@ -32,7 +32,7 @@ def _child(repeats: int) -> list[dict[str, object]]:
 
     es._pin_one_core()  # noqa: SLF001 - the benchmark's own helper
     out = []
-    network = _network()
+    network = es.IMPLEMENTATION  # which fair network this tree runs
     for name, cfg, model in es.per_event_cases(visible=(0,)):
         first, second, events = es.plan_runs_us(cfg, model, repeats)
         simpy = min(es.simpy_per_event_us(events, cfg.parallelism.pp)[0] for _ in range(repeats))
@@ -47,15 +47,6 @@ def _child(repeats: int) -> list[dict[str, object]]:
             }
         )
     return out
-
-
-def _network() -> str:
-    """Which fair network this process's tree runs (trees before the compiled build: fair.py)."""
-    try:
-        from palm.engines.event.accel import IMPLEMENTATION
-    except ImportError:
-        return "python (a tree without a compiled build)"
-    return str(IMPLEMENTATION)
 
 
 def _run_tree(tree: Path, repeats: int) -> list[dict[str, object]]:

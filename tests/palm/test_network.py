@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
 import palm
 from palm.cost.collectives import collective_time
-from palm.engines.event.fabric import Fabric, Flow
+from palm.engines.event.fabric import _CLUSTER_KINDS, Fabric, Flow, _cluster_group_keys
 from palm.hardware import Mesh2DHardware, PeakTflops
-from palm.network.loads import mesh_profile
+from palm.network.loads import LinkLoad, mesh_profile
 from palm.plan import build_plan
 from palm.workload.ops import Collective
 
@@ -245,3 +247,20 @@ def test_a_633_by_633_plan_never_lists_its_cores(monkeypatch: pytest.MonkeyPatch
     assert result.iteration_time_s > 0
     # interleaved placement: every channel serves n^2 / 4n cores' worth of each read
     assert max(build_plan(config).dram[0].cores_per_channel) == pytest.approx(n / 4)
+
+
+def test_cluster_group_keys_sum_each_ports_loads_by_kind_and_group() -> None:
+    # a cluster flow's ports (id = kind x devices + GPU) summed per (kind, stage group), in
+    # the order of the ids, as a loop adds them: the one-division path (groups tile the GPUs)
+    # and the general one give the loop's sums bit for bit
+    rng = random.Random(3)
+    for devices, group in ((256, 256), (64, 8), (48, 16), (12, 5), (7, 3)):
+        ids = [rng.randrange(len(_CLUSTER_KINDS) * devices) for _ in range(300)]
+        loads = [rng.uniform(0.1, 3.0) for _ in ids]
+        expected: dict[tuple[str, int], float] = {}
+        for i, x in zip(ids, loads, strict=True):
+            key = (_CLUSTER_KINDS[i // devices], (i % devices) // group)
+            expected[key] = expected.get(key, 0.0) + x
+        got = _cluster_group_keys(LinkLoad(np.asarray(ids), np.asarray(loads)), devices, group)
+        assert got == expected
+        assert list(got) == sorted(expected, key=lambda k: (_CLUSTER_KINDS.index(k[0]), k[1]))

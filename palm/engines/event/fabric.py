@@ -172,9 +172,14 @@ class Fabric:
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
     """Loads of a cluster flow per (port kind, stage group): its ports' loads summed, in the
     order of ``links`` (``bincount`` adds them one by one, as a loop would)."""
-    kind, gpu = np.divmod(np.asarray(links.ids, dtype=np.int64), devices)
-    stride = devices // group + 1  # more than the number of groups
-    code = kind * stride + gpu // group  # small integers: counted by bins, not sorted
+    ids = np.asarray(links.ids, dtype=np.int64)  # port kind x devices + GPU
+    if devices % group == 0:  # groups tile the GPUs (every plan): one division numbers both
+        stride = devices // group  # the number of groups
+        code = ids // group  # = kind x stride + GPU // group
+    else:
+        kind, gpu = np.divmod(ids, devices)
+        stride = devices // group + 1  # more than the number of groups
+        code = kind * stride + gpu // group  # small integers: counted by bins, not sorted
     bins = len(_CLUSTER_KINDS) * stride
     codes = np.nonzero(np.bincount(code, minlength=bins))[0]
     sums = np.bincount(code, weights=np.asarray(links.loads, dtype=np.float64), minlength=bins)
