@@ -1,13 +1,15 @@
-"""Build step of palm-tune beyond ``pyproject.toml``: the optional compiled fair network.
+"""Build step of palm-tune beyond ``pyproject.toml``: the optional compiled networks.
 
-``palm/engines/event/fair.py`` (the fair network, pure Python and always installed) is also
-compiled by Cython, with the C types that ``fair.pxd`` declares for its classes and hot paths,
-into the extension ``palm.engines.event._fair_compiled``. The engine runs that build when it is
-present and was built from the current ``fair.py`` and ``fair.pxd`` (the SHA-256 of the two is
-compiled into it); otherwise it runs ``fair.py`` (:mod:`palm.engines.event.accel`). Both give
-the same results bit for bit (tests/palm/test_fair_compiled.py).
+The event engine's two hot networks, ``palm/engines/event/fair.py`` (the ``fair`` model's
+flows) and ``palm/engines/event/dram_system.py`` (the ``exclusive`` model's DRAM channels), pure
+Python and always installed, are also compiled by Cython, each with the C types its ``.pxd``
+declares for its classes and hot paths, into ``palm.engines.event._fair_compiled`` and
+``_dram_system_compiled``. The engine runs a build when it is present and was made from the
+current ``.py`` and ``.pxd`` (the SHA-256 of the two is compiled into it); otherwise the ``.py``
+(:mod:`palm.engines.event.accel`). Both give the same results bit for bit
+(tests/palm/test_compiled.py).
 
-The extension is optional: without Cython or a C compiler the install goes on without it, and
+The builds are optional: without Cython or a C compiler the install goes on without them, and
 the engine is only slower (docs/benchmarks.md).
 """
 
@@ -22,63 +24,67 @@ from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
 EVENT = Path("palm") / "engines" / "event"
-#: where the copy of fair.py that Cython compiles is written (with its sources' digest)
+#: where the copies that Cython compiles are written (with their sources' digests)
 GENERATED = Path("build") / "cython-src"
-NAME = "_fair_compiled"
+#: the modules with a compiled build (palm.engines.event.accel.COMPILED)
+MODULES = ("fair", "dram_system")
 
 
-def _digest() -> str:
-    """SHA-256 of fair.py and fair.pxd (palm.engines.event.accel.source_digest computes it
-    again at import, to tell a current build from a stale one)."""
+def _digest(name: str) -> str:
+    """SHA-256 of ``<name>.py`` and ``<name>.pxd`` (palm.engines.event.accel.source_digest
+    computes it again at import, to tell a current build from a stale one)."""
     digest = hashlib.sha256()
-    for name in ("fair.py", "fair.pxd"):
-        digest.update((HERE / EVENT / name).read_bytes())
+    for suffix in (".py", ".pxd"):
+        digest.update((HERE / EVENT / f"{name}{suffix}").read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def _extensions() -> list[Extension]:
-    """The compiled fair network, or nothing when Cython is missing or cannot compile it."""
-    try:
-        from Cython.Build import cythonize
-    except ImportError:
-        print("palm-tune: Cython not found; the fair network stays pure Python", file=sys.stderr)
-        return []
-    # a package tree of its own (empty __init__ files), so that Cython names the module
-    # palm.engines.event._fair_compiled and finds its .pxd beside it
+def _copy(name: str) -> Extension:
+    """The extension ``palm.engines.event._<name>_compiled``, from a copy of ``<name>.py``
+    with its digest appended and of ``<name>.pxd``, in a package tree of their own (empty
+    ``__init__`` files), so that Cython names the module and finds its .pxd beside it."""
     out = HERE / GENERATED / EVENT
     out.mkdir(parents=True, exist_ok=True)
     for package in (out, out.parent, out.parent.parent):
         (package / "__init__.py").touch()
-    source = (HERE / EVENT / "fair.py").read_text(encoding="utf-8")
-    # appended, so that line numbers in tracebacks are fair.py's
-    (out / f"{NAME}.py").write_text(f'{source}\nSOURCE_SHA256 = "{_digest()}"\n', "utf-8")
-    (out / f"{NAME}.pxd").write_bytes((HERE / EVENT / "fair.pxd").read_bytes())
-    ext = Extension(
-        f"palm.engines.event.{NAME}", [str(GENERATED / EVENT / f"{NAME}.py")], optional=True
-    )
+    target = f"_{name}_compiled"
+    source = (HERE / EVENT / f"{name}.py").read_text(encoding="utf-8")
+    # appended, so that line numbers in tracebacks are the .py's
+    (out / f"{target}.py").write_text(f'{source}\nSOURCE_SHA256 = "{_digest(name)}"\n', "utf-8")
+    (out / f"{target}.pxd").write_bytes((HERE / EVENT / f"{name}.pxd").read_bytes())
+    return Extension(f"palm.engines.event.{target}", [str(GENERATED / EVENT / f"{target}.py")])
+
+
+def _extensions() -> list[Extension]:
+    """The compiled builds, or none when Cython is missing or cannot compile them."""
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        print("palm-tune: Cython not found; the networks stay pure Python", file=sys.stderr)
+        return []
     try:
         return cythonize(  # type: ignore[no-any-return]
-            [ext],
-            # types come from fair.pxd alone: fair.py's annotations are for readers and mypy
+            [_copy(name) for name in MODULES],
+            # types come from the .pxd files alone: the annotations are for readers and mypy
             compiler_directives={"language_level": 3, "annotation_typing": False},
             build_dir=str(Path("build") / "cython-c"),
             quiet=True,
         )
-    except Exception as exc:  # noqa: BLE001 - any failure leaves the pure-Python network
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the pure-Python networks
         _skipped(exc)
         return []
 
 
 class _OptionalBuildExt(build_ext):
-    """``build_ext`` that goes on without the compiled fair network when it cannot be built
+    """``build_ext`` that goes on without the compiled networks when they cannot be built
     (no C compiler, a compiler error): ``Extension(optional=True)`` alone is not honoured by
     every path of setuptools (an editable install failed outright without a compiler)."""
 
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001 - any failure leaves the pure-Python network
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the pure-Python networks
             _skipped(exc)
 
     def build_extension(self, ext: Extension) -> None:
@@ -95,7 +101,7 @@ class _OptionalBuildExt(build_ext):
 
 
 def _skipped(exc: BaseException) -> None:
-    print(f"palm-tune: the fair network stays pure Python ({exc})", file=sys.stderr)
+    print(f"palm-tune: the networks stay pure Python ({exc})", file=sys.stderr)
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": _OptionalBuildExt})

@@ -40,9 +40,10 @@ import numpy as np
 import simpy
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
+from palm.engines.event.dram_system import DramSystem
 from palm.engines.event.fabric import Fabric, Flow
 from palm.engines.event.fair import FairNetwork, FlowEnvironment
-from palm.engines.event.shared import Arrival, DramSystem
+from palm.engines.event.shared import Arrival
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 from palm.network.dram import (
     DramAccess,

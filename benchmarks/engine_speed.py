@@ -33,7 +33,7 @@ from palm.validation import load_cases
 
 try:
     from palm.engines.event.accel import IMPLEMENTATION
-except ImportError:  # a tree from before the compiled fair network (per_event_ab.py runs old trees)
+except ImportError:  # a tree from before the compiled networks (per_event_ab.py runs old trees)
     IMPLEMENTATION = "python (a tree without a compiled build)"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -234,7 +234,7 @@ def main() -> int:
     pinned = _pin_one_core()
     machine = (
         f"{platform.python_implementation()} {platform.python_version()}, {pinned}, "
-        f"fair network {IMPLEMENTATION}"
+        f"networks {IMPLEMENTATION}"
     )
     cases = cases_table(args.repeats)
     scaling = scaling_table(args.repeats)

@@ -10,9 +10,9 @@ Usage:
 imports ``palm`` from its tree, and the cases and their timing from this script's
 ``engine_speed.py`` (the same for both trees). Prints, per case and tree, a
 plan's first and second run in microseconds per event (least of ``--repeats``) and the ratio of
-the first run to plain SimPy's own per event, over the rounds, and which fair network each tree
-ran (``palm-tune --version``'s: the compiled build or fair.py; ``PALM_PURE_PYTHON=1`` in the
-environment makes both trees run fair.py).
+the first run to plain SimPy's own per event, over the rounds, and which networks each tree
+ran (``palm-tune --version``'s: the compiled builds or the .py modules; ``PALM_PURE_PYTHON=1`` in
+the environment makes both trees run the .py modules).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _child(repeats: int) -> list[dict[str, object]]:
 
     es._pin_one_core()  # noqa: SLF001 - the benchmark's own helper
     out = []
-    network = es.IMPLEMENTATION  # which fair network this tree runs
+    network = es.IMPLEMENTATION  # which networks this tree runs
     for name, cfg, model in es.per_event_cases(visible=(0,)):
         first, second, events = es.plan_runs_us(cfg, model, repeats)
         simpy = min(es.simpy_per_event_us(events, cfg.parallelism.pp)[0] for _ in range(repeats))
@@ -88,7 +88,7 @@ def main() -> int:
         for which in ("old", "new"):
             got[which].append(_run_tree(getattr(args, which).resolve(), args.repeats))
     for which in ("old", "new"):
-        print(f"{which} ({getattr(args, which)}): fair network {got[which][0][0]['network']}")
+        print(f"{which} ({getattr(args, which)}): networks {got[which][0][0]['network']}")
     print()
     print(
         "| case | model | first run before | first run after | second run before "

@@ -60,13 +60,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Version(argparse.Action):
-    """``--version``: palm-tune's version and the fair network the engine runs
-    (:mod:`palm.engines.event.accel`), imported only when asked."""
+    """``--version``: palm-tune's version and which networks the event engine runs, compiled
+    or pure Python (:mod:`palm.engines.event.accel`), imported only when asked."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: Any) -> NoReturn:
         from palm.engines.event.accel import IMPLEMENTATION
 
-        print(f"palm-tune {palm.__version__} (fair network: {IMPLEMENTATION})")  # as argparse's
+        print(f"palm-tune {palm.__version__} (event networks: {IMPLEMENTATION})")  # as argparse's
         parser.exit()
 
 
@@ -81,8 +81,8 @@ def _simulator_parser() -> tuple[argparse.ArgumentParser, argparse._SubParsersAc
         "--version",
         action=_Version,
         nargs=0,
-        help="print the version and which fair network "
-        "the simulator runs (compiled, or pure Python and why), then exit",
+        help="print the version and which networks the event engine runs (compiled, or "
+        "pure Python and why), then exit",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_simulator_commands(sub)

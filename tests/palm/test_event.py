@@ -325,67 +325,6 @@ def test_event_count_does_not_grow_with_the_tile_count() -> None:
     assert counts[0] == counts[1] == counts[2]
 
 
-def test_dram_channels_are_fair_shared_by_class() -> None:
-    # channels of 10 B/s. A reads over channels 0 and 1 (1 and 2 cores), B over 1 and 2 (1
-    # core each), 10 B per core, both from t = 0. Channel 1 is shared: A gets
-    # min(10 / 1, 10 / (2 * 2)) = 2.5 B/s per core, B min(10 / 2, 10 / 1) = 5, so B is done at
-    # 2 s; then A alone runs at min(10, 10 / 2) = 5 with 5 B left: done at 3 s.
-    import simpy
-
-    from palm.engines.event.shared import DramSystem
-
-    env = simpy.Environment()
-    dram = DramSystem(env, [10.0, 10.0, 10.0], [((0, 1), (1, 2)), ((1, 2), (1, 1))])
-    done = {}
-
-    def watch(name: str, event: simpy.Event):  # type: ignore[no-untyped-def]
-        yield event
-        done[name] = env.now
-
-    a = dram.read(10.0, pattern=0, noc_bandwidth_Bps=float("inf"), latency_s=0.0)
-    b = dram.read(10.0, pattern=1, noc_bandwidth_Bps=float("inf"), latency_s=0.0)
-    env.process(watch("a", a))
-    env.process(watch("b", b))
-    env.run()
-    assert done["b"] == pytest.approx(2.0) and done["a"] == pytest.approx(3.0)
-    assert list(dram.busy_s) == pytest.approx([3.0, 3.0, 2.0])
-    assert list(dram.nbytes) == pytest.approx([10.0, 30.0, 10.0])
-
-
-def test_dram_one_class_path_matches_the_general_loop() -> None:
-    # two channels of 10 B/s both read by every pattern (interleaved placement: one class).
-    # A has 1 core per channel (limit 10 B/s), B 2 (limit 5 B/s); 10 B per core from t = 0,
-    # NoC 8 B/s per core. Together: A min(8, 10 / 2) = 5, B min(8, 5 / 2) = 2.5; A is done
-    # at 2 s, B has 5 B left and then runs at min(8, 5) = 5: done at 3 s. The one-class
-    # loop (DramSystem._one = 0) and the general one (forced off) agree bit for bit.
-    import simpy
-
-    from palm.engines.event.shared import DramSystem
-
-    def run(one_class: bool) -> tuple[dict[str, float], list[float]]:
-        env = simpy.Environment()
-        dram = DramSystem(env, [10.0, 10.0], [((0, 1), (1, 1)), ((0, 1), (2, 2))])
-        assert dram._one == 0  # noqa: SLF001 - the path under test
-        if not one_class:
-            dram._one = -1  # noqa: SLF001
-        done: dict[str, float] = {}
-
-        def watch(name: str, event: simpy.Event):  # type: ignore[no-untyped-def]
-            yield event
-            done[name] = env.now
-
-        for name, pattern in (("a", 0), ("b", 1)):
-            event = dram.read(10.0, pattern=pattern, noc_bandwidth_Bps=8.0, latency_s=0.0)
-            env.process(watch(name, event))
-        env.run()
-        return done, list(dram.busy_s)
-
-    fast, general = run(True), run(False)
-    assert fast == general
-    assert fast[0]["a"] == pytest.approx(2.0) and fast[0]["b"] == pytest.approx(3.0)
-    assert fast[1] == pytest.approx([3.0, 3.0])
-
-
 def test_fair_and_exclusive_agree_when_nothing_overlaps() -> None:
     # the hand-worked toys: every hand-off crosses the switch while the sender computes and
     # no two flows ever share a port at the same time

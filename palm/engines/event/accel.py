@@ -1,13 +1,14 @@
-"""Which fair network the engine runs: the compiled build of :mod:`palm.engines.event.fair`
-(``palm.engines.event._fair_compiled``, made by Cython at install time from ``fair.py`` and the
-C types ``fair.pxd`` declares; see setup.py) when it is there and was built from the current
-sources, else ``fair.py`` itself. The two give the same results bit for bit
-(tests/palm/test_fair_compiled.py); the compiled one takes about a third less time per event on
-the wafer's ``fair`` runs (docs/benchmarks.md).
+"""Which implementation of the engine's two hot networks runs: the compiled builds of
+:mod:`palm.engines.event.fair` (the ``fair`` model's flows) and
+:mod:`palm.engines.event.dram_system` (the ``exclusive`` model's DRAM channels), made by Cython
+at install time from each ``.py`` and the C types its ``.pxd`` declares (setup.py), when a build
+is there and was made from the current sources; else the ``.py`` itself. A build and its
+``.py`` give the same results bit for bit (tests/palm/test_compiled.py); the builds take about
+a third less time per event on the wafer (docs/benchmarks.md, "Seventh round").
 
-``PALM_PURE_PYTHON=1`` in the environment selects ``fair.py`` (to profile it, or to compare).
-A build older than ``fair.py`` or ``fair.pxd`` (an editable install edited since) is never run:
-``pip install -e .`` builds it again.
+``PALM_PURE_PYTHON=1`` in the environment selects the ``.py`` modules (to profile them, or to
+compare). A build older than its ``.py`` or ``.pxd`` (an editable install edited since) is never
+run: ``pip install -e .`` builds it again.
 """
 
 from __future__ import annotations
@@ -19,47 +20,68 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 
-from palm.engines.event import fair
+from palm.engines.event import dram_system, fair
 
-__all__ = ["FAIR", "IMPLEMENTATION", "PURE_ENV", "compiled_module", "source_digest"]
+__all__ = [
+    "COMPILED",
+    "DRAM",
+    "FAIR",
+    "IMPLEMENTATION",
+    "PURE_ENV",
+    "choose",
+    "compiled_module",
+    "source_digest",
+]
 
-#: set to anything but "" or "0" to run fair.py even where the compiled build is current
+#: set to anything but "" or "0" to run the .py modules even where their builds are current
 PURE_ENV = "PALM_PURE_PYTHON"
+#: the modules that have a compiled build (setup.py), each named ``_<name>_compiled``
+COMPILED = ("fair", "dram_system")
 _HERE = Path(__file__).resolve().parent
 
 
-def source_digest() -> str:
-    """SHA-256 of ``fair.py`` and ``fair.pxd`` as installed (the build compiles the digest of
-    the sources it was made from into the extension as ``SOURCE_SHA256``)."""
+def source_digest(name: str) -> str:
+    """SHA-256 of ``<name>.py`` and ``<name>.pxd`` as installed (the build compiles the digest
+    of the sources it was made from into the extension as ``SOURCE_SHA256``)."""
     digest = hashlib.sha256()
-    for name in ("fair.py", "fair.pxd"):
-        digest.update((_HERE / name).read_bytes())
+    for suffix in (".py", ".pxd"):
+        digest.update((_HERE / f"{name}{suffix}").read_bytes())
         digest.update(b"\0")
     return digest.hexdigest()
 
 
-def compiled_module() -> tuple[ModuleType | None, str]:
-    """The compiled fair network if it is built and current (else None), and why not."""
+def compiled_module(name: str) -> tuple[ModuleType | None, str]:
+    """The compiled build of module ``name`` if it is built and current (else None), and
+    why not."""
     try:
-        module = importlib.import_module("palm.engines.event._fair_compiled")
+        module = importlib.import_module(f"palm.engines.event._{name}_compiled")
     except ImportError:
         return None, "not built (no Cython or no C compiler at install time)"
     if not str(module.__file__).endswith(tuple(EXTENSION_SUFFIXES)):
         return None, f"not an extension module ({module.__file__})"
-    if getattr(module, "SOURCE_SHA256", None) != source_digest():
-        return None, "older than fair.py or fair.pxd (pip install -e . rebuilds it)"
+    if getattr(module, "SOURCE_SHA256", None) != source_digest(name):
+        return None, f"older than {name}.py or {name}.pxd (pip install -e . rebuilds it)"
     return module, "compiled"
 
 
-def _choose() -> tuple[ModuleType, str]:
+def _choose(name: str, pure: ModuleType) -> tuple[ModuleType, str | None]:
+    """The module to run for ``name`` and, when it is the ``.py``, why."""
     if os.environ.get(PURE_ENV, "") not in ("", "0"):
-        return fair, f"python ({PURE_ENV} is set)"
-    module, why = compiled_module()
-    if module is None:
-        return fair, f"python (compiled build {why})"
-    return module, why
+        return pure, f"{PURE_ENV} is set"
+    module, why = compiled_module(name)
+    return (pure, f"{name}: compiled build {why}") if module is None else (module, None)
 
 
-#: the module whose FairNetwork, FlowEnvironment and Route the engine uses, and a line saying
-#: which it is ("compiled", or "python (...)" with the reason)
-FAIR, IMPLEMENTATION = _choose()
+def choose() -> tuple[ModuleType, ModuleType, str]:
+    """The fair network's module, the DRAM system's, and which they are: "compiled", or
+    "python (...)" with the reasons (each once)."""
+    fair_module, fair_why = _choose("fair", fair)
+    dram_module, dram_why = _choose("dram_system", dram_system)
+    reasons = list(dict.fromkeys(r for r in (fair_why, dram_why) if r is not None))
+    line = f"python ({'; '.join(reasons)})" if reasons else "compiled"
+    return fair_module, dram_module, line
+
+
+#: the modules whose FairNetwork, FlowEnvironment, Route and DramSystem the engine uses, and
+#: which they are (chosen once, at import)
+FAIR, DRAM, IMPLEMENTATION = choose()

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -71,6 +71,11 @@ class Flow:
     @property
     def booked(self) -> tuple[float, ...]:
         return self.loads if self.carried is None else self.carried
+
+    @cached_property
+    def pairs(self) -> tuple[tuple[int, float], ...]:
+        """``(resource, booked)`` pairs, made on first use (a hold reads them every time)."""
+        return tuple(zip(self.resources, self.booked, strict=True))
 
 
 class Fabric:
@@ -141,14 +146,14 @@ class Fabric:
         """Book busy time and bytes without reserving: for a flow that nothing else shares,
         which therefore never waits."""
         busy, carried = self.busy_s, self.nbytes
-        for r, load in zip(flow.resources, flow.booked):  # noqa: B905 (equal by construction)
+        for r, load in flow.pairs:
             busy[r] += duration
             carried[r] += load * nbytes
 
     def book(self, flow: Flow, nbytes: float) -> None:
         """Book the bytes of a flow (the ``fair`` model, which measures busy time itself)."""
         carried = self.nbytes
-        for r, load in zip(flow.resources, flow.booked):  # noqa: B905 (equal by construction)
+        for r, load in flow.pairs:
             carried[r] += load * nbytes
 
     def reserve(self, flow: Flow, now: float, duration: float, nbytes: float) -> float:
@@ -162,7 +167,7 @@ class Fabric:
                 start = free[r]
         end = start + duration
         busy, carried = self.busy_s, self.nbytes
-        for r, load in zip(resources, flow.booked):  # noqa: B905 (equal by construction)
+        for r, load in flow.pairs:
             free[r] = end
             busy[r] += duration
             carried[r] += load * nbytes

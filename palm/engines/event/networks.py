@@ -3,7 +3,7 @@
 * :class:`ExclusiveNet` (``communication.noc_model = "exclusive"``, the paper's sec. IV-C): a
   flow holds every resource it uses for its whole uncontended duration, first come first
   served (:class:`~palm.engines.event.fabric.Fabric`); DRAM channels are shared equally by
-  the accesses in progress (:class:`~palm.engines.event.shared.DramSystem`), the mesh links a
+  the accesses in progress (:class:`~palm.engines.event.dram_system.DramSystem`), the mesh links a
   DRAM read crosses are held only in ``link`` mode.
 * :class:`FairNet` (``"fair"``, the default): every flow (collectives, hand-offs, DRAM reads
   with the links they cross) shares every resource it loads max-min fairly
@@ -22,16 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import simpy
 
-from palm.engines.event.accel import FAIR
+from palm.engines.event.accel import DRAM, FAIR
 from palm.engines.event.fabric import Fabric, Flow, FlowTable
-from palm.engines.event.shared import PENDING, Arrival, ChannelClasses, DramSystem
+from palm.engines.event.shared import PENDING, Arrival, ChannelClasses
 from palm.hardware.spec import Mesh2DHardware
 from palm.plan import Plan
 
 if TYPE_CHECKING:
+    from palm.engines.event.dram_system import DramSystem
     from palm.engines.event.fair import FairNetwork, Route
-else:  # the compiled build of fair.py when it is current, else fair.py (accel)
+else:  # the compiled builds when they are current, else the .py modules (accel)
     FairNetwork, Route = FAIR.FairNetwork, FAIR.Route
+    DramSystem = DRAM.DramSystem
 
 __all__ = ["ExclusiveNet", "FairNet", "Net", "binding_links"]
 
@@ -184,11 +186,7 @@ class _FairTables:
             for s, route in enumerate(read_routes):
                 access = plan.dram[s]
                 noc_flow = flows.dram[s].noc if flows.dram is not None else None
-                booked = (
-                    tuple(zip(noc_flow.resources, noc_flow.booked, strict=True))
-                    if noc_flow is not None
-                    else ()
-                )
+                booked = noc_flow.pairs if noc_flow is not None else ()
                 self.read_info.append((route, access.response_s + access.noc.latency_s, booked))
 
     def _route(self, resources: Sequence[int], loads: Sequence[float]) -> Route:
@@ -213,7 +211,7 @@ class _FairTables:
         cached = self.routes.get(id(flow))
         if cached is None:
             route = self._route(flow.resources, flow.loads)
-            booked = tuple(zip(flow.resources, flow.booked, strict=True))
+            booked = flow.pairs
             cached = self.routes[id(flow)] = (route, booked)
         return cached
 
