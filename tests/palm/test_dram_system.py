@@ -33,31 +33,23 @@ def test_dram_channels_are_fair_shared_by_class() -> None:
     assert list(dram.nbytes) == pytest.approx([10.0, 30.0, 10.0])
 
 
-def test_dram_one_class_path_matches_the_general_loop() -> None:
+def test_dram_accesses_on_one_channel_class_share_it() -> None:
     # two channels of 10 B/s both read by every pattern (interleaved placement: one class).
     # A has 1 core per channel (limit 10 B/s), B 2 (limit 5 B/s); 10 B per core from t = 0,
     # NoC 8 B/s per core. Together: A min(8, 10 / 2) = 5, B min(8, 5 / 2) = 2.5; A is done
-    # at 2 s, B has 5 B left and then runs at min(8, 5) = 5: done at 3 s. The one-class
-    # loop (DramSystem._one = 0) and the general one (forced off) agree bit for bit.
-    def run(one_class: bool) -> tuple[dict[str, float], list[float]]:
-        env = simpy.Environment()
-        dram = DramSystem(env, [10.0, 10.0], [((0, 1), (1, 1)), ((0, 1), (2, 2))])
-        assert dram._one == 0  # noqa: SLF001 - the path under test
-        if not one_class:
-            dram._one = -1  # noqa: SLF001
-        done: dict[str, float] = {}
+    # at 2 s, B has 5 B left and then runs at min(8, 5) = 5: done at 3 s.
+    env = simpy.Environment()
+    dram = DramSystem(env, [10.0, 10.0], [((0, 1), (1, 1)), ((0, 1), (2, 2))])
+    assert dram.classes.count == 1  # the case under test
+    done: dict[str, float] = {}
 
-        def watch(name: str, event: simpy.Event):  # type: ignore[no-untyped-def]
-            yield event
-            done[name] = env.now
+    def watch(name: str, event: simpy.Event):  # type: ignore[no-untyped-def]
+        yield event
+        done[name] = env.now
 
-        for name, pattern in (("a", 0), ("b", 1)):
-            event = dram.read(10.0, pattern=pattern, noc_bandwidth_Bps=8.0, latency_s=0.0)
-            env.process(watch(name, event))
-        env.run()
-        return done, list(dram.busy_s)
-
-    fast, general = run(True), run(False)
-    assert fast == general
-    assert fast[0]["a"] == pytest.approx(2.0) and fast[0]["b"] == pytest.approx(3.0)
-    assert fast[1] == pytest.approx([3.0, 3.0])
+    for name, pattern in (("a", 0), ("b", 1)):
+        event = dram.read(10.0, pattern=pattern, noc_bandwidth_Bps=8.0, latency_s=0.0)
+        env.process(watch(name, event))
+    env.run()
+    assert done == {"a": 2.0, "b": 3.0}
+    assert list(dram.busy_s) == pytest.approx([3.0, 3.0])

@@ -15,7 +15,6 @@ cdef class DramSystem:
     cdef public object env, classes, _timer, _on_timer
     cdef public list bandwidth, _limits, _active, _users, _class_busy
     cdef public double _last
-    cdef public Py_ssize_t _one
 
     @cython.locals(dt=double, a=_Access)
     cpdef _advance(self, double now)
@@ -30,7 +29,7 @@ cdef class DramSystem:
     )
 
     @cython.locals(
-        users=list, soonest=double, one=Py_ssize_t, n=Py_ssize_t, a=_Access, rate=double,
+        users=list, soonest=double, a=_Access, rate=double,
         share=double, left=double, k=Py_ssize_t, limit=double, delay=double,
     )
     cpdef _schedule(self, double dt=*)

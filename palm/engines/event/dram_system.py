@@ -96,10 +96,6 @@ class DramSystem:
         self._last = 0.0
         self._timer: simpy.Event | None = None  # the timer of the last change (others: stale)
         self._on_timer = self._complete  # the timers' callback, bound once
-        # the class every access uses when all patterns are on that one class (interleaved
-        # placement), else -1: then a rate needs no look-up of the access's class
-        ks = {limits[0][0] if len(limits) == 1 else -1 for limits in self._limits if limits}
-        self._one = ks.pop() if len(ks) == 1 else -1
 
     @property
     def busy_s(self) -> np.ndarray:
@@ -171,42 +167,26 @@ class DramSystem:
         count never depends on how accesses overlap.)"""
         users = self._users
         soonest = _INF if self._active else 0.0
-        one = self._one
-        if one >= 0:  # every access on class ``one``: the loop below with k = one
-            n = users[one]
-            if dt:  # bytes moved since the last change, at the old rates
-                for a in self._active:
-                    a.remaining -= a.rate * dt
-            for a in self._active:
-                rate = a.noc_bandwidth
-                share = a.limit / n
+        for a in self._active:
+            if dt:  # bytes moved since the last change, at the old rate
+                a.remaining -= a.rate * dt
+            # the access's rate: its NoC bandwidth or its least channel share, whichever is
+            # lower; and the earliest completion on the way
+            rate = a.noc_bandwidth
+            k = a.single
+            if k >= 0:  # a pattern on one channel class (an interleaved placement's)
+                share = a.limit / users[k]
                 if share < rate:
                     rate = share
-                a.rate = rate
-                left = a.remaining / rate
-                if left < soonest:
-                    soonest = left
-        else:
-            for a in self._active:
-                if dt:  # bytes moved since the last change, at the old rate
-                    a.remaining -= a.rate * dt
-                # the access's rate: its NoC bandwidth or its least channel share, whichever is
-                # lower; and the earliest completion on the way
-                rate = a.noc_bandwidth
-                k = a.single
-                if k >= 0:  # a pattern on one channel class (an interleaved placement's)
-                    share = a.limit / users[k]
+            else:
+                for k, limit in a.limits:
+                    share = limit / users[k]
                     if share < rate:
                         rate = share
-                else:
-                    for k, limit in a.limits:
-                        share = limit / users[k]
-                        if share < rate:
-                            rate = share
-                a.rate = rate
-                left = a.remaining / rate
-                if left < soonest:
-                    soonest = left
+            a.rate = rate
+            left = a.remaining / rate
+            if left < soonest:
+                soonest = left
         # self.env.timeout(delay) calling back _complete, without the constructor's calls
         # (SimPy 4.1, simpy/events.py: the fields Timeout.__init__ sets, then schedule's push)
         delay = max(soonest, 0.0)
