@@ -1,13 +1,13 @@
-"""Build step of palm-tune beyond ``pyproject.toml``: the optional compiled networks.
+"""Build step of palm-tune beyond ``pyproject.toml``: the optional compiled engine modules.
 
-The event engine's two hot networks, ``palm/engines/event/fair.py`` (the ``fair`` model's
-flows) and ``palm/engines/event/dram_system.py`` (the ``exclusive`` model's DRAM channels), pure
-Python and always installed, are also compiled by Cython, each with the C types its ``.pxd``
-declares for its classes and hot paths, into ``palm.engines.event._fair_compiled`` and
-``_dram_system_compiled``. The engine runs a build when it is present and was made from the
-current ``.py`` and ``.pxd`` (the SHA-256 of the two is compiled into it); otherwise the ``.py``
-(:mod:`palm.engines.event.accel`). Both give the same results bit for bit
-(tests/palm/test_compiled.py).
+The event engine's hot modules, ``palm/engines/event/fair.py`` (the ``fair`` model's flows),
+``dram_system.py`` (the ``exclusive`` model's DRAM channels) and ``resource_table.py`` (the
+resources and the ``exclusive`` model's holds), pure Python and always installed, are also
+compiled by Cython, each with the C types its ``.pxd`` declares for its classes and hot paths,
+into ``palm.engines.event._<name>_compiled``. The engine runs a build when it is present and
+was made from the current ``.py`` and ``.pxd`` (the SHA-256 of the two is compiled into it);
+otherwise the ``.py`` (:mod:`palm.engines.event.accel`). Both give the same results bit for
+bit (tests/palm/test_compiled.py).
 
 The builds are optional: without Cython or a C compiler the install goes on without them, and
 the engine is only slower (docs/benchmarks.md).
@@ -27,7 +27,7 @@ EVENT = Path("palm") / "engines" / "event"
 #: where the copies that Cython compiles are written (with their sources' digests)
 GENERATED = Path("build") / "cython-src"
 #: the modules with a compiled build (palm.engines.event.accel.COMPILED)
-MODULES = ("fair", "dram_system")
+MODULES = ("fair", "dram_system", "resource_table")
 
 
 def _digest(name: str) -> str:

@@ -20,16 +20,18 @@ __all__ = ["loaded_on_the_build"]
 _PACKAGE = "palm.engines.event"
 
 
-def loaded_on_the_build(test_file: str, name: str) -> dict[str, Any]:
+def loaded_on_the_build(test_file: str, name: str, *, imports: str) -> dict[str, Any]:
     """The ``test_*`` functions of ``test_file`` (beside this file), imported with the build
     of ``palm.engines.event.<name>`` as that module (the whole file skips when there is no
-    current build)."""
+    current build); ``imports``: a name the test file imports from the module, checked to be
+    the build's."""
     build, why = accel.compiled_module(name)
     if build is None:
         pytest.skip(f"{name}: compiled build {why}", allow_module_level=True)
     module = _load(Path(__file__).with_name(test_file), f"{_PACKAGE}.{name}", build)
     tests = {k: v for k, v in vars(module).items() if k.startswith("test_")}
     assert tests, f"{test_file} has no tests to run on the build"
+    assert getattr(module, imports) is getattr(build, imports), f"{imports} is not the build's"
     return tests
 
 

@@ -1,8 +1,8 @@
-"""The compiled builds of the fair network and the DRAM system (palm/engines/event/accel.py,
-setup.py): which the engine runs, that a stale build is never run, and that the builds and the
-pure-Python modules give the same results bit for bit, on whole simulations of every kind of
-case. (tests/palm/test_fair_network_compiled.py and test_dram_system_compiled.py run each
-module's own tests on its build.)"""
+"""The compiled builds of the fair network, the DRAM system and the resource table
+(palm/engines/event/accel.py, setup.py): which the engine runs, that a stale build is never
+run, and that the builds and the pure-Python modules give the same results bit for bit, on
+whole simulations of every kind of case. (tests/palm/test_*_compiled.py run each module's own
+tests on its build.)"""
 
 from __future__ import annotations
 
@@ -18,15 +18,17 @@ import pytest
 
 import palm
 from palm.api import plan_for
-from palm.engines.event import accel, dram_system, engine, fair, networks
+from palm.engines.event import accel, dram_system, engine, fabric, fair, networks, resource_table
 from palm.engines.event.engine import run_event
 from palm.validation import load_cases
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BUILDS = {name: accel.compiled_module(name) for name in accel.COMPILED}
 FAIR_BUILD, DRAM_BUILD = BUILDS["fair"][0], BUILDS["dram_system"][0]
+TABLE_BUILD = BUILDS["resource_table"][0]
+PURE = {"fair": fair, "dram_system": dram_system, "resource_table": resource_table}
 needs_builds = pytest.mark.skipif(
-    FAIR_BUILD is None or DRAM_BUILD is None,
+    any(module is None for module, _ in BUILDS.values()),
     reason=f"compiled builds: {', '.join(f'{n} {why}' for n, (_, why) in BUILDS.items())}",
 )
 
@@ -46,9 +48,11 @@ def test_each_build_carries_the_digest_of_the_sources_it_was_made_from() -> None
     for name, (module, _why) in BUILDS.items():
         assert module is not None
         assert accel.source_digest(name) == module.SOURCE_SHA256
-    assert FAIR_BUILD is not None and DRAM_BUILD is not None
+    assert FAIR_BUILD is not None and DRAM_BUILD is not None and TABLE_BUILD is not None
     assert FAIR_BUILD.FairNetwork is not fair.FairNetwork
     assert DRAM_BUILD.DramSystem is not dram_system.DramSystem
+    assert TABLE_BUILD.Fabric is not resource_table.Fabric
+    assert not hasattr(TABLE_BUILD.Fabric(), "__dict__")
     # the classes the .pxd files type are extension types: their fields have no instance dict
     assert not hasattr(FAIR_BUILD.FairNetwork(FAIR_BUILD.FlowEnvironment(), [1.0]), "__dict__")
     env = FAIR_BUILD.FlowEnvironment()
@@ -62,37 +66,51 @@ def test_a_stale_build_is_never_run(monkeypatch: pytest.MonkeyPatch) -> None:
         module, why = accel.compiled_module(name)
         assert module is None
         assert f"older than {name}.py" in why or "not built" in why
-    fair_module, dram_module, line = accel.choose()
-    assert fair_module is fair and dram_module is dram_system
-    assert line.startswith("python (fair: compiled build ") and "dram_system: " in line
+    modules, line = accel.choose()
+    assert modules == PURE
+    assert line.startswith("python (fair: compiled build ") and "resource_table: " in line
 
 
 def test_the_pure_python_networks_can_be_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(accel.PURE_ENV, "1")
-    assert accel.choose() == (fair, dram_system, f"python ({accel.PURE_ENV} is set)")
+    assert accel.choose() == (PURE, f"python ({accel.PURE_ENV} is set)")
     monkeypatch.setenv(accel.PURE_ENV, "0")  # "0" asks for nothing
-    fair_module, dram_module, _ = accel.choose()
-    assert fair_module is (FAIR_BUILD or fair) and dram_module is (DRAM_BUILD or dram_system)
+    modules, _ = accel.choose()
+    assert modules == {name: module or PURE[name] for name, (module, _) in BUILDS.items()}
 
 
 @contextmanager
-def _running(fair_module: ModuleType, dram_module: ModuleType) -> Iterator[None]:
-    """The engine with these modules' fair network and clock, and DRAM system (what accel
-    chose at import, swapped for the duration)."""
-    saved = (engine.FlowEnvironment, networks.FairNetwork, networks.Route, networks.DramSystem)
-    engine.FlowEnvironment = fair_module.FlowEnvironment
-    networks.FairNetwork, networks.Route = fair_module.FairNetwork, fair_module.Route
-    networks.DramSystem = dram_module.DramSystem
+def _running(modules: dict[str, ModuleType]) -> Iterator[None]:
+    """The engine with these modules' fair network and clock, DRAM system and resource table
+    (what accel chose at import, swapped for the duration)."""
+    saved = (
+        engine.FlowEnvironment,
+        networks.FairNetwork,
+        networks.Route,
+        networks.DramSystem,
+        fabric.Fabric,
+    )
+    engine.FlowEnvironment = modules["fair"].FlowEnvironment
+    networks.FairNetwork, networks.Route = modules["fair"].FairNetwork, modules["fair"].Route
+    networks.DramSystem = modules["dram_system"].DramSystem
+    fabric.Fabric = modules["resource_table"].Fabric
     try:
         yield
     finally:
-        (engine.FlowEnvironment, networks.FairNetwork, networks.Route, networks.DramSystem) = saved
+        (
+            engine.FlowEnvironment,
+            networks.FairNetwork,
+            networks.Route,
+            networks.DramSystem,
+            fabric.Fabric,
+        ) = saved
 
 
-def _result(config: palm.SimConfig, *modules: ModuleType) -> dict[str, Any]:
-    """The event engine's result of ``config`` on these modules' networks, from a plan of its
-    own (a plan keeps the routes its first run made), without wall-clock fields."""
-    with _running(*modules):
+def _result(config: palm.SimConfig, modules: dict[str, ModuleType]) -> dict[str, Any]:
+    """The event engine's result of ``config`` on these modules, from a plan of its own (a
+    plan keeps the routes and the resource table its first run made), without wall-clock
+    fields."""
+    with _running(modules):
         result, _ = run_event(plan_for(config), record=True)
     out = result.to_dict()
     return {k: v for k, v in out.items() if "wall" not in k}
@@ -133,7 +151,8 @@ def _cases() -> list[tuple[str, palm.SimConfig]]:
 def test_compiled_and_pure_python_give_the_same_result_bit_for_bit(
     name: str, config: palm.SimConfig
 ) -> None:
-    assert FAIR_BUILD is not None and DRAM_BUILD is not None
-    pure, built = _result(config, fair, dram_system), _result(config, FAIR_BUILD, DRAM_BUILD)
+    builds = {name: module for name, (module, _) in BUILDS.items()}
+    assert all(module is not None for module in builds.values())
+    pure, built = _result(config, PURE), _result(config, builds)  # type: ignore[arg-type]
     assert built == pure, name  # every field, timeline included, to the last bit
     assert pure["events_simulated"] > 0

@@ -9,7 +9,7 @@ import pytest
 
 import palm
 from palm.cost.collectives import collective_time
-from palm.engines.event.fabric import _CLUSTER_KINDS, Fabric, Flow, _cluster_group_keys
+from palm.engines.event.fabric import _CLUSTER_KINDS, _cluster_group_keys
 from palm.hardware import Mesh2DHardware, PeakTflops
 from palm.network.loads import LinkLoad, mesh_profile
 from palm.plan import build_plan
@@ -33,18 +33,6 @@ def _mesh(tiles: tuple[int, int], cores: tuple[int, int] = (1, 1)) -> Mesh2DHard
         dram_capacity_gib=16.0,
         dram_response_ns=50.0,
     )
-
-
-def test_two_flows_on_one_resource_take_twice_as_long_disjoint_ones_overlap() -> None:
-    fabric = Fabric()
-    a, b = fabric.resource("a", "link"), fabric.resource("b", "link")
-    shared = Flow((a,), (1.0,), "p2p")
-    assert fabric.reserve(shared, 0.0, 5.0, 100.0) == 5.0
-    assert fabric.reserve(shared, 0.0, 5.0, 100.0) == 10.0  # waits for the first
-    assert fabric.reserve(Flow((b,), (1.0,), "p2p"), 0.0, 5.0, 100.0) == 5.0  # overlaps
-    both = Flow((a, b), (1.0, 1.0), "p2p")
-    assert fabric.reserve(both, 1.0, 1.0, 10.0) == 11.0  # starts when every link is free
-    assert fabric.busy_s[a] == 11.0 and fabric.nbytes[a] == 210.0
 
 
 def test_transfers_sharing_a_link_split_its_bandwidth() -> None:

@@ -543,6 +543,6 @@ def test_version_names_the_networks_the_simulator_runs(
         cwd=REPO,
         check=True,
     ).stdout
-    line = accel.choose()[2]  # what this environment selects, as the command's import does
+    line = accel.choose()[1]  # what this environment selects, as the command's import does
     assert line == f"python ({accel.PURE_ENV} is set)" if pure else not line.endswith("is set)")
     assert out == f"palm-tune {palm.__version__} (event networks: {line})\n"

@@ -1,8 +1,10 @@
-"""Which implementation of the engine's two hot networks runs: the compiled builds of
-:mod:`palm.engines.event.fair` (the ``fair`` model's flows) and
-:mod:`palm.engines.event.dram_system` (the ``exclusive`` model's DRAM channels), made by Cython
-at install time from each ``.py`` and the C types its ``.pxd`` declares (setup.py), when a build
-is there and was made from the current sources; else the ``.py`` itself. A build and its
+"""Which implementation of the engine's hot modules runs: the compiled builds of
+:mod:`palm.engines.event.fair` (the ``fair`` model's flows and clock),
+:mod:`palm.engines.event.dram_system` (the ``exclusive`` model's DRAM channels) and
+:mod:`palm.engines.event.resource_table` (the resources and the ``exclusive`` model's holds),
+made by Cython at install time from each ``.py`` and the C types its ``.pxd`` declares
+(setup.py), when a build is there and was made from the current sources; else the ``.py``
+itself. A build and its
 ``.py`` give the same results bit for bit (tests/palm/test_compiled.py); the builds take about
 a third less time per event on the wafer (docs/benchmarks.md, "Seventh round").
 
@@ -20,7 +22,7 @@ from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 
-from palm.engines.event import dram_system, fair
+from palm.engines.event import dram_system, fair, resource_table
 
 __all__ = [
     "COMPILED",
@@ -28,6 +30,7 @@ __all__ = [
     "FAIR",
     "IMPLEMENTATION",
     "PURE_ENV",
+    "TABLE",
     "choose",
     "compiled_module",
     "source_digest",
@@ -36,7 +39,7 @@ __all__ = [
 #: set to anything but "" or "0" to run the .py modules even where their builds are current
 PURE_ENV = "PALM_PURE_PYTHON"
 #: the modules that have a compiled build (setup.py), each named ``_<name>_compiled``
-COMPILED = ("fair", "dram_system")
+COMPILED = ("fair", "dram_system", "resource_table")
 _HERE = Path(__file__).resolve().parent
 
 
@@ -72,16 +75,17 @@ def _choose(name: str, pure: ModuleType) -> tuple[ModuleType, str | None]:
     return (pure, f"{name}: compiled build {why}") if module is None else (module, None)
 
 
-def choose() -> tuple[ModuleType, ModuleType, str]:
-    """The fair network's module, the DRAM system's, and which they are: "compiled", or
-    "python (...)" with the reasons (each once)."""
-    fair_module, fair_why = _choose("fair", fair)
-    dram_module, dram_why = _choose("dram_system", dram_system)
-    reasons = list(dict.fromkeys(r for r in (fair_why, dram_why) if r is not None))
+def choose() -> tuple[dict[str, ModuleType], str]:
+    """The module to run for each of :data:`COMPILED`, by name, and which they are:
+    "compiled", or "python (...)" with the reasons (each once)."""
+    pure = {"fair": fair, "dram_system": dram_system, "resource_table": resource_table}
+    chosen = {name: _choose(name, pure[name]) for name in COMPILED}
+    reasons = list(dict.fromkeys(why for _, why in chosen.values() if why is not None))
     line = f"python ({'; '.join(reasons)})" if reasons else "compiled"
-    return fair_module, dram_module, line
+    return {name: module for name, (module, _) in chosen.items()}, line
 
 
-#: the modules whose FairNetwork, FlowEnvironment, Route and DramSystem the engine uses, and
-#: which they are (chosen once, at import)
-FAIR, DRAM, IMPLEMENTATION = choose()
+#: the modules the engine uses (chosen once, at import): FairNetwork, FlowEnvironment and Route;
+#: DramSystem; Fabric; and which they are
+_MODULES, IMPLEMENTATION = choose()
+FAIR, DRAM, TABLE = _MODULES["fair"], _MODULES["dram_system"], _MODULES["resource_table"]

@@ -35,9 +35,10 @@ Sharing model (``communication.noc_model``):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -46,6 +47,13 @@ from palm.network.dram import DramAccess, interleaved_access
 from palm.network.loads import EAST, WEST, LinkLoad, Profile, dram_channel_cores, link_bandwidth_Bps
 from palm.network.region import CoreRegion
 from palm.plan import Plan
+
+if TYPE_CHECKING:
+    from palm.engines.event.resource_table import Fabric
+else:  # the compiled build of resource_table.py when it is current, else the .py (accel)
+    from palm.engines.event.accel import TABLE
+
+    Fabric = TABLE.Fabric
 
 __all__ = ["Flow", "Fabric", "build_fabric", "GRANULARITIES", "NOC_MODELS"]
 
@@ -76,102 +84,6 @@ class Flow:
     def pairs(self) -> tuple[tuple[int, float], ...]:
         """``(resource, booked)`` pairs, made on first use (a hold reads them every time)."""
         return tuple(zip(self.resources, self.booked, strict=True))
-
-
-class Fabric:
-    """The resource table: when each resource is free, how long it was busy, bytes carried."""
-
-    def __init__(self) -> None:
-        self.keys: list[Hashable] = []
-        self.kinds: list[str] = []
-        self._index: dict[Hashable, int] = {}
-        self.free_at: list[float] = []
-        self.busy_s: list[float] = []
-        self.nbytes: list[float] = []
-        self.capacity_Bps: list[float] = []
-        self._labels: list[str] = []
-
-    @property
-    def labels(self) -> list[str]:
-        """Readable names of the resources (:func:`resource_label`), made once per fabric and
-        shared by its :meth:`fresh` copies."""
-        if len(self._labels) != len(self.keys):
-            self._labels[:] = [resource_label(k) for k in self.keys]
-        return self._labels
-
-    def resource(self, key: Hashable, kind: str, capacity_Bps: float = 1.0) -> int:
-        idx = self._index.get(key)
-        if idx is None:
-            idx = len(self.keys)
-            self._index[key] = idx
-            self.keys.append(key)
-            self.kinds.append(kind)
-            self.capacity_Bps.append(capacity_Bps)
-            self.free_at.append(0.0)
-            self.busy_s.append(0.0)
-            self.nbytes.append(0.0)
-        return idx
-
-    def resources(
-        self,
-        keys: Iterable[Hashable],
-        kind: str,
-        capacity: Callable[[Hashable], float] | None = None,
-    ) -> tuple[int, ...]:
-        """The indices of the resources of ``keys``, in order, each added when new
-        (:meth:`resource`: of kind its key's head when the key is a tuple, else ``kind``, and
-        of capacity ``capacity(key)``, 1 without)."""
-        index = self._index
-        out = []
-        for key in keys:
-            idx = index.get(key)
-            if idx is None:
-                head = key[0] if isinstance(key, tuple) else kind
-                idx = self.resource(key, head, 1.0 if capacity is None else capacity(key))
-            out.append(idx)
-        return tuple(out)
-
-    def fresh(self) -> Fabric:
-        """The same resources with every counter at zero: a run's own fabric, from one built
-        once per plan (whose counters stay at zero)."""
-        out = Fabric.__new__(Fabric)
-        out.keys, out.kinds, out._index = self.keys, self.kinds, self._index
-        out.capacity_Bps = self.capacity_Bps
-        out._labels = self._labels
-        n = len(self.keys)
-        out.free_at, out.busy_s, out.nbytes = [0.0] * n, [0.0] * n, [0.0] * n
-        return out
-
-    def account(self, flow: Flow, duration: float, nbytes: float) -> None:
-        """Book busy time and bytes without reserving: for a flow that nothing else shares,
-        which therefore never waits."""
-        busy, carried = self.busy_s, self.nbytes
-        for r, load in flow.pairs:
-            busy[r] += duration
-            carried[r] += load * nbytes
-
-    def book(self, flow: Flow, nbytes: float) -> None:
-        """Book the bytes of a flow (the ``fair`` model, which measures busy time itself)."""
-        carried = self.nbytes
-        for r, load in flow.pairs:
-            carried[r] += load * nbytes
-
-    def reserve(self, flow: Flow, now: float, duration: float, nbytes: float) -> float:
-        """Hold every resource of ``flow`` for ``duration`` from the first moment all are
-        free at or after ``now``; ``nbytes`` per unit load. Returns the end time."""
-        free = self.free_at
-        resources = flow.resources
-        start = now
-        for r in resources:
-            if free[r] > start:
-                start = free[r]
-        end = start + duration
-        busy, carried = self.busy_s, self.nbytes
-        for r, load in flow.pairs:
-            free[r] = end
-            busy[r] += duration
-            carried[r] += load * nbytes
-        return end
 
 
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
@@ -384,16 +296,6 @@ def _capacity(plan: Plan, key: Hashable) -> float:
         gbps = hw.switch_bandwidth_gbps if head.startswith("sw") else hw.inter_node_bandwidth_gbps
         return gbps * 1e9
     return 1.0
-
-
-def resource_label(key: Hashable) -> str:
-    """Readable name of a resource key."""
-    if isinstance(key, tuple):
-        head, *rest = key
-        if head == "p2p":
-            return f"p2p[{rest[0]}->{rest[1]}]"
-        return f"{head}[{','.join(str(x) for x in rest)}]"
-    return str(key)
 
 
 def mesh_link_endpoints(
