@@ -22,8 +22,8 @@ from typing import Any
 import palm
 from palm.api import plan_for
 from palm.engines.event.engine import _Run
-from palm.engines.event.fabric import resource_label
 from palm.engines.event.networks import FairNet
+from palm.engines.event.resource_table import resource_label
 
 EXAMPLE = "examples/wafer-t18b.toml"
 LINK = 'communication.noc_granularity="link"'
