@@ -69,3 +69,7 @@ cdef class FairNetwork:
         rate=double, share=double, finish=double, end=double, e=double, rest=dict, rates=list,
     )
     cpdef bint _class_change(self, object flow, double now, bint started)
+
+
+@cython.locals(end=double, ends=Py_ssize_t, queue=list)
+cpdef _run_with_network(object env, FairNetwork net)

@@ -440,7 +440,7 @@ class FlowEnvironment(simpy.Environment):
         if until is not None:
             raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
         net = self.network
-        queue, pop, heappush = self._queue, heapq.heappop, heapq.heappush
+        queue, pop = self._queue, heapq.heappop
         if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
             while queue:
                 self._now, _, _, event = pop(queue)
@@ -450,44 +450,52 @@ class FlowEnvironment(simpy.Environment):
                 if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
                     raise _failure(event)
             return
-        fire, fire_in_class = net._fire, net._fire_in_class  # noqa: SLF001 - our network
-        ends = 0  # flow ends, added to ``flow_events`` when the run stops
-        try:
-            while True:
-                end = net.next_end
-                if queue and queue[0][0] < end:
-                    # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
-                    # per event
-                    self._now, _, _, event = pop(queue)
-                    callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
-                    for callback in callbacks:
-                        callback(event)
-                    if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                        raise _failure(event)
-                elif end < _INF:
-                    self._now = end
-                    ends += 1
-                    if net._cls is None:  # noqa: SLF001
-                        fire()
-                    else:  # FairNetwork._fire's first test, taken here: one call less
-                        fire_in_class()
-                    ready = net.ready
-                    if ready is not None:
-                        # the ended flow's done event, scheduled at ``end`` (no latency): it is
-                        # SimPy's next event when nothing else is due by then (every event queued
-                        # at ``end`` was scheduled earlier, so comes first) and no flow ends then
-                        # (flow ends go first): then run it at once, as step would, else queue it
-                        net.ready = None
-                        if (queue and queue[0][0] <= end) or net.next_end <= end:
-                            heappush(queue, (end, _NORMAL, net.ready_eid, ready))
-                        else:
-                            callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
-                            for callback in callbacks:
-                                callback(ready)
-                else:
-                    return
-        finally:
-            self.flow_events += ends
+        _run_with_network(self, net)
+
+
+def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
+    """:meth:`FlowEnvironment.run` with a network: SimPy's events and the network's flow ends in
+    time order. A function of its own so that the compiled build can type its locals
+    (``fair.pxd``: the network's fields are then read as C fields, its ends called as C
+    methods)."""
+    queue, pop, heappush = env._queue, heapq.heappop, heapq.heappush  # noqa: SLF001
+    ends = 0  # flow ends, added to ``flow_events`` when the run stops
+    try:
+        while True:
+            end = net.next_end
+            if queue and queue[0][0] < end:
+                # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
+                # per event
+                env._now, _, _, event = pop(queue)
+                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+                for callback in callbacks:
+                    callback(event)
+                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
+                    raise _failure(event)
+            elif end < _INF:
+                env._now = end
+                ends += 1
+                if net._cls is None:  # noqa: SLF001
+                    net._fire()  # noqa: SLF001
+                else:  # FairNetwork._fire's first test, taken here: one call less
+                    net._fire_in_class()  # noqa: SLF001
+                ready = net.ready
+                if ready is not None:
+                    # the ended flow's done event, scheduled at ``end`` (no latency): it is
+                    # SimPy's next event when nothing else is due by then (every event queued
+                    # at ``end`` was scheduled earlier, so comes first) and no flow ends then
+                    # (flow ends go first): then run it at once, as step would, else queue it
+                    net.ready = None
+                    if (queue and queue[0][0] <= end) or net.next_end <= end:
+                        heappush(queue, (end, _NORMAL, net.ready_eid, ready))
+                    else:
+                        callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
+                        for callback in callbacks:
+                            callback(ready)
+            else:
+                return
+    finally:
+        env.flow_events += ends
 
 
 class FairNetwork:
