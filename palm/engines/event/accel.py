@@ -4,9 +4,9 @@
 :mod:`palm.engines.event.resource_table` (the resources and the ``exclusive`` model's holds),
 made by Cython at install time from each ``.py`` and the C types its ``.pxd`` declares
 (setup.py), when a build is there and was made from the current sources; else the ``.py``
-itself. A build and its
-``.py`` give the same results bit for bit (tests/palm/test_compiled.py); the builds take about
-a third less time per event on the wafer (docs/benchmarks.md, "Seventh round").
+itself. A build and its ``.py`` give the same results bit for bit (tests/palm/test_compiled.py);
+the builds take about a third less time per event on the wafer (docs/benchmarks.md, "Seventh
+round").
 
 ``PALM_PURE_PYTHON=1`` in the environment selects the ``.py`` modules (to profile them, or to
 compare). A build older than its ``.py`` or ``.pxd`` (an editable install edited since) is never

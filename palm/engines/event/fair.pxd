@@ -1,11 +1,12 @@
 # C types for the compiled build of fair.py (an "augmenting" .pxd: Cython reads it beside the
 # .py it compiles; see setup.py and palm/engines/event/accel.py). It changes no arithmetic:
 # every value stays an IEEE double or a Python object, so the build's results equal fair.py's
-# bit for bit (tests/palm/test_fair_compiled.py). What it buys is in the kinds of access:
+# bit for bit (tests/palm/test_compiled.py). What it buys is in the kinds of access:
 #   * the network's, a class's, a route's and the filler's fields become C struct fields
 #     (cdef classes), read without a dictionary or descriptor lookup;
-#   * the hot paths (a flow's start, a flow's end while a class lives) keep their times, rates
-#     and levels as C doubles and their resource indices as C integers.
+#   * the hot paths (a flow's start and end, a class's update, progressive filling, the
+#     clock's loop) keep their times, rates and levels as C doubles and their resource indices
+#     as C integers.
 # Every field stays public: the engine, tests and benchmarks read them as fair.py's.
 # Flows are the engine's Arrival events (SimPy events, Python objects): their fields are not
 # typed here.
