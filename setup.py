@@ -15,9 +15,10 @@ the engine is only slower (docs/benchmarks.md).
 
 from __future__ import annotations
 
-import hashlib
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -26,18 +27,20 @@ HERE = Path(__file__).resolve().parent
 EVENT = Path("palm") / "engines" / "event"
 #: where the copies that Cython compiles are written (with their sources' digests)
 GENERATED = Path("build") / "cython-src"
-#: the modules with a compiled build (palm.engines.event.accel.COMPILED)
-MODULES = ("fair", "dram_system", "resource_table")
 
 
-def _digest(name: str) -> str:
-    """SHA-256 of ``<name>.py`` and ``<name>.pxd`` (palm.engines.event.accel.source_digest
-    computes it again at import, to tell a current build from a stale one)."""
-    digest = hashlib.sha256()
-    for suffix in (".py", ".pxd"):
-        digest.update((HERE / EVENT / f"{name}{suffix}").read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+def _builds() -> ModuleType:
+    """palm/engines/event/builds.py, loaded by its path: the modules to compile and the digest
+    of their sources, the same that palm.engines.event.accel checks at import (importing palm
+    here would need its dependencies, which a build does not have)."""
+    spec = importlib.util.spec_from_file_location("_palm_builds", HERE / EVENT / "builds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+BUILDS = _builds()
 
 
 def _copy(name: str) -> Extension:
@@ -51,7 +54,8 @@ def _copy(name: str) -> Extension:
     target = f"_{name}_compiled"
     source = (HERE / EVENT / f"{name}.py").read_text(encoding="utf-8")
     # appended, so that line numbers in tracebacks are the .py's
-    (out / f"{target}.py").write_text(f'{source}\nSOURCE_SHA256 = "{_digest(name)}"\n', "utf-8")
+    digest = BUILDS.source_digest(HERE / EVENT, name)
+    (out / f"{target}.py").write_text(f'{source}\nSOURCE_SHA256 = "{digest}"\n', "utf-8")
     (out / f"{target}.pxd").write_bytes((HERE / EVENT / f"{name}.pxd").read_bytes())
     return Extension(f"palm.engines.event.{target}", [str(GENERATED / EVENT / f"{target}.py")])
 
@@ -65,7 +69,7 @@ def _extensions() -> list[Extension]:
         return []
     try:
         return cythonize(  # type: ignore[no-any-return]
-            [_copy(name) for name in MODULES],
+            [_copy(name) for name in BUILDS.COMPILED],
             # types come from the .pxd files alone: the annotations are for readers and mypy
             compiler_directives={"language_level": 3, "annotation_typing": False},
             build_dir=str(Path("build") / "cython-c"),

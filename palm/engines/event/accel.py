@@ -15,14 +15,14 @@ run: ``pip install -e .`` builds it again.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 from types import ModuleType
 
-from palm.engines.event import dram_system, fair, resource_table
+from palm.engines.event import builds
+from palm.engines.event.builds import COMPILED
 
 __all__ = [
     "COMPILED",
@@ -38,19 +38,13 @@ __all__ = [
 
 #: set to anything but "" or "0" to run the .py modules even where their builds are current
 PURE_ENV = "PALM_PURE_PYTHON"
-#: the modules that have a compiled build (setup.py), each named ``_<name>_compiled``
-COMPILED = ("fair", "dram_system", "resource_table")
 _HERE = Path(__file__).resolve().parent
 
 
 def source_digest(name: str) -> str:
     """SHA-256 of ``<name>.py`` and ``<name>.pxd`` as installed (the build compiles the digest
     of the sources it was made from into the extension as ``SOURCE_SHA256``)."""
-    digest = hashlib.sha256()
-    for suffix in (".py", ".pxd"):
-        digest.update((_HERE / f"{name}{suffix}").read_bytes())
-        digest.update(b"\0")
-    return digest.hexdigest()
+    return builds.source_digest(_HERE, name)
 
 
 def compiled_module(name: str) -> tuple[ModuleType | None, str]:
@@ -78,8 +72,10 @@ def _choose(name: str, pure: ModuleType) -> tuple[ModuleType, str | None]:
 def choose() -> tuple[dict[str, ModuleType], str]:
     """The module to run for each of :data:`COMPILED`, by name, and which they are:
     "compiled", or "python (...)" with the reasons (each once)."""
-    pure = {"fair": fair, "dram_system": dram_system, "resource_table": resource_table}
-    chosen = {name: _choose(name, pure[name]) for name in COMPILED}
+    chosen = {
+        name: _choose(name, importlib.import_module(f"palm.engines.event.{name}"))
+        for name in COMPILED
+    }
     reasons = list(dict.fromkeys(why for _, why in chosen.values() if why is not None))
     line = f"python ({'; '.join(reasons)})" if reasons else "compiled"
     return {name: module for name, (module, _) in chosen.items()}, line
