@@ -61,17 +61,37 @@ class _Received:
     swallowed there, and what fails next is its consequence (see :func:`stop_received`)."""
 
     stop: type[KeyboardInterrupt] | None = None
+    at_s = 0.0  # time.monotonic() when it came
+
+
+def _stop_once(exc: type[KeyboardInterrupt]) -> None:
+    """Raise a stop signal, but drop another that comes within :data:`STOP_GRACE_S` of the
+    first: the process is stopping, and a second exception raised while it fails its trial and
+    exits would cut that short and print a traceback. Second signals happen: Ctrl-C reaches a
+    worker with its process group and the supervisor's SIGTERM follows (:func:`supervise`),
+    and Linux sends the parent-death signal each time the thread a worker is parented to exits,
+    so a SIGKILLed parent with two threads can send it twice (``kernel/exit.c``,
+    ``forget_original_parent`` reparents to a live thread of the same process first). After
+    the grace a signal raises again, so a process whose first stop was swallowed by a library
+    can still be stopped."""
+    now = time.monotonic()
+    if _Received.stop is not None and now - _Received.at_s < STOP_GRACE_S:
+        return
+    _received(exc, now)
+    raise exc()
+
+
+def _received(exc: type[KeyboardInterrupt], now: float) -> None:
+    _Received.stop, _Received.at_s = exc, now
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
-    _Received.stop = Terminated
-    raise Terminated()
+    _stop_once(Terminated)
 
 
 def _raise_interrupted(signum: int, frame: Any) -> None:
-    """``signal.default_int_handler``, remembered."""
-    _Received.stop = KeyboardInterrupt
-    raise KeyboardInterrupt()
+    """``signal.default_int_handler``, remembered and raised once (:func:`_stop_once`)."""
+    _stop_once(KeyboardInterrupt)
 
 
 def stop_received() -> type[KeyboardInterrupt] | None:
@@ -96,6 +116,8 @@ def _on_signal(signum: int, frame: Any) -> None:
     for or telling a trial): remember it, so that no trial is left RUNNING without an owner;
     :func:`guarded` and :func:`stop_if_signalled` act on it a moment later."""
     exc = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+    if _Received.stop is None:  # the handlers restored after the trials drop a second one
+        _received(exc, time.monotonic())
     if _Signals.inside:
         signal.signal(signal.SIGINT, _ignore)
         signal.signal(signal.SIGTERM, _ignore)
