@@ -184,14 +184,43 @@ def per_event_cases(*, visible: tuple[int, ...]) -> list[tuple[str, palm.SimConf
     return [(name, cfg, model) for name, cfg in cases for model in ("fair", "exclusive")]
 
 
-def plan_runs_us(config: palm.SimConfig, noc_model: str, repeats: int) -> tuple[float, float, int]:
-    """Least CPU microseconds per event, over ``repeats``, of the engine alone on a plan's
-    first run (its engine tables built inside the timing, as ``palm.simulate`` pays them) and
-    on its second run (the tables built); and the run's events."""
+#: the per-event table's least CPU time spent on each case's repeats, so that a case of a few
+#: hundred events (half a millisecond a run) is timed as many times as a large one needs
+MIN_CASE_CPU_S = 0.5
+#: at most this many repeats, however short the run
+MAX_REPEATS = 400
+
+
+@dataclasses.dataclass(frozen=True)
+class PerEvent:
+    """Least CPU microseconds per event of a plan's first run (its engine tables built inside
+    the timing, as ``palm.simulate`` pays them), of its second run (the tables built) and of
+    plain SimPy on the same pattern; the run's events, SimPy's, and the repeats taken."""
+
+    first_us: float
+    second_us: float
+    simpy_us: float
+    events: int
+    simpy_events: int
+    repeats: int
+
+
+def per_event_runs(config: palm.SimConfig, noc_model: str, repeats: int) -> PerEvent:
+    """Time the engine alone on ``config``'s plan under ``noc_model`` and SimPy on the same
+    pattern, interleaved: every repeat runs the plan's first run, its second run and SimPy's
+    baseline one after the other, so that a slow spell of a shared machine (they last seconds
+    and move SimPy's own figure by up to 1.7x here) hits both sides of the ratio alike. At least
+    ``repeats`` repeats, more for a short run (as ``timeit``'s autorange does), until the
+    engine's runs add up to :data:`MIN_CASE_CPU_S`, at most :data:`MAX_REPEATS`."""
     comm = dataclasses.replace(config.communication, noc_model=noc_model)
     plan = plan_for(dataclasses.replace(config, communication=comm))
-    firsts, seconds = [], []
-    for _ in range(repeats):
+    firsts: list[float] = []
+    seconds: list[float] = []
+    simpys: list[tuple[float, int]] = []
+    events = 1
+    while len(firsts) < MAX_REPEATS and (
+        len(firsts) < repeats or sum(firsts) + sum(seconds) < MIN_CASE_CPU_S
+    ):
         fresh = dataclasses.replace(plan)  # no engine tables: the first run builds them
         start = time.process_time()
         run_event(fresh, record=False)
@@ -199,29 +228,38 @@ def plan_runs_us(config: palm.SimConfig, noc_model: str, repeats: int) -> tuple[
         start = time.process_time()
         result, _ = run_event(fresh, record=False)
         seconds.append(time.process_time() - start)
-    events = result.events_simulated or 1
-    return 1e6 * min(firsts) / events, 1e6 * min(seconds) / events, events
+        events = result.events_simulated or 1
+        simpys.append(simpy_per_event_us(events, config.parallelism.pp))
+    simpy_us, simpy_events = min(simpys)
+    return PerEvent(
+        first_us=1e6 * min(firsts) / events,
+        second_us=1e6 * min(seconds) / events,
+        simpy_us=simpy_us,
+        events=events,
+        simpy_events=simpy_events,
+        repeats=len(firsts),
+    )
 
 
 def per_event_table(repeats: int) -> str:
     """Engine CPU time alone (the plan built once, outside the timing) per event, beside
-    SimPy's on the same pattern; least of ``repeats`` runs each. Two figures per case: a
+    SimPy's on the same pattern, interleaved, least of at least ``repeats`` runs each
+    (:func:`per_event_runs`, which takes more for a short run). Two figures per case: a
     plan's second run (what the engine derives from the plan alone, ``Plan.engine_tables``,
     already built, as SimPy's baseline makes its events before its timing starts) and a plan's
     first run (those tables built inside the timing, as ``palm.simulate`` pays them)."""
     rows = [
         "| case | NoC model | events | engine CPU (s) | engine us/event | SimPy events "
-        "| SimPy us/event | ratio | first run of a plan: us/event | ratio |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| SimPy us/event | ratio | first run of a plan: us/event | ratio | repeats |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, cfg, model in per_event_cases(visible=(0, 3, 5)):
-        first, second, events = plan_runs_us(cfg, model, repeats)
-        runs = [simpy_per_event_us(events, cfg.parallelism.pp) for _ in range(repeats)]
-        base, simpy_events = min(runs)
-        cpu = second * events / 1e6
+        x = per_event_runs(cfg, model, repeats)
+        cpu = x.second_us * x.events / 1e6
         rows.append(
-            f"| {name} | {model} | {events} | {cpu:.3f} | {second:.1f} | {simpy_events} "
-            f"| {base:.1f} | {second / base:.1f} | {first:.1f} | {first / base:.1f} |"
+            f"| {name} | {model} | {x.events} | {cpu:.3f} | {x.second_us:.1f} | "
+            f"{x.simpy_events} | {x.simpy_us:.1f} | {x.second_us / x.simpy_us:.1f} | "
+            f"{x.first_us:.1f} | {x.first_us / x.simpy_us:.1f} | {x.repeats} |"
         )
     return "\n".join(rows)
 

@@ -9,7 +9,8 @@ Usage:
 ``OLD_TREE`` and ``NEW_TREE`` are checkouts of this repository (``git worktree add``); each child
 imports ``palm`` from its tree, and the cases and their timing from this script's
 ``engine_speed.py`` (the same for both trees). Prints, per case and tree, a
-plan's first and second run in microseconds per event (least of ``--repeats``) and the ratio of
+plan's first and second run in microseconds per event (least of at least ``--repeats``,
+more for a short run: ``engine_speed.per_event_runs``) and the ratio of
 the first run to plain SimPy's own per event, over the rounds, and which networks each tree
 ran (``palm-tune --version``'s: the compiled builds or the .py modules; ``PALM_PURE_PYTHON=1`` in
 the environment makes both trees run the .py modules).
@@ -34,15 +35,14 @@ def _child(repeats: int) -> list[dict[str, object]]:
     out = []
     network = es.IMPLEMENTATION  # which networks this tree runs
     for name, cfg, model in es.per_event_cases(visible=(0,)):
-        first, second, events = es.plan_runs_us(cfg, model, repeats)
-        simpy = min(es.simpy_per_event_us(events, cfg.parallelism.pp)[0] for _ in range(repeats))
+        x = es.per_event_runs(cfg, model, repeats)
         out.append(
             {
                 "case": name,
                 "model": model,
-                "first": first,
-                "second": second,
-                "simpy": simpy,
+                "first": x.first_us,
+                "second": x.second_us,
+                "simpy": x.simpy_us,
                 "network": network,
             }
         )
