@@ -116,8 +116,9 @@ def _on_signal(signum: int, frame: Any) -> None:
     for or telling a trial): remember it, so that no trial is left RUNNING without an owner;
     :func:`guarded` and :func:`stop_if_signalled` act on it a moment later."""
     exc = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
-    if _Received.stop is None:  # the handlers restored after the trials drop a second one
-        _received(exc, time.monotonic())
+    now = time.monotonic()
+    if _Received.stop is None or now - _Received.at_s >= STOP_GRACE_S:
+        _received(exc, now)  # the handlers restored after the trials drop a second one
     if _Signals.inside:
         signal.signal(signal.SIGINT, _ignore)
         signal.signal(signal.SIGTERM, _ignore)
