@@ -291,6 +291,7 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
     quiet exit after Optuna has failed the running trial, and reports a crash in one line."""
     try:
         install_sigterm()  # SIGINT too, ignored while the worker started
+        _take_sigterm()  # blocked while the worker started
         _die_with_parent(parent)  # may raise Terminated at once: the parent is already gone
         quiet_optuna_logs()
         one_line_warnings()
@@ -308,14 +309,26 @@ def worker_main(parent: int, index: int, run: Callable[..., None], *args: Any) -
 
 
 def _block_interrupts() -> tuple[Any, set[int] | None]:
-    """Ctrl-C ignored by the processes started from now on (an ignored signal is inherited
-    across exec, a handler or a blocked mask is not) but kept pending for this one (blocked:
-    Linux keeps a blocked signal pending even while it is ignored). Returns what
-    :func:`_restore_interrupts` needs."""
+    """Stop signals held while the workers start. Ctrl-C is ignored by the processes started
+    from now on (an ignored signal is inherited across exec) and kept pending for this one
+    (blocked: Linux keeps a blocked signal pending even while it is ignored). SIGTERM is
+    blocked too: one that landed inside ``Process.start``, between the worker's spawn and the
+    hand-over of its arguments, ended the start half-way, and the worker read an empty pipe and
+    printed multiprocessing's ``EOFError`` traceback (CI, once). The processes started inherit
+    the blocked mask (it survives fork and exec): :func:`worker_main` unblocks SIGTERM once its
+    handler is installed. Returns what :func:`_restore_interrupts` needs."""
     mask = None
     if hasattr(signal, "pthread_sigmask"):
-        mask = set(signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}))
+        held = {signal.SIGINT, signal.SIGTERM}
+        mask = set(signal.pthread_sigmask(signal.SIG_BLOCK, held))
     return signal.signal(signal.SIGINT, signal.SIG_IGN), mask
+
+
+def _take_sigterm() -> None:
+    """Unblock SIGTERM in a worker, which :func:`supervise` started with it blocked; one sent
+    meanwhile (the parent stopping, or dying) is delivered now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
 def _start_resource_tracker() -> None:
@@ -333,7 +346,8 @@ def _start_resource_tracker() -> None:
 
 
 def _restore_interrupts(saved: tuple[Any, set[int] | None]) -> None:
-    """Undo :func:`_block_interrupts`; a Ctrl-C received meanwhile is delivered now."""
+    """Undo :func:`_block_interrupts`; a Ctrl-C or SIGTERM received meanwhile is delivered
+    now."""
     handler, mask = saved
     signal.signal(signal.SIGINT, handler)
     if mask is not None:
@@ -367,7 +381,8 @@ def supervise(
         _start_resource_tracker()
         # Ctrl-C while a worker's interpreter starts would print "Fatal Python error" and a
         # traceback from its site import: workers start with SIGINT ignored and take it back
-        # in worker_main; this process stops them all with SIGTERM (below)
+        # in worker_main; this process stops them all with SIGTERM (below), which it holds
+        # itself until every worker has its arguments (_block_interrupts)
         saved = _block_interrupts()
         try:
             for p in procs:

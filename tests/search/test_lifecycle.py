@@ -199,3 +199,61 @@ def test_a_worker_stopped_twice_exits_quietly() -> None:
     out = _fresh_python(_TWICE)
     assert out.stdout.split() == ["130"]
     assert "Traceback" not in out.stderr, out.stderr
+
+
+_HELD_AT_START = """
+import multiprocessing, os, signal, sys, time
+from search import lifecycle
+
+def blocked_in(pid):
+    time.sleep(0.5)  # its interpreter started (the mask it was born with, left alone)
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        line = next(x for x in f if x.startswith("SigBlk:"))
+    return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+
+if __name__ == "__main__":
+    lifecycle.install_sigterm()
+    lifecycle._start_resource_tracker()
+    saved = lifecycle._block_interrupts()
+    os.kill(os.getpid(), signal.SIGTERM)  # as workers start: held, not raised
+    time.sleep(0.05)
+    print(signal.SIGTERM in signal.sigpending(), flush=True)
+    p = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(2,))
+    p.start()  # the start completes: the child gets its arguments
+    print(blocked_in(p.pid), flush=True)
+    try:
+        lifecycle._restore_interrupts(saved)
+        time.sleep(1)
+        print("not delivered")
+    except lifecycle.Terminated:
+        print("delivered", flush=True)
+    p.join()
+"""
+
+_BORN_TERMINATED = """
+import os, signal, sys
+from search import lifecycle
+
+def run():
+    print("ran")
+
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # as supervise starts a worker
+os.kill(os.getpid(), signal.SIGTERM)  # the parent stopping it while it loads
+lifecycle.worker_main(os.getppid(), 0, run)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="no /proc here")
+def test_sigterm_is_held_while_the_workers_start_and_delivered_after() -> None:
+    # CI once: a SIGTERM inside Process.start, between the worker's spawn and the hand-over of
+    # its arguments, left the worker an empty pipe and multiprocessing's EOFError traceback
+    out = _fresh_python(_HELD_AT_START)
+    # pending here while the worker starts; the worker inherits the block; delivered after
+    assert out.stdout.split() == ["True", "True", "delivered"], out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks here")
+def test_a_worker_started_with_sigterm_pending_exits_quietly() -> None:
+    out = _fresh_python(_BORN_TERMINATED)
+    assert (out.returncode, out.stdout, out.stderr) == (130, "", "")
