@@ -178,16 +178,16 @@ class _FairTables:
         #: for the plan's later runs, whose flows take the same routes on the same capacities)
         self.filled: dict[tuple[Route, ...], tuple[list[float], dict[int, float]]] = {}
         #: routes of flows by the flow's id, made as they are first used
-        self.routes: dict[int, tuple[Route, tuple[tuple[int, float], ...]]] = {}
+        self.routes: dict[int, Route] = {}
         read_routes = [self._route(*read) for read in reads]
-        # per stage: its reads' route, latency, and the bytes they book per byte on the NoC
-        self.read_info: list[tuple[Route, float, tuple[tuple[int, float], ...]]] = []
+        # per stage: its reads' route, latency, and their flow over the NoC (whose bytes the
+        # fabric books)
+        self.read_info: list[tuple[Route, float, Flow | None]] = []
         if plan.dram is not None:
             for s, route in enumerate(read_routes):
                 access = plan.dram[s]
                 noc_flow = flows.dram[s].noc if flows.dram is not None else None
-                booked = noc_flow.pairs if noc_flow is not None else ()
-                self.read_info.append((route, access.response_s + access.noc.latency_s, booked))
+                self.read_info.append((route, access.response_s + access.noc.latency_s, noc_flow))
 
     def _route(self, resources: Sequence[int], loads: Sequence[float]) -> Route:
         """The route of a flow loading ``resources`` by ``loads``: on the resources that can
@@ -206,14 +206,12 @@ class _FairTables:
                 passive.append(r)
         return Route(kept, kept_loads, self.capacity, passive)
 
-    def route(self, flow: Flow) -> tuple[Route, tuple[tuple[int, float], ...]]:
-        """The route of ``flow`` and the bytes it books on each resource per byte, cached."""
-        cached = self.routes.get(id(flow))
-        if cached is None:
-            route = self._route(flow.resources, flow.loads)
-            booked = flow.pairs
-            cached = self.routes[id(flow)] = (route, booked)
-        return cached
+    def route(self, flow: Flow) -> Route:
+        """The route of ``flow``, cached."""
+        route = self.routes.get(id(flow))
+        if route is None:
+            route = self.routes[id(flow)] = self._route(flow.resources, flow.loads)
+        return route
 
 
 class FairNet:
@@ -235,7 +233,7 @@ class FairNet:
         self._same = tables.same
         self._routes = tables.routes
         self._read_info = tables.read_info
-        self._carried = fabric.nbytes
+        self._book = fabric.book
         self._begin = self.net.begin
 
     @property
@@ -243,10 +241,8 @@ class FairNet:
         return self._channels
 
     def _start(self, flow: Flow, duration: float, nbytes: float, stage: int, to: Arrival) -> None:
-        route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
-        carried = self.fabric.nbytes
-        for r, load in booked:  # Fabric.book, inlined
-            carried[r] += load * nbytes
+        route = self._routes.get(id(flow)) or self._tables.route(flow)
+        self._book(flow, nbytes)
         if not route.pairs:  # never: some resource of a flow always binds (binding_links)
             to.succeed_in(duration)
         else:  # a transfer of ``duration`` alone (FairNetwork.transfer, one call less)
@@ -285,10 +281,8 @@ class FairNet:
             to.succeed_in(max(duration, 0.0))
             return
         if self.log is None:  # _start, inline
-            route, booked = self._routes.get(id(flow)) or self._tables.route(flow)
-            carried = self._carried
-            for r, load in booked:  # Fabric.book, inlined
-                carried[r] += load * nbytes
+            route = self._routes.get(id(flow)) or self._tables.route(flow)
+            self._book(flow, nbytes)
             if route.pairs:
                 self._begin(route, duration * route.alone_Bps, 0.0, to)
             else:  # never: some resource of a flow always binds (binding_links)
@@ -298,12 +292,11 @@ class FairNet:
 
     def read(self, stage: int, nbytes: float) -> Any:
         assert self._channels is not None
-        route, latency, booked = self._read_info[stage]
+        route, latency, noc = self._read_info[stage]
         self._channels.read_per_core[stage] += nbytes
         if nbytes > 0:
-            carried = self._carried
-            for r, load in booked:  # Fabric.book, inlined
-                carried[r] += load * nbytes
+            if noc is not None:
+                self._book(noc, nbytes)
         else:
             latency = 0.0
         done = _new_event(Arrival)  # Arrival(self.env), without the constructor's call
