@@ -74,15 +74,18 @@ def _stop_once(exc: type[KeyboardInterrupt]) -> None:
     ``forget_original_parent`` reparents to a live thread of the same process first). After
     the grace a signal raises again, so a process whose first stop was swallowed by a library
     can still be stopped."""
+    if not _already_stopping(exc):
+        raise exc()
+
+
+def _already_stopping(exc: type[KeyboardInterrupt]) -> bool:
+    """Whether the process is already stopping (a stop received less than
+    :data:`STOP_GRACE_S` ago); if not, record ``exc`` as the stop it now makes."""
     now = time.monotonic()
     if _Received.stop is not None and now - _Received.at_s < STOP_GRACE_S:
-        return
-    _received(exc, now)
-    raise exc()
-
-
-def _received(exc: type[KeyboardInterrupt], now: float) -> None:
+        return True
     _Received.stop, _Received.at_s = exc, now
+    return False
 
 
 def _raise_terminated(signum: int, frame: Any) -> None:
@@ -116,9 +119,7 @@ def _on_signal(signum: int, frame: Any) -> None:
     for or telling a trial): remember it, so that no trial is left RUNNING without an owner;
     :func:`guarded` and :func:`stop_if_signalled` act on it a moment later."""
     exc = Terminated if signum == signal.SIGTERM else KeyboardInterrupt
-    now = time.monotonic()
-    if _Received.stop is None or now - _Received.at_s >= STOP_GRACE_S:
-        _received(exc, now)  # the handlers restored after the trials drop a second one
+    _already_stopping(exc)  # recorded: the handlers restored after the trials drop a second one
     if _Signals.inside:
         signal.signal(signal.SIGINT, _ignore)
         signal.signal(signal.SIGTERM, _ignore)
