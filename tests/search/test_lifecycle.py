@@ -101,6 +101,18 @@ print(blocked)
 """
 
 
+def _fresh_python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run by a new interpreter (signal handlers and masks of its own) that imports
+    this checkout."""
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
+    )
+
+
 @pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="no signal masks here")
 @pytest.mark.parametrize(("order", "blocked"), [("tracker-first", True), ("as-before", False)])
 def test_ctrl_c_stays_blocked_while_the_workers_start(order: str, blocked: bool) -> None:
@@ -108,17 +120,8 @@ def test_ctrl_c_stays_blocked_while_the_workers_start(order: str, blocked: bool)
     # multiprocessing's resource tracker, whose launch unblocks SIGINT again (CPython,
     # bpo-33613): a Ctrl-C then was discarded. Started first, the tracker leaves the mask
     # alone (a fresh interpreter: in this one the tracker may be running already)
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", _WINDOW, order],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
-    )
+    out = _fresh_python(_WINDOW, order)
+    assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(blocked)]
 
 
@@ -172,16 +175,6 @@ except KeyboardInterrupt as exc:
     seen.append(type(exc).__name__)
 print(*seen)
 """
-
-
-def _fresh_python(script: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])),
-    )
 
 
 @pytest.mark.parametrize("where", ["in-a-trial", "between-trials"])
