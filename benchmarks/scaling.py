@@ -1,5 +1,5 @@
-"""How the simulator's cost scales: tile count, micro-batches, layers, pipeline stages, and the
-two engines side by side.
+"""How the simulator's cost scales: tile count, GPU count, micro-batches, layers, pipeline
+stages, and the two engines side by side.
 
 Usage:
     python benchmarks/scaling.py [--repeats 3] [--write-docs]
@@ -112,6 +112,49 @@ def _wafer(overrides: list[str]) -> palm.SimConfig:
     return palm.load_config(ROOT / "examples" / "wafer-t18b.toml", overrides=overrides)
 
 
+#: a Llama-3.1-405B-shaped model (Dubey et al. 2024, "The Llama 3 Herd of Models", Table 3)
+LLAMA_405B = {
+    "name": "llama-405b-shaped",
+    "family": "llama",
+    "layers": 126,
+    "hidden": 16384,
+    "heads": 128,
+    "kv_heads": 8,
+    "ffn_hidden": 53248,
+    "seq_len": 8192,
+    "vocab": 128256,
+}
+
+
+def _gpus_case(gpus: int) -> palm.SimConfig:
+    """The 405B-shaped model at TP 8, PP 16 on ``gpus`` H100s, 16 micro-batches per pipeline
+    at every size, so that the events are the same and only the GPU count grows."""
+    dp = gpus // (8 * 16)
+    return palm.parse_config(
+        {
+            "model": LLAMA_405B,
+            "hardware": {"preset": "dgx-h100", "gpus": gpus},
+            "training": {
+                "global_batch": 16 * dp,
+                "micro_batch": 1,
+                "precision": "bf16",
+                "recompute": "full",
+                "zero": 1,
+            },
+            "parallelism": {"tp": 8, "pp": 16, "dp": dp, "sequence_parallel": True},
+        }
+    )
+
+
+def gpus(repeats: int) -> str:
+    rows, base = [], 0.0
+    for n in (1024, 4096, 16384, 98304):
+        result, _wall, cpu = _timed(_gpus_case(n), repeats)
+        base = base or cpu
+        rows.append((f"{n:,}", result.events_simulated, f"{cpu:.4f}", f"{cpu / base:.2f}"))
+    return _table("| H100s (TP 8, PP 16) | events | CPU (s) | CPU / 1,024 GPUs |", rows)
+
+
 def microbatches(repeats: int) -> str:
     rows = []
     for m in (8, 32, 128, 512):
@@ -178,6 +221,7 @@ def engines(repeats: int) -> str:
 
 SECTIONS: dict[str, Callable[[int], str]] = {
     "scaling-tiles": tiles,
+    "scaling-gpus": gpus,
     "scaling-microbatches": microbatches,
     "scaling-layers": layers,
     "scaling-stages": stages,

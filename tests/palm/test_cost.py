@@ -8,7 +8,7 @@ import pytest
 from palm.cost.collectives import collective_time, ring_allreduce_time
 from palm.cost.compute import DeviceRates, gemm_efficiency, gemm_time
 from palm.engines.event.fabric import mesh_link_endpoints
-from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware, PeakTflops
+from palm.hardware import HARDWARE_PRESETS, GpuClusterHardware, Mesh2DHardware, PeakTflops
 from palm.network.loads import Profile, cluster_profile, mesh_profile
 from palm.workload.ops import Collective, Gemm
 
@@ -126,3 +126,30 @@ def test_gpu_cluster_paths_use_switch_inside_a_node_and_nic_across() -> None:
     assert bw([0], [7]) == 300e9
     assert bw([7], [8]) == 25e9
     assert bw(list(range(16)), list(range(1, 16)) + [0]) == 25e9
+
+
+def test_gpu_cluster_port_loads_count_each_transfer_on_its_ports() -> None:
+    """Hand-worked: on 2 nodes of 8, transfers 0->1, 0->2 (same node: switch ports), 3->9,
+    3->10, 4->9 (across: NICs). Switch out of GPU 0 carries 2 transfers, NIC out of GPU 3
+    carries 2, NIC in of GPU 9 carries 2: the busiest port of each kind sets the bandwidth,
+    and the link list names every loaded port once, ascending, with its count."""
+    hw = HARDWARE_PRESETS["dgx-a100"]
+    assert isinstance(hw, GpuClusterHardware)
+    src, dst = np.array([0, 0, 3, 3, 4, 5]), np.array([1, 2, 9, 10, 9, 5])  # 5->5: no transfer
+    prof = cluster_profile(hw, src, dst, devices=16, with_links=True)
+    assert prof.links is not None
+    d = 16
+    expected = {
+        0 * d + 0: 2.0,  # switch out of GPU 0
+        1 * d + 1: 1.0,
+        1 * d + 2: 1.0,  # switch in of GPUs 1, 2
+        2 * d + 3: 2.0,
+        2 * d + 4: 1.0,  # NIC out of GPUs 3, 4
+        3 * d + 9: 2.0,
+        3 * d + 10: 1.0,  # NIC in of GPUs 9, 10
+    }
+    assert prof.links.ids.tolist() == sorted(expected)
+    assert prof.links.loads.tolist() == [expected[i] for i in sorted(expected)]
+    # two transfers share the busiest NIC: 25 GB/s / 2 (the switch's 2 on 300 GB/s is faster)
+    assert prof.bandwidth_Bps == 25e9 / 2
+    assert prof.latency_s == hw.inter_node_latency_us * 1e-6
