@@ -290,12 +290,27 @@ def _gib(x: float) -> str:
     return f"{x:,.0f} B"
 
 
+def _params_line(config: SimConfig) -> list[str]:
+    """``params     46,702,792,704 total (46.7B), 12,879,921,152 active (12.9B)``: the
+    model's parameters and those one token uses (a mixture of experts' ``top_k``), as
+    :class:`~palm.workload.model.Workload` counts them; none for a single product."""
+    if config.model.family == "gemm":
+        return []
+    w = build_workload(config.model)
+
+    def count(n: int) -> str:
+        return f"{n:,} ({n / 1e9:.3g}B)" if n >= 1e9 else f"{n:,} ({n / 1e6:.3g}M)"
+
+    return [f"params     {count(w.params)} total, {count(w.active_params)} active"]
+
+
 def format_summary(config: SimConfig, result: Result) -> str:
     """The human-readable summary of one simulation."""
     par, tr = config.parallelism, config.training
     unit = result.sample_unit
     lines = [
         f"model      {config.model.name} on {config.hardware.name} ({result.devices} devices)",
+        *_params_line(config),
         f"plan       {tr.mode}, TP={par.tp} PP={par.pp} DP={par.dp}"
         + (f" EP={par.ep} ETP={par.expert_tp}" if config.model.is_moe else "")
         + f", schedule {par.schedule}"
