@@ -34,7 +34,9 @@ def _race(study: Path, url: str, cwd: Path, runs: int = 2) -> None:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
         assert "Traceback" not in err and not err.strip(), err
-        assert "(1 new)" in out, out  # each counts its own trial, not the others'
+        # each counts its own trial, not the others'; a duplicate of another run's is extra
+        m = re.search(r"^this run\s+(\d+) trials: .* (\d+) cached duplicates", out, re.M)
+        assert m and int(m[1]) - int(m[2]) == 1, out
     _assert_new_configurations(url, runs)
 
 
