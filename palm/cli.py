@@ -400,24 +400,27 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write(json.dumps({"models": models, "hardware": hardware}, indent=2) + "\n")
         return 0
     out.write("models\n")
+    # columns as wide as their longest entry, so that every row lines up
+    width = max(len("name"), *(len(str(row["name"])) for row in models))
     out.write(
-        f"  {'name':<15} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} {'hidden':>6} "
+        f"  {'name':<{width}} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} {'hidden':>6} "
         f"{'heads':>5} {'seq':>5}  source\n"
     )
     for row in models:
         out.write(
-            f"  {row['name']:<15} {row['family']:<9} {row['params_b']:>9.2f}B "
+            f"  {row['name']:<{width}} {row['family']:<9} {row['params_b']:>9.2f}B "
             f"{row['active_b']:>8.2f}B {row['layers']:>6} "
             f"{row['hidden']:>6} {row['heads']:>5} {row['seq_len']:>5}  {row['source']}\n"
         )
     out.write("\nhardware\n")
+    width = max(len("name"), *(len(str(h["name"])) for h in hardware))
     out.write(
-        f"  {'name':<11} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
+        f"  {'name':<{width}} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
         "devices; links (GB/s)\n"
     )
     for h in hardware:
         out.write(
-            f"  {h['name']:<11} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
+            f"  {h['name']:<{width}} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
             f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n"
         )
     return 0
