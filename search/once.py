@@ -27,6 +27,8 @@ import optuna
 from optuna.exceptions import DuplicatedStudyError
 from optuna.study import StudyDirection
 
+from search.storage import _alive  # a process of this host that still exists
+
 __all__ = ["once_per_study", "lock_name", "is_lock", "BEAT_S", "STALE_S", "LOCK_MARK"]
 
 T = TypeVar("T")
@@ -114,16 +116,6 @@ class _beating:
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         self.thread.join()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _break_if_stale(

@@ -120,6 +120,18 @@ def write(tmp_path: Path, hf: dict[str, Any], *, parallelism: str, seq_len: int 
     return path
 
 
+def _simulate_cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``palm-tune simulate PATH ARGS`` in a subprocess, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "search.cli", "simulate", str(path), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_mixtral_from_its_hugging_face_config_simulates_on_h100s(tmp_path: Path) -> None:
     path = write(tmp_path, MIXTRAL_HF, parallelism="tp = 1\npp = 2\ndp = 16\nep = 8", seq_len=4096)
     with warnings.catch_warnings():
@@ -183,14 +195,7 @@ def test_seq_len_from_max_position_embeddings_warns(tmp_path: Path) -> None:
 
 def test_cli_prints_the_seq_len_warning_on_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, MIXTRAL_HF, parallelism="dp = 8\nep = 8", seq_len=None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "search.cli", "simulate", str(path), "--set", "model.layers=2"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    proc = _simulate_cli(path, "--set", "model.layers=2")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("palm-tune: warning: model.seq_len = 32768")
@@ -363,14 +368,7 @@ def test_every_ignored_field_warns_once(tmp_path: Path) -> None:
 
 def test_simulate_prints_total_and_active_parameters(tmp_path: Path) -> None:
     path = write(tmp_path, MIXTRAL_HF, parallelism="dp = 8\nep = 8", seq_len=4096)
-    proc = subprocess.run(
-        [sys.executable, "-m", "search.cli", "simulate", str(path), "--engine", "analytical"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    proc = _simulate_cli(path, "--engine", "analytical")
     assert proc.returncode == 0, proc.stderr
     w = build_workload(load_config(path).model)
     line = next(x for x in proc.stdout.splitlines() if x.startswith("params "))
