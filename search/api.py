@@ -340,6 +340,11 @@ def optimize(
     if tuning.spec.screen:  # once per study, before any worker starts
         # no more enqueued than this run simulates (none left waiting after it)
         top = tuning.spec.screen_top
+        if progress and SCREEN_ATTR not in tuning.user_attrs:  # seconds before the bar shows
+            sys.stderr.write(
+                f"{tuning.study_name}: screening {tuning.spec.screen} configurations with the "
+                "analytical engine first (once per study)\n"
+            )
         tuning.screened_here = screen_once(tuning, top=top if n is None else min(top, n))[1]
     first = {t.number for t in tuning.get_trials(deepcopy=False) if t.state.is_finished()}
     if workers == 1:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 _POLL_S = 1.0
+_FALLBACK_COLUMNS, _FALLBACK_ROWS = 150, 24
 #: what a finished trial was, in the order the counts are shown
 KINDS = ("simulated", "duplicate", "overflow", "invalid", "failed")
 _LABELS = {
@@ -57,6 +59,9 @@ _LABELS = {
     "invalid": "invalid",
     "failed": "failed",
 }
+
+
+_SHORT = {**_LABELS, "duplicate": "cached", "overflow": "over memory"}
 
 
 def trial_kind(t: FrozenTrial) -> str | None:
@@ -98,9 +103,11 @@ class RunCounts:
         """Trials that count against the budget: all but the duplicates."""
         return self.done - self.duplicate
 
-    def kinds(self) -> str:
-        """``30 simulated, 5 cached duplicates, ...``: every kind, zeros included."""
-        return ", ".join(f"{getattr(self, k)} {_LABELS[k]}" for k in KINDS)
+    def kinds(self, *, short: bool = False) -> str:
+        """``30 simulated, 5 cached duplicates, ...``: every kind, zeros included (``short``:
+        the bar's labels, ``5 cached, 3 over memory``)."""
+        labels = _SHORT if short else _LABELS
+        return ", ".join(f"{getattr(self, k)} {labels[k]}" for k in KINDS)
 
 
 def run_counts(study: optuna.Study, ours: Iterable[str], *, before: set[int] | int) -> RunCounts:
@@ -143,6 +150,15 @@ def best_value(study: optuna.Study) -> float | None:
     return max(values, key=lambda v: sign * v) if values else None
 
 
+def _size(stream: TextIO) -> tuple[int, int]:
+    """(columns, rows) of the terminal behind ``stream`` ((0, 0): unknown)."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        return 0, 0
+    return size.columns, size.lines
+
+
 def _finished(study: optuna.Study) -> set[int]:
     return {t.number for t in study.get_trials(deepcopy=False) if t.state.is_finished()}
 
@@ -165,13 +181,18 @@ class Progress:
         self.tty = stream.isatty()
         self.counts = RunCounts(before=len(self.before))
         start = len(self.before)
+        # a terminal that reports no size (a pty without one: script, some CI runners) made
+        # tqdm draw an empty bar (no width) or none at all (no rows): a fixed size then
+        width, rows = _size(stream) if self.tty else (0, 0)
         self.bar = tqdm(
             total=None if budget is None else start + budget,
             initial=start,
             desc=study.study_name,
             unit="trial",
             file=stream if self.tty else io.StringIO(),
-            dynamic_ncols=True,
+            dynamic_ncols=width > 0,  # not a terminal: no width limit, one line per trial
+            ncols=_FALLBACK_COLUMNS if self.tty and width <= 0 else None,
+            nrows=_FALLBACK_ROWS if self.tty and rows <= 0 else None,
             mininterval=0.2,
             smoothing=0.1,
             bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} trials "
@@ -186,7 +207,7 @@ class Progress:
 
     def _postfix(self, study: optuna.Study) -> str:
         best = best_value(study)
-        return self.counts.kinds() + ("" if best is None else f"; best {best:,.4g}")
+        return self.counts.kinds(short=True) + ("" if best is None else f"; best {best:,.4g}")
 
     def update(self, study: optuna.Study) -> None:
         """Redraw from the storage: every worker's finished trials since the run started."""

@@ -24,8 +24,8 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 _DIST = {"x": CategoricalDistribution(["a"])}
 #: the bar's last line: "NAME: 100%|...| 7/7 trials [elapsed<left, rate] counts; best V"
 _BAR = re.compile(
-    r"(\d+)/(\d+) trials \[[^\]]*\], (\d+) simulated, (\d+) cached duplicates, (\d+) pruned for "
-    r"memory, (\d+) invalid, (\d+) failed(?:; best ([\d,.e+-]+))?"
+    r"(\d+)/(\d+) trials \[[^\]]*\], (\d+) simulated, (\d+) cached, (\d+) over memory, "
+    r"(\d+) invalid, (\d+) failed(?:; best ([\d,.e+-]+))?"
 )
 _RUN = re.compile(
     r"^this run\s+(\d+) trials: (\d+) simulated, (\d+) cached duplicates, (\d+) pruned for "
@@ -156,3 +156,21 @@ def test_two_workers_bar_and_summary_say_the_studys_counts(tmp_path: Path) -> No
     assert n == total == len(study.trials)
     assert tuple(kinds) == _kinds(study)
     assert run_counts(study, {t.user_attrs[WORKER_ATTR] for t in study.trials}, before=0).done == n
+
+
+class _SizelessTerminal(io.StringIO):
+    """A terminal that reports no size (a pty without one, as under ``script``): tqdm drew no
+    bar at all on it (0 rows)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_without_a_size_still_shows_the_bar() -> None:
+    study = optuna.create_study(direction="maximize")
+    stream = _SizelessTerminal()
+    bar = Progress(study, budget=1, ours=lambda: {"h:1"}, stream=stream)
+    study.add_trial(_trial("h:1", 2.0))
+    bar.close(study)
+    text = stream.getvalue().replace("\r", "\n")
+    assert _BAR.search(text) and " 1/1 trials" in text, text
