@@ -403,8 +403,8 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
     # columns as wide as their longest entry, so that every row lines up
     width = max(len("name"), *(len(str(row["name"])) for row in models))
     out.write(
-        f"  {'name':<{width}} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} {'hidden':>6} "
-        f"{'heads':>5} {'seq':>5}  source\n"
+        f"  {'name':<{width}} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} "
+        f"{'hidden':>6} {'heads':>5} {'seq':>5}  source\n"
     )
     for row in models:
         out.write(
