@@ -60,6 +60,23 @@ def _copy(name: str) -> Extension:
     return Extension(f"palm.engines.event.{target}", [str(GENERATED / EVENT / f"{target}.py")])
 
 
+def _say(message: str) -> None:
+    """One line for the person installing: on their terminal when there is one (pip captures
+    a build's output and shows it only with -v or on failure), and on stderr."""
+    line = f"palm-tune: {message}\n"
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write(line)
+    except OSError:  # no terminal (CI, a log): pip -v shows stderr
+        pass
+    sys.stderr.write(line)
+
+
+def _wanted() -> bool:
+    """True when this setup.py run builds something (not only its metadata)."""
+    return any(a.startswith(("build", "bdist", "editable", "develop", "install")) for a in sys.argv)
+
+
 def _extensions() -> list[Extension]:
     """The compiled builds, or none when Cython is missing or cannot compile them."""
     try:
@@ -67,6 +84,12 @@ def _extensions() -> list[Extension]:
     except ImportError:
         print("palm-tune: Cython not found; the networks stay pure Python", file=sys.stderr)
         return []
+    if _wanted():
+        _say(
+            f"compiling the event engine's {len(BUILDS.COMPILED)} hot modules with Cython "
+            f"({', '.join(f'{n}.py' for n in BUILDS.COMPILED)} in palm/engines/event/; "
+            "1-3 minutes; without a C compiler the install goes on with the pure-Python ones)"
+        )
     try:
         return cythonize(  # type: ignore[no-any-return]
             [_copy(name) for name in BUILDS.COMPILED],

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import optuna
 from optuna.artifacts import get_all_artifact_meta
 
 import search
@@ -25,16 +26,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main() -> int:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the counts below say it
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/q.db"
-        tuning = search.create_study(REPO / "studies" / "quickstart.toml", storage=url)
-        search.optimize(tuning)
-        study = tuning.study
+        study = search.create_study(REPO / "studies" / "quickstart.toml", storage=url)
+        search.optimize(study)
         trials = study.trials
         bests = [t for t in trials if get_all_artifact_meta(t, storage=study._storage)]
         durations = [t.duration.total_seconds() for t in trials if t.duration is not None]
         started = time.perf_counter()
-        materialize(study, url, search.best_trial(tuning))
+        materialize(study, study.artifacts, search.best_trial(study))
         draw_s = time.perf_counter() - started
     mean = sum(durations) / len(durations)
     print(f"trials                 {len(trials)}, of which a new best when run: {len(bests)}")

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import optuna
 from optuna.trial import TrialState
 
 import search
@@ -37,6 +38,7 @@ micro_batch = [1, 2]
 
 
 def main() -> int:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the counts below say it
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "overflow.toml"
         path.write_text(STUDY, encoding="utf-8")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Iterable
+from pathlib import Path
 
+from palm.config import load_config
 from palm.engines.analytical import run_analytical
 from palm.engines.event.engine import Timeline, run_event
 from palm.engines.gemm import run_gemm
@@ -32,12 +35,28 @@ ENGINES: tuple[str, ...] = ("event", "analytical")
 DEFAULT_ENGINE = "event"
 
 
-def simulate(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Result:
+def simulate(
+    config: SimConfig | str | Path,
+    *,
+    engine: str = DEFAULT_ENGINE,
+    overrides: Iterable[str] = (),
+) -> Result:
     """Simulate one iteration of ``config`` with ``engine`` and return its :class:`Result`.
 
+    ``config`` is a :class:`~palm.strategy.SimConfig` or the path of a TOML configuration
+    (``palm.simulate("examples/wafer-t18b.toml")``, read by :func:`palm.config.load_config`
+    with ``overrides``, ``section.field=value`` each, as ``palm-tune simulate --set``).
     Raises :class:`~palm.errors.ConfigError` for an invalid configuration; a configuration
     that does not fit in memory is simulated all the same and reported by ``fits_memory``.
     """
+    if isinstance(config, (str, Path)):
+        config = load_config(config, overrides=overrides)
+    elif overrides:
+        raise ConfigError("overrides", list(overrides), "overrides with a path, not a SimConfig")
+    elif not isinstance(config, SimConfig):
+        raise ConfigError(
+            "config", type(config).__name__, "a palm.SimConfig or the path of a TOML file"
+        )
     return simulate_timeline(config, engine=engine, record=False)[0]
 
 

@@ -290,12 +290,27 @@ def _gib(x: float) -> str:
     return f"{x:,.0f} B"
 
 
+def _params_line(config: SimConfig) -> list[str]:
+    """``params     46,702,792,704 total (46.7B), 12,879,921,152 active (12.9B)``: the
+    model's parameters and those one token uses (a mixture of experts' ``top_k``), as
+    :class:`~palm.workload.model.Workload` counts them; none for a single product."""
+    if config.model.family == "gemm":
+        return []
+    w = build_workload(config.model)
+
+    def count(n: int) -> str:
+        return f"{n:,} ({n / 1e9:.3g}B)" if n >= 1e9 else f"{n:,} ({n / 1e6:.3g}M)"
+
+    return [f"params     {count(w.params)} total, {count(w.active_params)} active"]
+
+
 def format_summary(config: SimConfig, result: Result) -> str:
     """The human-readable summary of one simulation."""
     par, tr = config.parallelism, config.training
     unit = result.sample_unit
     lines = [
         f"model      {config.model.name} on {config.hardware.name} ({result.devices} devices)",
+        *_params_line(config),
         f"plan       {tr.mode}, TP={par.tp} PP={par.pp} DP={par.dp}"
         + (f" EP={par.ep} ETP={par.expert_tp}" if config.model.is_moe else "")
         + f", schedule {par.schedule}"
@@ -385,24 +400,27 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write(json.dumps({"models": models, "hardware": hardware}, indent=2) + "\n")
         return 0
     out.write("models\n")
+    # columns as wide as their longest entry, so that every row lines up
+    width = max(len("name"), *(len(str(row["name"])) for row in models))
     out.write(
-        f"  {'name':<15} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} {'hidden':>6} "
-        f"{'heads':>5} {'seq':>5}  source\n"
+        f"  {'name':<{width}} {'family':<9} {'params':>10} {'active':>9} {'layers':>6} "
+        f"{'hidden':>6} {'heads':>5} {'seq':>5}  source\n"
     )
     for row in models:
         out.write(
-            f"  {row['name']:<15} {row['family']:<9} {row['params_b']:>9.2f}B "
+            f"  {row['name']:<{width}} {row['family']:<9} {row['params_b']:>9.2f}B "
             f"{row['active_b']:>8.2f}B {row['layers']:>6} "
             f"{row['hidden']:>6} {row['heads']:>5} {row['seq_len']:>5}  {row['source']}\n"
         )
     out.write("\nhardware\n")
+    width = max(len("name"), *(len(str(h["name"])) for h in hardware))
     out.write(
-        f"  {'name':<11} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
+        f"  {'name':<{width}} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
         "devices; links (GB/s)\n"
     )
     for h in hardware:
         out.write(
-            f"  {h['name']:<11} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
+            f"  {h['name']:<{width}} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
             f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n"
         )
     return 0

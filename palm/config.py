@@ -21,12 +21,11 @@ import math
 import sys
 import types
 import typing
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from palm.errors import ConfigError, ConfigWarning
+from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import (
     FLOORPLAN_TENSIX_GRID,
@@ -36,6 +35,7 @@ from palm.hardware.spec import (
     Mesh2DHardware,
     PeakTflops,
 )
+from palm.hf_import import hf_model_table
 from palm.inputs import read_input
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
@@ -177,206 +177,10 @@ def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
     return model
 
 
-#: model types whose MLP is gated (gate, up and down projections) whatever ``hidden_act``
-#: names: the Llama family and its descendants, and Gemma's GeGLU (Shazeer 2020, "GLU
-#: Variants Improve Transformer")
-_GATED_MODEL_TYPES = frozenset(
-    {
-        "llama",
-        "mistral",
-        "mixtral",
-        "qwen2",
-        "qwen2_moe",
-        "qwen3",
-        "qwen3_moe",
-        "gemma",
-        "gemma2",
-        "gemma3",
-        "gemma3_text",
-        "deepseek_v2",
-        "deepseek_v3",
-        "gpt_oss",
-        "olmo",
-        "olmo2",
-        "olmoe",
-        "phi3",
-        "granite",
-        "granitemoe",
-        "cohere",
-    }
-)
-_GELU_ACTS = ("gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "gelu_python", "quick_gelu")
-#: element-wise activations of a two-matrix MLP: the same products as gelu
-_UNGATED_ACTS = ("relu", "relu2", "tanh", "sigmoid", "gelu_10", "gelu_accurate", "mish", "linear")
-
-
 def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
-    """Transformer dimensions from a Hugging Face ``config.json`` (Llama/Mistral/GPT-NeoX
-    key names, with GPT-2 ``n_*`` names as a fallback), including ``head_dim``, gated MLPs
-    (SwiGLU, and GeGLU for Gemma), mixture of experts (Mixtral, Qwen-MoE, DeepSeek, gpt-oss
-    keys) and DeepSeek's MLA. ``seq_len`` falls back to ``max_position_embeddings`` (the longest
-    context the model supports, often not its training length) with a :class:`ConfigWarning`
-    unless ``seq_len_given`` (the TOML sets ``model.seq_len``)."""
-    raw = _read_hf(path)
-
-    def pick(*keys: str, default: Any = None) -> Any:
-        for key in keys:
-            if key in raw and raw[key] is not None:
-                return raw[key]
-        if default is None:
-            raise ConfigError(f"model.hf_config:{keys[0]}", None, f"the key {keys[0]} in {path}")
-        return default
-
-    hidden = pick("hidden_size", "n_embd", "d_model")
-    heads = pick("num_attention_heads", "n_head")
-    model_type = str(raw.get("model_type", ""))
-    mlp = _hf_mlp(raw, model_type)
-    gated = mlp != "gelu"
-    family = "llama" if gated or model_type in _GATED_MODEL_TYPES else "gpt"
-    dropout = raw.get("attention_dropout", raw.get("attn_pdrop", 0.0)) or 0.0
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise ConfigError("model.hf_config:attention_dropout", dropout, "a number")
-    table = {
-        "name": model_type or "hf-model",
-        "family": family,
-        "layers": pick("num_hidden_layers", "n_layer"),
-        "hidden": hidden,
-        "heads": heads,
-        "kv_heads": pick("num_key_value_heads", default=heads),
-        "ffn_hidden": pick("intermediate_size", "n_inner", default=-1),
-        "seq_len": _hf_seq_len(raw, seq_len_given=seq_len_given),
-        "vocab": pick("vocab_size"),
-        "mlp": mlp,
-        "bias": bool(raw.get("attention_bias", raw.get("bias", not gated))),
-        "norm": "rmsnorm" if "rms_norm_eps" in raw else "layernorm",
-        "dropout": float(dropout) > 0,
-        "tied_embeddings": bool(
-            raw.get("tie_word_embeddings", not gated or model_type.startswith("gemma"))
-        ),
-        "learned_positions": family == "gpt" and "rope_theta" not in raw,
-        "head_dim": pick("head_dim", default=0),
-    }
-    if table["ffn_hidden"] == -1:
-        table["ffn_hidden"] = 4 * hidden if isinstance(hidden, int) else hidden
-    table.update(_hf_moe(raw, pick))
-    table.update(_hf_mla(raw))
+    """The model of a Hugging Face ``config.json`` (:mod:`palm.hf_import`)."""
+    table = hf_model_table(path, seq_len_given=seq_len_given)
     return _build(ModelConfig, table, "model.hf_config")
-
-
-def _read_hf(path: Path) -> dict[str, Any]:
-    text = read_input(path, field="model.hf_config", kind="config.json")
-    try:
-        raw = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError("model.hf_config", str(path), f"a readable JSON file ({exc})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError("model.hf_config", str(path), "a JSON object")
-    return raw
-
-
-def _hf_mlp(raw: Mapping[str, Any], model_type: str) -> str:
-    """``swiglu`` (SiLU-gated), ``geglu`` (GELU-gated: Gemma), ``clamped-swiglu`` (gated with
-    its halves clamped at ``swiglu_limit``: gpt-oss) or ``gelu`` (two matrices)."""
-    key = next(
-        (k for k in ("hidden_act", "hidden_activation", "activation_function") if k in raw),
-        None,
-    )
-    act = raw[key] if key is not None and raw[key] is not None else "gelu"
-    if not isinstance(act, str):
-        raise ConfigError(f"model.hf_config:{key}", act, "an activation name (a string)")
-    act = act.lower()
-    if raw.get("swiglu_limit") and (act in ("silu", "swiglu", "swish") or model_type == "gpt_oss"):
-        # gpt-oss: the gate and linear halves clamped at swiglu_limit before the gating
-        return "clamped-swiglu"
-    if act in ("silu", "swiglu", "swish"):
-        return "swiglu"
-    if model_type in _GATED_MODEL_TYPES or act in ("geglu", "gegelu"):
-        return "geglu" if act in (*_GELU_ACTS, "geglu", "gegelu") else "swiglu"
-    if act not in (*_GELU_ACTS, *_UNGATED_ACTS):
-        warnings.warn(
-            f"model.hf_config:{key} = {act!r} is not an activation palm knows; the MLP is "
-            "taken as ungated (two matrices, as gelu); set model.mlp to choose",
-            ConfigWarning,
-            stacklevel=5,
-        )
-    return "gelu"
-
-
-def _hf_seq_len(raw: Mapping[str, Any], *, seq_len_given: bool) -> Any:
-    for key in ("max_position_embeddings", "n_positions", "n_ctx"):
-        if raw.get(key) is not None:
-            if not seq_len_given:
-                warnings.warn(
-                    f"model.seq_len = {raw[key]!r} taken from the Hugging Face {key} (the "
-                    "longest context the model supports, not necessarily its training length); "
-                    "set model.seq_len to choose",
-                    ConfigWarning,
-                    stacklevel=4,
-                )
-            return raw[key]
-    return 2048
-
-
-def _hf_moe(raw: Mapping[str, Any], pick: Any) -> dict[str, Any]:
-    """Mixture-of-experts keys: Mixtral / gpt-oss (``num_local_experts``), Qwen-MoE
-    (``num_experts``, ``moe_intermediate_size``, ``shared_expert_intermediate_size``,
-    ``decoder_sparse_step``, ``mlp_only_layers``), DeepSeek (``n_routed_experts``,
-    ``n_shared_experts``, ``first_k_dense_replace``, ``moe_layer_freq``)."""
-    experts = pick("num_local_experts", "num_experts", "n_routed_experts", default=0)
-    if not experts:
-        return {}
-    moe_ffn = pick("moe_intermediate_size", "intermediate_size")
-    out: dict[str, Any] = {
-        "experts": experts,
-        "top_k": pick("num_experts_per_tok", "experts_per_token", "num_experts_per_token"),
-        "moe_ffn_hidden": moe_ffn,
-        "shared_experts": pick("n_shared_experts", default=0),
-        "dense_layers": pick("first_k_dense_replace", default=0),
-        "moe_layer_freq": pick("moe_layer_freq", default=1),
-    }
-    shared_width = raw.get("shared_expert_intermediate_size") or 0
-    if shared_width:
-        if (
-            not isinstance(moe_ffn, int)
-            or not isinstance(shared_width, int)
-            or (moe_ffn < 1 or shared_width % moe_ffn)
-        ):
-            raise ConfigError(
-                "model.hf_config:shared_expert_intermediate_size",
-                shared_width,
-                f"a multiple of moe_intermediate_size = {moe_ffn}",
-            )
-        out["shared_experts"] = shared_width // moe_ffn
-    step = raw.get("decoder_sparse_step", 1)
-    if step not in (1, None):
-        raise ConfigError(
-            "model.hf_config:decoder_sparse_step", step, "1 (every layer a MoE layer)"
-        )
-    only = raw.get("mlp_only_layers") or []
-    if only:
-        if not isinstance(only, list) or sorted(only) != list(range(len(only))):
-            raise ConfigError(
-                "model.hf_config:mlp_only_layers", only, "[] or the leading layers [0, 1, ...]"
-            )
-        out["dense_layers"] = len(only)
-    return out
-
-
-def _hf_mla(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """DeepSeek-V2/V3 multi-head latent attention: ``head_dim = qk_nope + qk_rope``."""
-    if not raw.get("kv_lora_rank"):
-        return {}
-    nope, rope = raw.get("qk_nope_head_dim"), raw.get("qk_rope_head_dim")
-    for key, value in (("qk_nope_head_dim", nope), ("qk_rope_head_dim", rope)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"model.hf_config:{key}", value, "an integer >= 1 (MLA)")
-    return {
-        "q_lora_rank": raw.get("q_lora_rank") or 0,
-        "kv_lora_rank": raw["kv_lora_rank"],
-        "qk_rope_head_dim": rope,
-        "v_head_dim": raw.get("v_head_dim") or nope,
-        "head_dim": nope + rope,  # type: ignore[operator]
-    }
 
 
 _OP_TYPES: dict[str, type[Op]] = {

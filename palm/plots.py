@@ -564,8 +564,10 @@ def _cluster_figure(*, result: Result, config: SimConfig) -> Figure:
     links = sorted(_links(result), key=lambda x: (-_fraction(x), _natural(x.name)))
     shown = sorted(links[:CLUSTER_MAX_BARS], key=lambda x: _natural(x.name))
     values = [_fraction(x) for x in shown]
-    top = max(values, default=0.0)
-    norm = Normalize(vmin=0.0, vmax=1.0)  # utilisation: fixed 0..1, never autoscaled
+    top = max((_fraction(x) for x in links), default=0.0)
+    # the colours span 0 to a round number just above the busiest resource (at most 1), so
+    # that a cluster whose links are busy 2.5% of the iteration is not one dark colour
+    norm = Normalize(vmin=0.0, vmax=nice_ceiling(top))
     cmap = mpl.colormaps[_HEAT_CMAP]
 
     by_kind: dict[str, list[float]] = {}
@@ -584,7 +586,7 @@ def _cluster_figure(*, result: Result, config: SimConfig) -> Figure:
     ax.barh(positions, values, color=[cmap(norm(v)) for v in values], height=0.75)
     ax.set_yticks(positions, [x.name for x in shown], fontsize=8)
     ax.set_ylim(len(shown) - 0.5, -0.5)
-    ax.set_xlim(0.0, min(1.0, top * 1.12) if top > 0 else 1.0)
+    ax.set_xlim(0.0, norm.vmax)
     ax.set_xlabel("busy fraction of the iteration")
     ax.grid(axis="x", color="#e0e0e0", linewidth=0.6)
     ax.set_axisbelow(True)
@@ -603,7 +605,7 @@ def _cluster_figure(*, result: Result, config: SimConfig) -> Figure:
         side.scatter(maxima, ypos, marker="|", s=200, color="black", zorder=3, label="max")
         side.set_yticks(ypos, [f"{k} ({len(by_kind[k])})" for k in kinds], fontsize=8)
         side.set_ylim(len(kinds) - 0.5, -0.5)
-        side.set_xlim(0.0, min(1.0, top * 1.12) if top > 0 else 1.0)
+        side.set_xlim(0.0, norm.vmax)
         side.set_xlabel("busy fraction")
         side.set_title("by kind (count): mean bar, max tick", fontsize=9)
         side.grid(axis="x", color="#e0e0e0", linewidth=0.6)
@@ -615,11 +617,23 @@ def _cluster_figure(*, result: Result, config: SimConfig) -> Figure:
         shrink=0.8,
         pad=0.02,
     )
-    cbar.set_label("busy fraction")
+    cbar.set_label("busy fraction" + ("" if norm.vmax == 1.0 else f" (scale 0 to {norm.vmax:g})"))
     return fig
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def nice_ceiling(x: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 times a power of ten that is >= ``x``, at most 1 (a busy
+    fraction); 1 for ``x <= 0``."""
+    if not x > 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(x))
+    for step in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if step * power >= x * (1 - 1e-12):
+            return min(1.0, step * power)
+    return 1.0  # pragma: no cover
 
 
 def _matplotlib() -> Any:

@@ -109,3 +109,22 @@ class Result:
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def __repr__(self) -> str:
+        """One line: engine, throughput, iteration, MFU, bubble, memory, size
+        (:mod:`palm.result_view`); every field stays an attribute."""
+        from palm.result_view import short_repr
+
+        return short_repr(self)
+
+    def _repr_html_(self) -> str:
+        from palm.result_view import html_table
+
+        return html_table(self)
+
+    def to_dataframe(self, table: str = "summary") -> Any:
+        """A pandas DataFrame: ``summary`` (one row of the scalar fields), ``stages``,
+        ``links`` or ``operators`` (one row each); see :func:`palm.result_view.dataframe`."""
+        from palm.result_view import dataframe
+
+        return dataframe(self, table)

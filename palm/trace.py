@@ -11,9 +11,16 @@ into a JSON object ``{"traceEvents": [...], "displayTimeUnit": "ms", "otherData"
 * process ``network`` (pid 1) has one thread per resource of the fabric (link, link group, port
   or DRAM channel) that carried at least one flow, named by its resource label (tid = resource
   id), with one complete event per flow named by the flow's kind (``tp``, ``dp``, ``p2p``,
-  ``dram``). A flow that holds several resources appears on each of their threads. At most
+  ``dram``; ``args.resource`` is the resource id). A flow that holds several resources appears
+  on each of their threads. Flows share a resource at the same time (fair sharing), and a
+  viewer draws one slice per thread at a time (Perfetto cannot draw slices that partially
+  overlap), so a resource's flows are laid out in *lanes*: each flow on the first lane that is
+  free when it starts (interval partitioning: as many lanes as the most flows the resource
+  carried at once). Lane 0 is the resource's thread; lane k >= 1 is a thread of its own
+  (tid after every resource id), named ``"<label> (k+1)"`` and sorted right below it. At most
   ``max_network_tracks`` resources are kept (the busiest by summed flow time; ``link``
-  granularity can have thousands), and ``otherData`` says how many were dropped;
+  granularity can have thousands), and ``otherData`` says how many were dropped and how many
+  lanes there are;
 * metadata events (``"ph": "M"``) name the processes and threads and fix their order.
 
 Times are microseconds from the start of the iteration (the format's unit), as unrounded
@@ -24,6 +31,7 @@ gives a byte-identical file.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections.abc import Mapping
@@ -152,6 +160,9 @@ def _build_trace(
     dropped = len(ranked) - len(kept)
     kept_set = set(kept)
 
+    lanes = _lanes(flows, kept_set)
+    lane_tid = _lane_threads(lanes, kept, first=max([len(labels), *kept]) + 1)
+
     events: list[dict[str, Any]] = [
         _meta("process_name", STAGES_PID, 0, {"name": "stages"}),
         _meta("process_sort_index", STAGES_PID, 0, {"sort_index": 0}),
@@ -162,10 +173,11 @@ def _build_trace(
     if kept:
         events.append(_meta("process_name", NETWORK_PID, 0, {"name": "network"}))
         events.append(_meta("process_sort_index", NETWORK_PID, 0, {"sort_index": 1}))
-    for order, r in enumerate(kept):
+    for order, ((r, lane), tid) in enumerate(sorted(lane_tid.items())):
         label = labels[r] if r < len(labels) else f"resource {r}"
-        events.append(_meta("thread_name", NETWORK_PID, r, {"name": label}))
-        events.append(_meta("thread_sort_index", NETWORK_PID, r, {"sort_index": order}))
+        name = label if lane == 0 else f"{label} ({lane + 1})"
+        events.append(_meta("thread_name", NETWORK_PID, tid, {"name": name}))
+        events.append(_meta("thread_sort_index", NETWORK_PID, tid, {"sort_index": order}))
 
     for stage, chunk, mb, kind, start, end in timeline.raw_phases:
         name = kind if kind not in ("F", "B") else f"{kind} mb{mb} c{chunk}"
@@ -180,12 +192,12 @@ def _build_trace(
                 {"stage": stage, "chunk": chunk, "micro_batch": mb},
             )
         )
-    for kind, resources, start, end, stage in flows:
+    for i, (kind, resources, start, end, stage) in enumerate(flows):
         for r in resources:
             if r in kept_set:
-                events.append(
-                    _complete(kind, "network", NETWORK_PID, r, start, end, {"stage": stage})
-                )
+                tid = lane_tid[(r, lanes[(i, r)])]
+                args = {"stage": stage, "resource": r}
+                events.append(_complete(kind, "network", NETWORK_PID, tid, start, end, args))
 
     par = config.parallelism
     other: dict[str, Any] = {
@@ -211,6 +223,7 @@ def _build_trace(
         "phases": len(timeline.raw_phases),
         "flows": len(flows),
         "network_tracks": len(kept),
+        "network_lanes": len(lane_tid),
         "network_tracks_dropped": dropped,
         "network_track_limit": max_tracks,
     }
@@ -218,6 +231,50 @@ def _build_trace(
 
 
 _PHASE_CATEGORY: Mapping[str, str] = {"F": "forward", "B": "backward"}
+
+
+def _lanes(flows: Any, kept: set[int]) -> dict[tuple[int, int], int]:
+    """The lane of each (flow index, resource) on a kept resource: each resource's flows in
+    order of start (then end, then index), each on the lowest-numbered lane whose last flow
+    ended by its start, else on a new lane (interval partitioning; the lanes of a resource
+    are as many as the flows it carried at once)."""
+    by_resource: dict[int, list[tuple[float, float, int]]] = {}
+    for i, (_kind, resources, start, end, _stage) in enumerate(flows):
+        for r in resources:
+            if r in kept:
+                by_resource.setdefault(r, []).append((float(start), float(end), i))
+    out: dict[tuple[int, int], int] = {}
+    for r, spans in by_resource.items():
+        free: list[int] = []  # lanes free at the current start, lowest first
+        busy: list[tuple[float, int]] = []  # (end, lane) of the lanes in use
+        n_lanes = 0
+        for start, end, i in sorted(spans):
+            while busy and busy[0][0] <= start:
+                heapq.heappush(free, heapq.heappop(busy)[1])
+            if free:
+                lane = heapq.heappop(free)
+            else:
+                lane, n_lanes = n_lanes, n_lanes + 1
+            heapq.heappush(busy, (end, lane))
+            out[(i, r)] = lane
+    return out
+
+
+def _lane_threads(
+    lanes: dict[tuple[int, int], int], kept: list[int], *, first: int
+) -> dict[tuple[int, int], int]:
+    """The thread id of each (resource, lane): the resource id for lane 0, ids from ``first``
+    on for the other lanes, in order of resource and lane."""
+    used = sorted({(r, lane) for (_i, r), lane in lanes.items()} | {(r, 0) for r in kept})
+    out: dict[tuple[int, int], int] = {}
+    extra = first
+    for r, lane in used:
+        if lane == 0:
+            out[(r, lane)] = r
+        else:
+            out[(r, lane)] = extra
+            extra += 1
+    return out
 
 
 def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]:

@@ -13,12 +13,25 @@ leaves a *recipe* in the store (``ID.recipe``: its number and configuration), an
 dashboard`` serves that store). :func:`materialize` draws them now: ``tune`` and
 :func:`search.optimize` do so for the study's best trial at the end of a run.
 
-The store is a folder next to the storage file (:func:`search.storage.artifact_dir`).
+Where the artifacts live (:func:`artifact_location`), first of:
+
+1. the location given (``--artifacts``, ``search.create_study(artifacts=...)``): a directory
+   (Optuna's ``FileSystemArtifactStore``; on a cluster a shared file system every worker and
+   the dashboard mount) or ``s3://BUCKET`` (Optuna's ``Boto3ArtifactStore``, the ``s3``
+   extra; boto3 reads the endpoint and credentials from its usual environment, e.g.
+   ``AWS_ENDPOINT_URL_S3`` for an S3-compatible server);
+2. the location recorded in the study (its user attribute ``palm_tune_artifacts``), which the
+   first worker of a study writes: every later worker and ``palm-tune dashboard`` find it;
+3. for a storage file (SQLite, journal), a folder next to it
+   (:func:`search.storage.artifact_dir`); for a database server or a gRPC proxy, the absolute
+   path of ``palm-tune-artifacts`` in the first worker's working directory, recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import math
 import os
@@ -29,12 +42,14 @@ from typing import Any, BinaryIO
 
 import optuna
 from optuna.artifacts import FileSystemArtifactStore, get_all_artifact_meta, upload_artifact
+from optuna.artifacts.exceptions import ArtifactNotFound
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
 from palm.config import parse_config
+from palm.errors import ConfigError
 from search.metrics import is_overflow
-from search.storage import artifact_dir
+from search.storage import artifact_dir, is_server
 
 __all__ = [
     "ArtifactStore",
@@ -42,12 +57,19 @@ __all__ = [
     "materialize",
     "artifact_note",
     "artifact_names",
+    "artifact_location",
+    "record_location",
+    "Stores",
     "KINDS",
+    "LOCATION_ATTR",
 ]
 
 #: what is attached to a best trial, in file-name order
 KINDS = ("gantt.png", "links.png", "trace.json")
+#: the study's user attribute that names its artifact store (a directory or s3://BUCKET)
+LOCATION_ATTR = "palm_tune_artifacts"
 _RECIPE = ".recipe"
+_S3 = "s3://"
 
 
 def _kinds() -> tuple[str, ...]:
@@ -60,37 +82,142 @@ def artifact_names(number: int) -> list[str]:
     return [f"trial{number}-{kind}" for kind in _kinds()]
 
 
-class ArtifactStore(FileSystemArtifactStore):
-    """Optuna's file-system artifact store, which draws a palm-tune artifact from its recipe
-    the first time it is read (with its two siblings: one simulation draws all three)."""
+def _normalised(location: str | Path) -> str:
+    """A location as it is recorded: ``s3://BUCKET``, or an absolute directory."""
+    text = str(location)
+    if text.startswith(_S3):
+        bucket = text[len(_S3) :].rstrip("/")
+        if not bucket or "/" in bucket:
+            raise ConfigError(
+                "--artifacts", text, "a directory or s3://BUCKET (a bucket name, no key prefix)"
+            )
+        return _S3 + bucket
+    if "://" in text:
+        raise ConfigError("--artifacts", text, "a directory or s3://BUCKET")
+    return str(Path(text).expanduser().absolute())
 
-    def __init__(self, base_path: str | Path) -> None:
-        super().__init__(base_path)
-        self.root = Path(base_path)
+
+def artifact_location(
+    study: optuna.Study | None, storage_url: str | None, given: str | Path | None = None
+) -> str:
+    """Where ``study``'s artifacts live: ``given``, else the location recorded in the study,
+    else the default of its storage (see the module docstring)."""
+    if given is not None and str(given).strip():
+        return _normalised(given)
+    recorded = None if study is None else study.user_attrs.get(LOCATION_ATTR)
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    if storage_url is not None and not is_server(storage_url):
+        return str(artifact_dir(storage_url).absolute())
+    return str(Path("palm-tune-artifacts").absolute())
+
+
+def record_location(
+    study: optuna.Study, location: str, *, storage_url: str | None, given: bool
+) -> None:
+    """Record ``location`` in ``study`` when it has none and another process needs it to find
+    the store: a location given by the user, or any location of a server storage (whose
+    workers and dashboard run in other directories or on other machines) or of a storage
+    object."""
+    if LOCATION_ATTR in study.user_attrs:
+        return
+    if given or storage_url is None or is_server(storage_url):
+        study.set_user_attr(LOCATION_ATTR, location)
+
+
+class ArtifactStore:
+    """An Optuna artifact store (``open_reader``, ``write``, ``remove``) at ``location`` (a
+    directory, ``s3://BUCKET`` or another Optuna artifact store), which draws a palm-tune
+    artifact from its recipe the first time it is read (with its two siblings: one simulation
+    draws all three)."""
+
+    def __init__(self, location: str | Path | Any) -> None:
+        self.root: Path | None = None
+        if isinstance(location, (str, Path)):
+            where = _normalised(location)
+            if where.startswith(_S3):
+                self.inner: Any = _s3_store(where[len(_S3) :])
+            else:
+                self.root = Path(where)
+                self.inner = FileSystemArtifactStore(self.root)
+            self.location = where
+        else:
+            self.inner, self.location = location, type(location).__name__
 
     def open_reader(self, artifact_id: str) -> BinaryIO:
-        recipe = self.root / (artifact_id + _RECIPE)
-        if not (self.root / artifact_id).exists() and recipe.exists():
-            _draw(self.root, json.loads(recipe.read_text(encoding="utf-8")))
-        return super().open_reader(artifact_id)
+        try:
+            return self.inner.open_reader(artifact_id)  # type: ignore[no-any-return]
+        except ArtifactNotFound:
+            try:
+                with self.inner.open_reader(artifact_id + _RECIPE) as f:
+                    recipe = json.loads(f.read())
+            except ArtifactNotFound:
+                raise ArtifactNotFound(f"artifact {artifact_id} in {self.location}") from None
+        self._draw(recipe)
+        return self.inner.open_reader(artifact_id)  # type: ignore[no-any-return]
+
+    def write(self, artifact_id: str, content_body: BinaryIO) -> None:
+        if self.root is not None:
+            self.root.mkdir(parents=True, exist_ok=True)
+        self.inner.write(artifact_id, content_body)
 
     def remove(self, artifact_id: str) -> None:
-        (self.root / (artifact_id + _RECIPE)).unlink(missing_ok=True)
-        if (self.root / artifact_id).exists():
-            super().remove(artifact_id)
+        for name in (artifact_id + _RECIPE, artifact_id):
+            with contextlib.suppress(ArtifactNotFound):
+                self.inner.remove(name)
+
+    def write_recipe(self, artifact_id: str, recipe: dict[str, Any]) -> None:
+        self.write(artifact_id + _RECIPE, io.BytesIO(json.dumps(recipe).encode()))
+
+    def _draw(self, recipe: dict[str, Any]) -> None:
+        """Simulate the recipe's configuration once with the event engine and store its files
+        (in a directory each renamed into place, so that a reader never sees half a file; an
+        object store's put is whole already)."""
+        from palm.api import simulate_timeline
+        from palm.trace import write_chrome_trace
+
+        config = parse_config(recipe["config"])
+        result, timeline = simulate_timeline(config, engine="event")
+        assert timeline is not None
+        ids: dict[str, str] = recipe["ids"]
+        with tempfile.TemporaryDirectory(dir=self.root) as tmp:
+            out = {kind: Path(tmp) / kind for kind in ids}
+            write_chrome_trace(out["trace.json"], result=result, timeline=timeline, config=config)
+            if "gantt.png" in ids:
+                from palm.plots import plot_gantt, plot_link_heatmap
+
+                plot_gantt(out["gantt.png"], timeline=timeline, result=result, config=config)
+                plot_link_heatmap(out["links.png"], result=result, timeline=timeline, config=config)
+            for kind, path in out.items():
+                if self.root is not None:
+                    os.replace(path, self.root / ids[kind])
+                else:
+                    with path.open("rb") as body:
+                        self.inner.write(ids[kind], body)
+
+
+def _s3_store(bucket: str) -> Any:
+    try:
+        from optuna.artifacts import Boto3ArtifactStore
+
+        return Boto3ArtifactStore(bucket)
+    except ImportError:
+        raise ConfigError(
+            "--artifacts", _S3 + bucket, "a directory, or boto3: pip install 'palm-tune[s3]'"
+        ) from None
 
 
 class _RecipeWriter:
     """An artifact store, for ``upload_artifact`` only, that keeps the uploaded body (the
     recipe) as ``ID.recipe`` and remembers the ids it was given."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, store: ArtifactStore) -> None:
+        self.store = store
         self.ids: list[str] = []
 
     def write(self, artifact_id: str, content_body: BinaryIO) -> None:
         self.ids.append(artifact_id)
-        (self.root / (artifact_id + _RECIPE)).write_bytes(content_body.read())
+        self.store.write(artifact_id + _RECIPE, content_body)
 
     def open_reader(self, artifact_id: str) -> BinaryIO:
         raise NotImplementedError
@@ -99,10 +226,9 @@ class _RecipeWriter:
         raise NotImplementedError
 
 
-def _attach(trial: optuna.Trial, store_dir: Path) -> None:
+def _attach(trial: optuna.Trial, store: ArtifactStore) -> None:
     """Attach the three artifacts of the running ``trial`` as recipes (no drawing)."""
-    store_dir.mkdir(parents=True, exist_ok=True)
-    writer = _RecipeWriter(store_dir)
+    writer = _RecipeWriter(store)
     recipe = json.dumps({"number": trial.number, "config": trial.user_attrs["config"]}).encode()
     with tempfile.TemporaryDirectory() as tmp:
         for name in artifact_names(trial.number):
@@ -112,37 +238,15 @@ def _attach(trial: optuna.Trial, store_dir: Path) -> None:
     ids = dict(zip(_kinds(), writer.ids, strict=True))
     for artifact_id in writer.ids:  # each recipe knows its siblings, to draw all three at once
         data = {"number": trial.number, "config": trial.user_attrs["config"], "ids": ids}
-        (store_dir / (artifact_id + _RECIPE)).write_text(json.dumps(data), encoding="utf-8")
+        store.write_recipe(artifact_id, data)
 
 
-def _draw(root: Path, recipe: dict[str, Any]) -> None:
-    """Simulate the recipe's configuration once with the event engine and write its files
-    (each renamed into place, so a reader never sees half a file)."""
-    from palm.api import simulate_timeline
-    from palm.trace import write_chrome_trace
-
-    config = parse_config(recipe["config"])
-    result, timeline = simulate_timeline(config, engine="event")
-    assert timeline is not None
-    ids: dict[str, str] = recipe["ids"]
-    with tempfile.TemporaryDirectory(dir=root) as tmp:
-        out = {kind: Path(tmp) / kind for kind in ids}
-        write_chrome_trace(out["trace.json"], result=result, timeline=timeline, config=config)
-        if "gantt.png" in ids:
-            from palm.plots import plot_gantt, plot_link_heatmap
-
-            plot_gantt(out["gantt.png"], timeline=timeline, result=result, config=config)
-            plot_link_heatmap(out["links.png"], result=result, timeline=timeline, config=config)
-        for kind, path in out.items():
-            os.replace(path, root / ids[kind])
-
-
-def materialize(study: optuna.Study, storage_url: str, trial: FrozenTrial) -> list[str]:
+def materialize(study: optuna.Study, store: ArtifactStore, trial: FrozenTrial) -> list[str]:
     """Draw the artifacts of ``trial`` that are still recipes; returns its artifacts' names."""
-    store = ArtifactStore(artifact_dir(storage_url))
     metas = get_all_artifact_meta(trial, storage=study._storage)  # noqa: SLF001
     for meta in metas[:1]:
-        if store.root.exists():
+        # not found: attached by a worker whose store this process does not reach
+        with contextlib.suppress(ArtifactNotFound):
             store.open_reader(meta.artifact_id).close()
     return sorted(m.filename for m in metas)
 
@@ -181,13 +285,12 @@ class _BestSoFar:
 def attach_when_best(
     objective: Callable[[optuna.Trial], float | list[float]],
     *,
-    storage_url: str,
+    store: ArtifactStore,
     objectives: Sequence[str],
 ) -> Callable[[optuna.Trial], float | list[float]]:
     """``objective`` that attaches their artifacts (as recipes) to the trials that fit memory
     and beat every trial before them."""
     best: list[_BestSoFar] = []
-    store_dir = artifact_dir(storage_url)
 
     def run(trial: optuna.Trial) -> float | list[float]:
         out = objective(trial)
@@ -197,15 +300,39 @@ def attach_when_best(
         attrs = trial.user_attrs  # a deep copy of them all: read once
         fits = attrs.get("memory_overflow_bytes", 0.0) <= 0
         if fits and "config" in attrs and best[0].beaten_by(trial.study, values):
-            _attach(trial, store_dir)
+            _attach(trial, store)
         return out
 
     return run
 
 
-def artifact_note(study: optuna.Study, storage_url: str, trial: FrozenTrial) -> str:
+def artifact_note(study: optuna.Study, store: ArtifactStore, trial: FrozenTrial) -> str:
     """Draw ``trial``'s artifacts now; one line on them for the ``tune`` summary."""
-    names = materialize(study, storage_url, trial)
+    names = materialize(study, store, trial)
     if not names:
         return f"trial {trial.number} has none (made before palm-tune attached them to trials)"
-    return f"trial {trial.number}: {', '.join(names)} in {artifact_dir(storage_url)}"
+    return f"trial {trial.number}: {', '.join(names)} in {store.location}"
+
+
+class Stores:
+    """Several artifact stores read as one (the dashboard of a storage whose studies keep
+    their artifacts in different places): a read tries each in turn; writes go to the
+    first."""
+
+    def __init__(self, stores: Sequence[ArtifactStore]) -> None:
+        self.stores = list(stores)
+
+    def open_reader(self, artifact_id: str) -> BinaryIO:
+        for store in self.stores:
+            try:
+                return store.open_reader(artifact_id)
+            except ArtifactNotFound:
+                continue
+        raise ArtifactNotFound(f"artifact {artifact_id}")
+
+    def write(self, artifact_id: str, content_body: BinaryIO) -> None:
+        self.stores[0].write(artifact_id, content_body)
+
+    def remove(self, artifact_id: str) -> None:
+        for store in self.stores:
+            store.remove(artifact_id)

@@ -9,6 +9,7 @@ import math
 import os
 import socket
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,17 +18,18 @@ from optuna.trial import TrialState
 
 from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
-from search.artifacts import ArtifactStore, artifact_note
-from search.dedup import DUPLICATE_ATTR, configuration_counts
+from search.artifacts import ArtifactStore, Stores, artifact_location, artifact_note
 from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
+from search.once import is_lock
 from search.plots import write_study_plots
+from search.progress import RunCounts, study_counts
 from search.screen import SCREEN_ATTR
 from search.storage import (
     DEFAULT_STORAGE,
-    WORKER_ATTR,
-    artifact_dir,
+    check_workers,
     open_storage,
+    printed_url,
     storage_file,
 )
 from search.study_file import SAMPLERS, check_seed
@@ -53,7 +55,7 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     t.add_argument("study", metavar="STUDY.toml", help="study file (see studies/)")
     t.add_argument("--trials", type=int, help="trials to add (default: the study file's budget)")
     t.add_argument("--timeout", type=float, metavar="S", help="stop starting trials after S s")
-    _storage_args(t)
+    _storage_args(t, study_file=True)
     t.add_argument("--sampler", choices=SAMPLERS, help="override the study file's sampler")
     t.add_argument("--seed", type=int, help="override the study file's seed")
     t.add_argument(
@@ -61,8 +63,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         type=int,
         default=1,
         help="worker processes on this machine (default 1; more than one needs a "
-        f"journal or PostgreSQL storage, {_JOURNAL_FOR_WORKERS} by default)",
+        f"journal, PostgreSQL or gRPC proxy storage, {_JOURNAL_FOR_WORKERS} by default)",
     )
+    _artifacts_arg(t)
     t.add_argument(
         "--no-progress",
         action="store_true",
@@ -73,8 +76,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     b = sub.add_parser(
         "best",
         help="print the best trial's parameters, values, configuration",
-        description="Print the best trial of a study (the one with the most "
-        "throughput on the Pareto front of a multi-objective study).",
+        description="Print the best trial of a study in a storage (the one with the most "
+        "throughput on the Pareto front of a multi-objective study). It takes no study file: "
+        "--storage and --study-name name the study.",
     )
     _storage_args(b)
     b.add_argument(
@@ -116,9 +120,41 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         default=DEFAULT_STORAGE,
         help=f"storage URL (default: {DEFAULT_STORAGE})",
     )
+    _artifacts_arg(d)
     d.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
     d.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     d.set_defaults(handler=_cmd_dashboard)
+
+    g = sub.add_parser(
+        "storage-proxy",
+        help="serve a storage to workers through Optuna's gRPC storage proxy (extra: grpc)",
+        description="Run Optuna's gRPC storage proxy (optuna.storages.run_grpc_proxy_server) "
+        "in front of a storage, so that many workers share one database connection pool: "
+        "start the workers with --storage grpc://HOST:PORT. Ctrl-C stops it.",
+    )
+    g.add_argument(
+        "--storage",
+        metavar="URL",
+        type=_nonempty,
+        default=DEFAULT_STORAGE,
+        help=f"the storage it serves (default: {DEFAULT_STORAGE}; postgresql://... on a cluster)",
+    )
+    g.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback)")
+    g.add_argument("--port", type=int, default=13000, help="port (default 13000, Optuna's)")
+    g.set_defaults(handler=_cmd_storage_proxy)
+
+
+def _artifacts_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--artifacts",
+        metavar="DIR|s3://BUCKET",
+        type=_nonempty,
+        default=None,
+        help="artifact store of the best trials' traces and plots: a directory every worker "
+        "and the dashboard reach (a shared file system on a cluster) or s3://BUCKET (extra: "
+        "s3); recorded in the study for the other workers and the dashboard (default: the "
+        "study's record, else next to a storage file, else ./palm-tune-artifacts)",
+    )
 
 
 def _nonempty(text: str) -> str:
@@ -129,20 +165,22 @@ def _nonempty(text: str) -> str:
     return text
 
 
-def _storage_args(p: argparse.ArgumentParser) -> None:
+def _storage_args(p: argparse.ArgumentParser, *, study_file: bool = False) -> None:
     p.add_argument(
         "--storage",
         metavar="URL",
         type=_nonempty,
         default=None,
         help=f"sqlite:///FILE (default {DEFAULT_STORAGE}), a journal file FILE.journal or "
-        "FILE.log (several workers), or postgresql://...; optuna-dashboard takes each as is",
+        "FILE.log (several workers), postgresql://... or grpc://HOST:PORT (palm-tune "
+        "storage-proxy); optuna-dashboard takes each as is",
     )
     p.add_argument(
         "--study-name",
         metavar="NAME",
         type=_nonempty,
-        help="study in the storage (default: the study file's name, or the only study there)",
+        help="study in the storage (default: "
+        + ("the study file's name)" if study_file else "the only study there)"),
     )
 
 
@@ -164,41 +202,36 @@ def _describe(config_tables: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
-    """New configurations this run added: trials numbered after the start, run by one of its
-    processes (other machines or processes may add trials to the same study meanwhile), not
-    duplicate proposals (answered from the storage, see search.dedup)."""
-    mine = {f"{socket.gethostname()}:{pid}" for pid in pids}
-    return sum(
-        1
-        for t in study.get_trials(deepcopy=False)
-        if t.number >= before
-        and t.user_attrs.get(WORKER_ATTR) in mine
-        and DUPLICATE_ATTR not in t.user_attrs
-    )
-
-
 def _run_trials(study: optuna.Study) -> int:
     """Trials that ran or run (not the screened ones still waiting in the queue)."""
     waiting = optuna.trial.TrialState.WAITING
     return sum(1 for t in study.get_trials(deepcopy=False) if t.state != waiting)
 
 
-def _configs_line(study: optuna.Study) -> str:
+def _configs_line(study: optuna.Study, screened_here: bool | None = None) -> str:
     """How many distinct configurations the engine ran, and what the other trials cost."""
-    k = configuration_counts(study)
+    k = study_counts(study)
     screened = study.user_attrs.get(SCREEN_ATTR)
     line = (
-        f"configs    {k['simulated']} distinct configurations simulated; not simulated: "
-        f"{k['overflow']} over memory, {k['invalid']} invalid choices, "
-        f"{k['duplicate']} duplicate proposals\n"
+        f"configs    {k.simulated} distinct configurations simulated; not simulated: "
+        f"{k.overflow} over memory, {k.invalid} invalid choices, "
+        f"{k.duplicate} duplicate proposals\n"
     )
     if screened:
         line += (
             f"screening  {screened['drawn']} configurations ranked by the analytical engine "
-            f"in {screened['wall_s']:.1f} s, the best {len(screened['enqueued'])} simulated first\n"
+            f"in {screened['wall_s']:.1f} s, the best {len(screened['enqueued'])} simulated first"
+            + {True: " (by this run)", False: " (by another run)", None: ""}[screened_here]
+            + "\n"
         )
     return line
+
+
+def _run_line(run: RunCounts | None) -> str:
+    """The closing line of the progress bar, in words: what this run's trials were."""
+    if run is None:
+        return ""
+    return f"this run   {run.done} trials: {run.kinds()}\n"
 
 
 def _check_tune_options(args: argparse.Namespace) -> None:
@@ -219,29 +252,29 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if storage is None:
         storage = _JOURNAL_FOR_WORKERS if args.workers > 1 else DEFAULT_STORAGE
     _check_tune_options(args)
-    tuning = create_study(
+    check_workers(storage, args.workers)  # before the study is created or screened
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # the bar and the summary say it
+    study = create_study(
         args.study,
         storage=storage,
         study_name=args.study_name,
         sampler=args.sampler,
         seed=args.seed,
+        artifacts=args.artifacts,
     )
-    before = len(tuning.study.trials)
-    pids = optimize(
-        tuning,
+    optimize(
+        study,
         n_trials=args.trials,
         timeout=args.timeout,
         workers=args.workers,
         progress=not args.no_progress,
     )
-    study = tuning.study
+    shown = printed_url(storage)
     c = counts(study)
-    out.write(
-        f"\nstudy      {study.study_name} in {storage}: {_run_trials(study)} trials "
-        f"({_ours(study, before, pids)} new)\n"
-    )
+    out.write(f"\nstudy      {study.study_name} in {shown}: {_run_trials(study)} trials\n")
+    out.write(_run_line(study.last_run))
     out.write(f"trials     {c['complete']} completed, {c['pruned']} pruned, {c['failed']} failed\n")
-    out.write(_configs_line(study))
+    out.write(_configs_line(study, study.screened_here))
     try:
         best = best_trial(study)
     except ConfigError:
@@ -254,14 +287,14 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         f"iteration {result.get('iteration_time_s', float('nan')):.4g} s, "
         f"peak memory {result.get('peak_memory_bytes', 0) / 2**30:.1f} GiB\n"
     )
-    note = artifact_note(study, tuning.storage_url, best)
+    note = artifact_note(study, study.artifacts, best)
     if note:
         out.write(f"artifacts  {note}\n")
-    flag = f" --storage {storage}" if storage != DEFAULT_STORAGE else ""
+    flag = f" --storage {shown}" if shown != DEFAULT_STORAGE else ""
     out.write(
         f"next       palm-tune best{flag} --study-name {study.study_name}  |  "
         f"palm-tune report{flag} --study-name {study.study_name}  |  "
-        f"palm-tune dashboard --storage {storage}\n"
+        f"palm-tune dashboard --storage {shown}\n"
     )
     return 0
 
@@ -272,7 +305,7 @@ def _open(args: argparse.Namespace) -> optuna.Study:
     if file is not None and not file.is_file():  # opening would create an empty storage
         raise ConfigError("--storage", url, "an existing study storage (run palm-tune tune first)")
     backend = open_storage(url)
-    names = [s.study_name for s in optuna.get_all_study_summaries(backend)]
+    names = _study_names(backend)
     name = args.study_name
     if name is None:
         if len(names) != 1:
@@ -285,6 +318,12 @@ def _open(args: argparse.Namespace) -> optuna.Study:
             "--study-name", name, f"one of the studies in {url}: {', '.join(names) or '(none)'}"
         )
     return optuna.load_study(study_name=name, storage=backend)
+
+
+def _study_names(backend: optuna.storages.BaseStorage) -> list[str]:
+    """The studies of a storage, without the locks of running workers (search.once)."""
+    summaries = optuna.get_all_study_summaries(backend)
+    return [s.study_name for s in summaries if not is_lock(s.study_name)]
 
 
 def _palm_best(study: optuna.Study) -> optuna.trial.FrozenTrial:
@@ -412,19 +451,63 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise ConfigError("--port", args.port, "a TCP port in 1..65535")
     _check_address(args.host, args.port)
     storage = open_storage(args.storage)
-    store_dir = artifact_dir(args.storage)
-    store_dir.mkdir(parents=True, exist_ok=True)
+    locations = _artifact_locations(storage, args.storage, args.artifacts)
+    stores = [ArtifactStore(where) for where in locations]
+    for store in stores:
+        if store.root is not None:
+            store.root.mkdir(parents=True, exist_ok=True)
     (out or sys.stdout).write(
         f"optuna-dashboard on http://{args.host}:{args.port}/ "
-        f"(storage {args.storage}, artifacts {store_dir}); Ctrl-C stops\n"
+        f"(storage {printed_url(args.storage)}, artifacts {', '.join(locations)}); "
+        "Ctrl-C stops\n"
     )
     (out or sys.stdout).flush()
     run_server(
         storage,
         host=args.host,
         port=args.port,
-        artifact_store=ArtifactStore(store_dir),
+        artifact_store=stores[0] if len(stores) == 1 else Stores(stores),
     )
+    return 0
+
+
+def _artifact_locations(
+    storage: optuna.storages.BaseStorage, url: str, given: str | None
+) -> Sequence[str]:
+    """Where the artifacts of a storage's studies live: ``given`` alone, else each location
+    the studies recorded and the storage's default (search.artifacts), each once."""
+    if given is not None:
+        return [artifact_location(None, url, given)]
+    found: list[str] = []
+    for name in _study_names(storage):
+        study = optuna.load_study(study_name=name, storage=storage)
+        found.append(artifact_location(study, url))
+    found.append(artifact_location(None, url))
+    return list(dict.fromkeys(found))
+
+
+def _cmd_storage_proxy(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Serve ``--storage`` through Optuna's gRPC storage proxy until stopped."""
+    try:
+        import grpc  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
+        from google import protobuf  # type: ignore[import-untyped,unused-ignore]  # noqa: F401
+        from optuna.storages import run_grpc_proxy_server
+    except ImportError:
+        raise ConfigError(
+            "storage-proxy", "grpcio", "the grpc extra: pip install 'palm-tune[grpc]'"
+        ) from None
+    if not 1 <= args.port <= 65535:
+        raise ConfigError("--port", args.port, "a TCP port in 1..65535")
+    if args.storage.startswith("grpc://"):
+        raise ConfigError("--storage", args.storage, "the storage behind the proxy, not a proxy")
+    _check_address(args.host, args.port)
+    storage = open_storage(args.storage)
+    (out or sys.stdout).write(
+        f"gRPC storage proxy on grpc://{args.host}:{args.port} for {printed_url(args.storage)}: "
+        f"workers take --storage grpc://{args.host}:{args.port}; Ctrl-C stops\n"
+    )
+    (out or sys.stdout).flush()
+    run_grpc_proxy_server(storage, host=args.host, port=args.port)
     return 0
 
 

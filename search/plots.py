@@ -1,6 +1,10 @@
 """A study's plots for ``palm-tune report``: optimisation history per objective, Pareto front,
 and parameter importance, every axis named with its unit (``study.metric_names``).
 
+The history plot shows each completed trial that fits memory (a dot at its trial number) and
+the best value so far (a step line over the trial numbers, in the objective's direction), as
+optuna-dashboard's history does; trials over memory are not simulated and have no value.
+
 The importance plot ranks parameters by PED-ANOVA (Watanabe et al. 2023, IJCAI; Optuna 5's
 default evaluator, which also weighs conditional parameters) over the trials that fit memory
 (those over memory are not simulated; they say which parameters cause an overflow, not what
@@ -23,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.metrics import GIB, display_names, is_overflow
 
-__all__ = ["write_study_plots", "TOP"]
+__all__ = ["write_study_plots", "best_so_far", "TOP"]
 
 #: parameters shown by name in the importance plot
 TOP = 12
@@ -45,6 +49,53 @@ def _targets(study: optuna.Study) -> list[Target]:
         scale = 1 / GIB if key == "memory" and study.metric_names is None else 1.0
         out.append((key, name, partial(_value, i, scale)))
     return out
+
+
+def best_so_far(values: Sequence[float], *, maximize: bool) -> list[float]:
+    """The running best of ``values`` in trial order (max when ``maximize``, else min)."""
+    out: list[float] = []
+    for v in values:
+        out.append(v if not out else (max if maximize else min)(out[-1], v))
+    return out
+
+
+def _history_figure(
+    study: optuna.Study, name: str, value: Callable[[FrozenTrial], float], index: int
+) -> Any:
+    import matplotlib.pyplot as plt
+
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if not is_overflow(t)
+    ]
+    if not trials:
+        raise ValueError("no completed trial that fits memory")
+    numbers = [t.number for t in trials]
+    values = [value(t) for t in trials]
+    maximize = study.directions[index] == StudyDirection.MAXIMIZE
+    fig, ax = plt.subplots(figsize=(9, 5.5))
+    ax.scatter(numbers, values, s=18, color="#1f77b4", label="trial (fits memory)", zorder=3)
+    ax.step(
+        numbers,
+        best_so_far(values, maximize=maximize),
+        where="post",
+        color="#d62728",
+        linewidth=1.6,
+        label="best so far",
+    )
+    ax.set_xlabel("trial")
+    ax.set_ylabel(name)
+    over = sum(1 for t in study.get_trials(deepcopy=False) if is_overflow(t))
+    ax.set_title(
+        f"{study.study_name}: {name}, {len(trials)} trials that fit memory"
+        + (f" ({over} over memory, not shown)" if over else ""),
+        fontsize=10,
+    )
+    ax.grid(color="#e0e0e0", linewidth=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower right" if maximize else "upper right", fontsize=9)
+    return fig
 
 
 def _importance_figure(
@@ -115,7 +166,6 @@ def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> lis
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.figure import Figure
-    from optuna.visualization import matplotlib as ovm
 
     written: list[Path] = []
     targets = _targets(study)
@@ -139,8 +189,7 @@ def write_study_plots(study: optuna.Study, out_dir: Path, *, log: TextIO) -> lis
 
     for index, (key, name, value) in enumerate(targets):
         suffix = "" if single else f"-{key}"
-        history = partial(ovm.plot_optimization_history, study, target=value, target_name=name)
-        save(f"history{suffix}", history)
+        save(f"history{suffix}", partial(_history_figure, study, name, value, index))
         save(f"importance{suffix}", partial(_importance_figure, study, name, value, index))
     if not single:
         names: Sequence[str] = [n for _, n, _ in targets]

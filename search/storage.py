@@ -5,7 +5,15 @@
 * ``journal:///path/to/study.journal`` (or any path ending in ``.journal``): Optuna's
   JournalStorage on a file, for several worker processes on one machine.
 * ``postgresql://user@host:port/db``: many machines sharing a study, the documented way to
-  outgrow one machine.
+  outgrow one machine. The URL is handed to Optuna as it is, so ``optuna.load_study`` and
+  ``optuna-dashboard`` open the same string (the ``postgres`` extra installs the drivers
+  SQLAlchemy picks for a plain ``postgresql://``: psycopg 3 from SQLAlchemy 2.1 on, psycopg2
+  before).
+* ``grpc://host:port``: Optuna's gRPC storage proxy (``palm-tune storage-proxy``, or
+  ``optuna.storages.run_grpc_proxy_server``) in front of any of the above, for many workers
+  that should not each hold database connections (the ``grpc`` extra installs grpcio).
+* an Optuna storage object (``JournalStorage``, ``RDBStorage``, ``GrpcStorageProxy``...),
+  from the Python API.
 
 A worker killed mid-trial leaves its trial RUNNING. RDB storages (SQLite, PostgreSQL) get
 Optuna's heartbeat, which fails such trials once their heartbeat is stale. JournalStorage has no
@@ -16,12 +24,12 @@ heartbeat in Optuna 5, so every trial records its worker (host and process id) a
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,11 @@ from search.lifecycle import signals_deferred
 __all__ = [
     "DEFAULT_STORAGE",
     "open_storage",
+    "printed_url",
+    "is_server",
+    "object_url",
+    "check_workers",
+    "GRPC_READY_S",
     "sweep_stale_trials",
     "worker_id",
     "HEARTBEAT_INTERVAL_S",
@@ -43,6 +56,7 @@ __all__ = [
     "artifact_dir",
     "storage_file",
     "repair_journal",
+    "grpc_address",
     "JOURNAL_SUFFIXES",
     "WORKER_ATTR",
 ]
@@ -53,11 +67,17 @@ GRACE_PERIOD_S = 15
 #: a plain path with one of these endings is a journal file (what optuna-dashboard accepts)
 JOURNAL_SUFFIXES = (".journal", ".log")
 _CREATE_ATTEMPTS = 8
+#: how long a worker waits for a gRPC storage proxy to answer before it gives up
+GRPC_READY_S = 10.0
+#: the extra that installs each storage's driver, for the error when it is missing
+_EXTRA = {"postgresql": "postgres", "mysql": "a MySQL driver", "grpc": "grpc"}
 WORKER_ATTR = "palm_tune_worker"
 
 
-def worker_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+def worker_id(pid: int | None = None) -> str:
+    """``host:pid`` of this process (or of process ``pid`` of this host): what every trial
+    records as its worker (:data:`WORKER_ATTR`)."""
+    return f"{socket.gethostname()}:{os.getpid() if pid is None else pid}"
 
 
 class _SignalSafeLock(JournalFileSymlinkLock):
@@ -93,8 +113,61 @@ def storage_file(url: str | None) -> Path | None:
     return None
 
 
-def open_storage(url: str | None) -> BaseStorage:
-    """The Optuna storage behind ``url`` (see module docstring); errors name the URL."""
+def printed_url(url: str | None) -> str:
+    """``url`` as palm-tune prints it: the form Optuna and optuna-dashboard open as is (a
+    ``journal:///FILE`` URL, palm-tune's own spelling, prints as its plain path FILE)."""
+    url = url or DEFAULT_STORAGE
+    journal = _journal_path(url)
+    return str(journal) if journal is not None else url
+
+
+def _unwrapped(storage: BaseStorage) -> BaseStorage:
+    """The storage inside Optuna's cache (``_CachedStorage`` wraps an ``RDBStorage``)."""
+    from optuna.storages import _CachedStorage
+
+    return storage._backend if isinstance(storage, _CachedStorage) else storage  # noqa: SLF001
+
+
+def object_url(storage: BaseStorage) -> str | None:
+    """A palm-tune URL for the file an Optuna storage object lives in (``journal:///FILE``
+    for a ``JournalFileBackend``, the ``sqlite:///`` URL of a SQLite database), so that its
+    artifacts go next to that file; None for a server or a backend without a file."""
+    inner = _unwrapped(storage)
+    if isinstance(inner, RDBStorage):
+        url = str(inner.engine.url)
+        return url if url.startswith("sqlite:///") else None
+    backend = getattr(inner, "_backend", None)
+    if isinstance(inner, JournalStorage) and isinstance(backend, JournalFileBackend):
+        return f"journal:///{backend._file_path}"  # noqa: SLF001 - no public getter
+    return None
+
+
+def is_server(url: str | None) -> bool:
+    """True for a storage other machines reach (a database server or a gRPC proxy), whose
+    artifacts need a store every machine reaches too."""
+    return storage_file(url) is None
+
+
+def check_workers(url: str | BaseStorage | None, workers: int) -> None:
+    """Refuse a storage that ``workers`` processes cannot share, before any work is done."""
+    if isinstance(url, BaseStorage):
+        inner = _unwrapped(url)
+        url = str(inner.engine.url) if isinstance(inner, RDBStorage) else "an Optuna storage"
+    url = url or DEFAULT_STORAGE
+    if workers > 1 and url.startswith("sqlite"):
+        raise ConfigError(
+            "--storage",
+            url,
+            "a journal file (e.g. palm-tune.journal), postgresql://... or grpc://HOST:PORT for "
+            f"--workers {workers} (SQLite serialises writers)",
+        )
+
+
+def open_storage(url: str | BaseStorage | None) -> BaseStorage:
+    """The Optuna storage behind ``url`` (see module docstring); errors name the URL. An
+    Optuna storage object is returned as it is."""
+    if isinstance(url, BaseStorage):
+        return url
     url = url or DEFAULT_STORAGE
     journal = _journal_path(url)
     try:
@@ -105,25 +178,57 @@ def open_storage(url: str | None) -> BaseStorage:
             if note:
                 sys.stderr.write(f"palm-tune: {note}\n")
             return JournalStorage(JournalFileBackend(str(journal), lock_obj=lock))
-        if (
-            url.startswith("postgresql://")
-            and importlib.util.find_spec("psycopg") is None
-            and importlib.util.find_spec("psycopg2") is not None
-        ):
-            # SQLAlchemy 2.1 defaults to psycopg 3; the postgres extra installs psycopg2
-            url = "postgresql+psycopg2://" + url[len("postgresql://") :]
+        if url.startswith("grpc://"):
+            return _grpc_storage(url)
         if url.startswith(("sqlite:", "postgresql", "mysql")):
             return _rdb_storage(url)
     except ConfigError:
         raise
     except ImportError as exc:
+        scheme = url.split(":", 1)[0].split("+", 1)[0]
+        extra = _EXTRA.get(scheme)
+        hint = f"; pip install 'palm-tune[{extra}]'" if extra and " " not in extra else ""
         raise ConfigError(
-            "--storage", url, f"a storage whose driver is installed ({exc})"
+            "--storage", url, f"a storage whose driver is installed ({exc}{hint})"
         ) from None
     except Exception as exc:  # noqa: BLE001 - a database that does not answer, a bad path...
         message = " ".join(str(exc).split())[:200]
         raise ConfigError("--storage", url, f"a reachable storage ({message})") from None
-    raise ConfigError("--storage", url, "sqlite:///FILE, journal:///FILE or postgresql://...")
+    raise ConfigError(
+        "--storage", url, "sqlite:///FILE, FILE.journal, postgresql://... or grpc://HOST:PORT"
+    )
+
+
+def grpc_address(url: str) -> tuple[str, int]:
+    """``grpc://host:port`` -> (host, port); the field, value and form on a bad one."""
+    rest = url[len("grpc://") :].rstrip("/")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ConfigError("--storage", url, "grpc://HOST:PORT with a TCP port in 1..65535")
+    return host.strip("[]"), int(port)
+
+
+def _grpc_storage(url: str) -> BaseStorage:
+    """Optuna's gRPC storage proxy client, once the proxy answers (within
+    :data:`GRPC_READY_S`)."""
+    from optuna.exceptions import ExperimentalWarning
+    from optuna.storages import GrpcStorageProxy
+
+    host, port = grpc_address(url)
+    with warnings.catch_warnings():  # experimental since Optuna 4.2; said once in the docs
+        warnings.simplefilter("ignore", ExperimentalWarning)
+        proxy = GrpcStorageProxy(host=host, port=port)
+    try:
+        proxy.wait_server_ready(timeout=GRPC_READY_S)
+    except Exception:
+        proxy.close()
+        raise ConfigError(
+            "--storage",
+            url,
+            f"a gRPC storage proxy that answers within {GRPC_READY_S:.0f} s "
+            "(start one with palm-tune storage-proxy)",
+        ) from None
+    return proxy
 
 
 def _rdb_storage(url: str) -> RDBStorage:

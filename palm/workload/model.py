@@ -71,6 +71,8 @@ class ModelConfig:
     norm: Literal["layernorm", "rmsnorm"] = "layernorm"
     dropout: bool = True
     tied_embeddings: bool = True
+    #: the query, key and value projections have biases even where ``bias`` is false (Qwen2)
+    qkv_bias: bool = False
     learned_positions: bool = True
     image_size: int = 224
     classes: int = 1000
@@ -176,6 +178,7 @@ def _layer(m: ModelConfig, i: int) -> TransformerLayer:
         seq_len=m.seq_len,
         mlp=m.mlp,
         bias=m.bias,
+        qkv_bias=m.qkv_bias,
         norm=m.norm,
         dropout=m.dropout,
         head_dim=m.head_dim,

@@ -107,7 +107,8 @@ class MoELayer(TransformerLayer):
         h, heads = self.hidden, self.heads
         if not self.mla:
             q, kv = self.q_dim, self.kv_dim
-            return h * (q + 2 * kv) + q * h + ((q + 2 * kv + h) if self.bias else 0)
+            biases = (q + 2 * kv + h) if self.bias else (q + 2 * kv) if self.qkv_bias else 0
+            return h * (q + 2 * kv) + q * h + biases
         ql, kvl, v = self.q_lora_rank, self.kv_lora_rank, self.v_head_dim
         nope = self.head_dim - self.qk_rope_head_dim
         q_up = (ql or h) * heads * self.head_dim

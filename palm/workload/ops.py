@@ -460,6 +460,9 @@ class TransformerLayer(Op):
     causal: bool = True
     cp: int = 1
     head_dim: int = 0
+    #: biases on the query, key and value projections alone (Qwen2's attention); ``bias``
+    #: puts biases on every projection
+    qkv_bias: bool = False
 
     def __post_init__(self) -> None:
         # head_dim = 0 means hidden / heads; models such as Gemma and Qwen3 set it apart, so
@@ -488,6 +491,8 @@ class TransformerLayer(Op):
         if self.bias:
             attn += (q + 2 * kv) + h
             mlp += self._mlp_in_mats * f + h
+        elif self.qkv_bias:
+            attn += q + 2 * kv  # column-parallel: split over TP with their weights
         norms = 2 * (2 * h if self.norm == "layernorm" else h)
         return attn + mlp + norms
 

@@ -120,6 +120,18 @@ def write(tmp_path: Path, hf: dict[str, Any], *, parallelism: str, seq_len: int 
     return path
 
 
+def _simulate_cli(path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``palm-tune simulate PATH ARGS`` in a subprocess, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "search.cli", "simulate", str(path), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_mixtral_from_its_hugging_face_config_simulates_on_h100s(tmp_path: Path) -> None:
     path = write(tmp_path, MIXTRAL_HF, parallelism="tp = 1\npp = 2\ndp = 16\nep = 8", seq_len=4096)
     with warnings.catch_warnings():
@@ -143,7 +155,8 @@ def test_deepseek_v3_from_its_hugging_face_config_matches_the_preset(tmp_path: P
         parallelism="tp = 2\npp = 8\ndp = 64\nep = 64\netp = 1\nsequence_parallel = true",
         seq_len=4096,
     )
-    config = load_config(path, overrides=["training.global_batch=8192"])
+    with pytest.warns(ConfigWarning, match="num_nextn_predict_layers = 1 is ignored"):
+        config = load_config(path, overrides=["training.global_batch=8192"])
     m = config.model
     assert (m.experts, m.shared_experts, m.dense_layers, m.kv_lora_rank, m.head_dim) == (
         256,
@@ -182,14 +195,7 @@ def test_seq_len_from_max_position_embeddings_warns(tmp_path: Path) -> None:
 
 def test_cli_prints_the_seq_len_warning_on_one_line(tmp_path: Path) -> None:
     path = write(tmp_path, MIXTRAL_HF, parallelism="dp = 8\nep = 8", seq_len=None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "search.cli", "simulate", str(path), "--set", "model.layers=2"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    proc = _simulate_cli(path, "--set", "model.layers=2")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("palm-tune: warning: model.seq_len = 32768")
@@ -283,3 +289,87 @@ def test_gpt_oss_reads_its_clamped_gated_activation_and_biases(tmp_path: Path) -
         tmp_path, {**GPT_OSS_HF, "swiglu_limit": None}, parallelism="dp = 8", seq_len=4096
     )
     assert load_config(plain).model.mlp == "swiglu"
+
+
+# Qwen/Qwen2-0.5B config.json as released (the fields that matter): no attention_bias key,
+# yet Qwen2Attention gives q, k and v biases; tied embeddings
+QWEN2_05B_HF: dict[str, Any] = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 24,
+    "vocab_size": 151936,
+    "max_position_embeddings": 131072,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-6,
+    "rope_theta": 1000000.0,
+    "sliding_window": 131072,
+    "use_sliding_window": False,
+    "max_window_layers": 24,
+    "tie_word_embeddings": True,
+    "attention_dropout": 0.0,
+}
+
+
+def test_qwen2_counts_its_implicit_qkv_biases_and_tied_embeddings(tmp_path: Path) -> None:
+    path = write(tmp_path, QWEN2_05B_HF, parallelism="dp = 8", seq_len=4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a window that is switched off is not ignored
+        m = load_config(path).model
+    assert (m.bias, m.qkv_bias, m.tied_embeddings) == (False, True, True)
+    # the checkpoint's parameter count (model.safetensors of Qwen/Qwen2-0.5B): by hand,
+    # 24 layers x (896 x (896 + 2 x 128) + 896 x 896 + (896 + 2 x 128) biases
+    # + 3 x 896 x 4864 + 2 x 896 norms) + 151936 x 896 (tied) + 896 final norm
+    layer = 896 * (896 + 256) + 896 * 896 + (896 + 256) + 3 * 896 * 4864 + 2 * 896
+    assert build_workload(m).params == 24 * layer + 151936 * 896 + 896 == 494_032_768
+    no_bias = write(tmp_path, {**QWEN2_05B_HF, "qkv_bias": False}, parallelism="dp = 8", seq_len=64)
+    assert build_workload(load_config(no_bias).model).params == 494_032_768 - 24 * 1152
+    untied = write(
+        tmp_path, {**QWEN2_05B_HF, "tie_word_embeddings": False}, parallelism="dp = 8", seq_len=64
+    )
+    assert build_workload(load_config(untied).model).params == 494_032_768 + 151936 * 896
+
+
+def _ignored(tmp_path: Path, hf: dict[str, Any]) -> list[str]:
+    path = write(tmp_path, hf, parallelism="dp = 8", seq_len=4096)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_config(path)
+    return [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+
+
+def test_every_ignored_field_warns_once(tmp_path: Path) -> None:
+    gpt_oss = {
+        **GPT_OSS_HF,
+        "sliding_window": 128,
+        "layer_types": ["sliding_attention", "full_attention"] * 18,
+        "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
+        "quantization_config": {"quant_method": "mxfp4"},
+    }
+    messages = _ignored(tmp_path, gpt_oss)
+    fields = [m.split(" = ")[0] for m in messages]
+    assert sorted(fields) == sorted(
+        f"model.hf_config:{k}"
+        for k in ("sliding_window", "layer_types", "rope_scaling", "quantization_config")
+    )  # each once
+    assert any("18 of 36 layers sliding_attention" in m for m in messages), messages
+    assert all(" is ignored: " in m and "\n" not in m for m in messages)
+    deepseek = {**DEEPSEEK_V3_HF, "rope_scaling": {"type": "yarn", "factor": 40}}
+    fields = [m.split(" = ")[0] for m in _ignored(tmp_path, deepseek)]
+    assert sorted(fields) == [
+        "model.hf_config:num_nextn_predict_layers",
+        "model.hf_config:rope_scaling",
+    ]
+    assert _ignored(tmp_path, MIXTRAL_HF | {"sliding_window": None}) == []  # nothing ignored
+
+
+def test_simulate_prints_total_and_active_parameters(tmp_path: Path) -> None:
+    path = write(tmp_path, MIXTRAL_HF, parallelism="dp = 8\nep = 8", seq_len=4096)
+    proc = _simulate_cli(path, "--engine", "analytical")
+    assert proc.returncode == 0, proc.stderr
+    w = build_workload(load_config(path).model)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("params "))
+    assert f"{w.params:,} (46.7B) total" in line and f"{w.active_params:,} (12.9B) active" in line

@@ -187,3 +187,48 @@ def test_missing_matplotlib_is_a_config_error(
     with pytest.raises(palm.ConfigError):
         plot_all(tmp_path / "out", config=config)
     assert not (tmp_path / "out").exists()
+
+
+def test_nice_ceiling_is_a_round_bound_at_most_one() -> None:
+    from palm.plots import nice_ceiling
+
+    assert [nice_ceiling(x) for x in (0.0, 0.021, 0.025, 0.03, 0.07, 0.3, 0.9, 1.0, 1.7)] == [
+        1.0,
+        0.025,
+        0.025,
+        0.05,
+        0.1,
+        0.5,
+        1.0,
+        1.0,
+        1.0,
+    ]
+
+
+def test_gpu_cluster_colours_span_the_data() -> None:
+    # A100 DGX at TP=8 DP=32: the busiest link is busy about 2% of the iteration; a fixed
+    # 0..1 scale drew every bar in the same dark colour
+    from palm.plots import _cluster_figure, nice_ceiling
+
+    config = palm.load_config(EXAMPLES / "t18b-dgx-a100.toml")
+    result = palm.simulate(config)
+    assert result.links is not None
+    top = max(x.busy_fraction for x in result.links)
+    assert 0 < top < 0.5
+    fig = _cluster_figure(result=result, config=config)
+    ax = fig.axes[0]
+    assert ax.get_xlim() == (0.0, nice_ceiling(top))
+    colorbar = fig.axes[-1]
+    assert colorbar.get_ylim() == (0.0, nice_ceiling(top)) or colorbar.get_xlim() == (
+        0.0,
+        nice_ceiling(top),
+    )
+    widths = [p.get_width() for p in ax.patches]
+    busiest = ax.patches[widths.index(max(widths))]
+    import matplotlib
+
+    cmap = matplotlib.colormaps["viridis"]
+    # the busiest bar is drawn at least 40% up the colour scale (a round bound <= 2.5 x top)
+    level = top / nice_ceiling(top)
+    assert level >= 0.4
+    assert np.allclose(busiest.get_facecolor(), cmap(level), atol=1e-6)

@@ -103,22 +103,30 @@ def test_stage_and_network_tracks(tmp_path: Path) -> None:
     }
     assert processes == {STAGES_PID: "stages", NETWORK_PID: "network"}
 
-    # one network thread per resource that carried a flow, named by its label
+    # one network thread per resource that carried a flow, named by its label, and one more
+    # per extra lane of flows that shared it at once ("<label> (2)", ...)
     network = _threads(trace, NETWORK_PID)
     busy = _busy_by_resource(timeline)
-    assert set(network) == set(busy)
-    for tid, name in network.items():
-        assert name == timeline.resource_labels[tid]
+    assert set(busy) <= set(network)
+    for tid in busy:
+        assert network[tid] == timeline.resource_labels[tid]
+    lanes = {tid: name for tid, name in network.items() if tid not in busy}
+    assert lanes, "the toy's rings share links: some flows overlap"
+    assert all(tid > max(busy) for tid in lanes)
+    assert all(name.rsplit(" (", 1)[0] in timeline.resource_labels for name in lanes.values())
     # every flow appears once on each of its resources' threads, named by its kind
     flow_events = _complete(trace, NETWORK_PID)
     assert len(flow_events) == sum(len(f.resources) for f in timeline.flows)
     assert {e["name"] for e in flow_events} == {f.kind for f in timeline.flows}
-    for tid in network:
-        on_track = sum(e["dur"] for e in flow_events if e["tid"] == tid)
-        assert on_track == pytest.approx(busy[tid] * 1e6, rel=1e-9)
+    for r in busy:
+        on_resource = sum(e["dur"] for e in flow_events if e["args"]["resource"] == r)
+        assert on_resource == pytest.approx(busy[r] * 1e6, rel=1e-9)
+        lane_of = {e["tid"] for e in flow_events if e["args"]["resource"] == r}
+        assert {network[t].rsplit(" (", 1)[0] for t in lane_of} == {network[r]}
 
     other = trace["otherData"]
-    assert other["network_tracks"] == len(network)
+    assert other["network_tracks"] == len(busy)
+    assert other["network_lanes"] == len(network)
     assert other["network_tracks_dropped"] == 0
     assert trace["displayTimeUnit"] == "ms"
 
@@ -143,10 +151,10 @@ def test_cap_keeps_the_busiest_resources(tmp_path: Path) -> None:
     trace, timeline = _write(tmp_path, config, max_network_tracks=5)
     busy = _busy_by_resource(timeline)
     assert len(busy) > 5
-    kept = set(_threads(trace, NETWORK_PID))
-    assert len(kept) == 5
+    kept = {e["args"]["resource"] for e in _complete(trace, NETWORK_PID)}
+    assert len(kept) == 5 == trace["otherData"]["network_tracks"]
+    assert kept <= set(_threads(trace, NETWORK_PID))
     assert min(busy[r] for r in kept) >= max(busy[r] for r in set(busy) - kept) * (1 - 1e-9)
-    assert {e["tid"] for e in _complete(trace, NETWORK_PID)} == kept
     assert trace["otherData"]["network_tracks_dropped"] == len(busy) - 5
     assert trace["otherData"]["network_track_limit"] == 5
     # the stages are all there whatever the cap
@@ -160,9 +168,10 @@ def test_default_cap_on_the_wafer_in_link_granularity(tmp_path: Path) -> None:
     trace, timeline = _write(tmp_path, config)
     busy = _busy_by_resource(timeline)
     assert len(busy) > MAX_NETWORK_TRACKS == 64
+    kept = {e["args"]["resource"] for e in _complete(trace, NETWORK_PID)}
+    assert len(kept) == MAX_NETWORK_TRACKS == trace["otherData"]["network_tracks"]
     network = _threads(trace, NETWORK_PID)
-    assert len(network) == MAX_NETWORK_TRACKS
-    assert set(network.values()) <= set(timeline.resource_labels)
+    assert {network[r] for r in kept} <= set(timeline.resource_labels)
     assert trace["otherData"]["network_tracks_dropped"] == len(busy) - MAX_NETWORK_TRACKS
     assert len(_threads(trace, STAGES_PID)) == config.parallelism.pp == 20
 

@@ -34,7 +34,9 @@ def _race(study: Path, url: str, cwd: Path, runs: int = 2) -> None:
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
         assert "Traceback" not in err and not err.strip(), err
-        assert "(1 new)" in out, out  # each counts its own trial, not the others'
+        # each counts its own trial, not the others'; a duplicate of another run's is extra
+        m = re.search(r"^this run\s+(\d+) trials: .* (\d+) cached duplicates", out, re.M)
+        assert m and int(m[1]) - int(m[2]) == 1, out
     _assert_new_configurations(url, runs)
 
 
@@ -71,8 +73,10 @@ def test_a_run_joining_a_study_that_another_run_is_filling(
     for p, asked in ((first, 4), (second, 2)):
         out, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
-        m = re.search(r"\((\d+) new\)", out)
-        assert m and 0 <= int(m[1]) <= asked, out
-        added.append(int(m[1]))
+        m = re.search(r"^this run\s+(\d+) trials: .* (\d+) cached duplicates", out, re.M)
+        assert m, out
+        new = int(m[1]) - int(m[2])  # its duplicates of the other run's trials are extra
+        assert 0 <= new <= asked, out
+        added.append(new)
     assert added[0] >= 1  # the first run, started first, adds at least its first trial
     _assert_new_configurations(url, sum(added))

@@ -257,6 +257,12 @@ def test_presets_readable() -> None:
     assert code == 0
     for name in ("t-18b", "llama2-7b", "dgx-a100", "wafer-palm"):
         assert name in out
+    # every row's second column starts where its header's does, the long Tenstorrent names too
+    lines = out.splitlines()
+    split = lines.index("hardware")
+    for header, rows in ((lines[1], lines[2 : split - 1]), (lines[split + 1], lines[split + 2 :])):
+        column = header.index(header.split()[1])
+        assert rows and all(r[column - 1] == " " and r[column] != " " for r in rows), rows
 
 
 def test_presets_subprocess() -> None:

@@ -4,20 +4,16 @@ storage URLs optuna-dashboard takes as they are, and a Python API shaped like Op
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import optuna
 import pytest
 from optuna.artifacts import download_artifact, get_all_artifact_meta
-from optuna.distributions import CategoricalDistribution
-from optuna.trial import TrialState, create_trial
 
 import search
 from palm.errors import ConfigError
 from search.cli import main
-from search.progress import Progress
 from search.storage import artifact_dir, open_storage
 
 REPO = Path(__file__).resolve().parents[2]
@@ -121,28 +117,36 @@ def test_the_python_api_takes_what_create_study_returns_and_optunas_arguments(
     assert len(again.study.trials) == 2
 
 
-def test_progress_counts_every_workers_trials_with_rate_and_eta() -> None:
-    study = optuna.create_study(direction="maximize")
-    dist = {"x": CategoricalDistribution(["a"])}
-    study.add_trial(create_trial(value=9.0, params={"x": "a"}, distributions=dist))  # before
-    for value in (1.0, 3.0, 2.0):  # this run's, as another worker would add them
-        study.add_trial(create_trial(value=value, params={"x": "a"}, distributions=dist))
-    over = create_trial(
-        value=0.0,
-        params={"x": "a"},
-        distributions=dist,
-        system_attrs={"constraints:memory_overflow_bytes": 5.0},
-    )
-    study.add_trial(over)
-    study.add_trial(create_trial(state=TrialState.FAIL))
-    stream = io.StringIO()
-    bar = Progress(total=6, first=1, stream=stream)
-    bar.update(study)
-    bar.close()
-    line = stream.getvalue().strip().splitlines()[-1]
-    assert " 5/6 " in line, line
-    assert "complete 3, over memory 1, failed 1, best 3" in line, line
-    assert "<" in line and ("trial/s" in line or "s/trial" in line), line  # ETA and rate
+def test_create_study_is_an_optuna_study_on_a_storage_object_and_leaves_logging_alone(
+    tmp_path: Path,
+) -> None:
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from search.artifacts import LOCATION_ATTR
+
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "j.journal")))
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.INFO)
+    try:
+        study = search.create_study(_study(tmp_path, trials=2), storage=storage)
+        assert optuna.logging.get_verbosity() == optuna.logging.INFO  # the caller's choice
+        assert isinstance(study, optuna.Study) and study.storage_url is None
+        assert search.optimize(study) is None  # as optuna.Study.optimize
+        # two worker processes open the same storage object (pickled to them)
+        assert search.optimize(study, n_trials=2, workers=2) is None
+    finally:
+        optuna.logging.set_verbosity(level)
+    assert study.last_run is not None and study.last_run.new == 2
+    assert study.best_trial.number == search.best_trial(study).number
+    frame = study.trials_dataframe()
+    assert len(frame) == len(study.trials) >= 4
+    plain = optuna.load_study(study_name="ux", storage=storage)  # Optuna alone reads it
+    assert [t.number for t in plain.trials] == [t.number for t in study.trials]
+    # the artifacts go next to the storage object's file, as for its URL
+    assert study.artifacts.location == str(tmp_path / "j.journal.artifacts")
+    assert LOCATION_ATTR not in study.user_attrs  # found from the file: nothing recorded
+    assert study.study is study  # older callers wrote tuning.study
 
 
 @pytest.mark.parametrize("name", ["palm-tune.journal", "study.log"])
@@ -157,3 +161,38 @@ def test_a_plain_journal_path_opens_in_palm_tune_and_optuna_dashboard(
     from search.commands import _JOURNAL_FOR_WORKERS
 
     assert "://" not in _JOURNAL_FOR_WORKERS  # --workers' default is such a path
+
+
+def test_the_history_plot_draws_the_best_so_far() -> None:
+    pytest.importorskip("matplotlib")
+    from optuna.distributions import CategoricalDistribution
+    from optuna.trial import create_trial
+
+    from search.plots import _history_figure, best_so_far
+
+    assert best_so_far([3.0, 1.0, 4.0, 2.0], maximize=True) == [3.0, 3.0, 4.0, 4.0]
+    assert best_so_far([3.0, 1.0, 4.0], maximize=False) == [3.0, 1.0, 1.0]
+    study = optuna.create_study(direction="maximize", study_name="h")
+    dist = {"x": CategoricalDistribution(["a"])}
+    for value in (2.0, 1.0, 5.0, 3.0):
+        study.add_trial(create_trial(value=value, params={"x": "a"}, distributions=dist))
+    over = {"constraints:memory_overflow_bytes": 9.0}  # over memory: not simulated, not drawn
+    study.add_trial(
+        create_trial(value=0.0, params={"x": "a"}, distributions=dist, system_attrs=over)
+    )
+    fig = _history_figure(study, "throughput [samples/s]", lambda t: t.values[0], 0)
+    ax = fig.axes[0]
+    (line,) = [x for x in ax.get_lines() if x.get_label() == "best so far"]
+    assert list(line.get_ydata()) == [2.0, 2.0, 5.0, 5.0]
+    assert list(ax.collections[0].get_offsets()[:, 1]) == [2.0, 1.0, 5.0, 3.0]
+    assert "1 over memory" in ax.get_title()
+
+
+@pytest.mark.parametrize("command", ["best", "report"])
+def test_commands_without_a_study_file_do_not_mention_one(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "study file's name" not in text and "the only study there" in text

@@ -410,11 +410,19 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    head = re.search(
-        r"^study\s+quickstart in sqlite:///x\.db: (\d+) trials \((\d+) new\)$", out, re.M
-    )
-    assert head and head[2] == "8", out  # new configurations; duplicates are extra trials
+    head = re.search(r"^study\s+quickstart in sqlite:///x\.db: (\d+) trials$", out, re.M)
+    assert head, out
     n = int(head[1])
+    run = re.search(
+        r"^this run\s+(\d+) trials: (\d+) simulated, (\d+) cached duplicates, (\d+) pruned for "
+        r"memory, (\d+) invalid, (\d+) failed$",
+        out,
+        re.M,
+    )
+    assert run, out
+    done, *kinds = map(int, run.groups())
+    # 8 new configurations were asked for; duplicates are extra trials, not counted
+    assert done == n == sum(kinds) and done - kinds[1] == 8
     m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned, (\d+) failed$", out, re.M)
     assert m, out
     assert sum(map(int, m.groups())) == n
@@ -462,11 +470,12 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
-    again = re.search(r": (\d+) trials \((\d+) new\)$", proc.stdout, re.M)
-    assert again, proc.stdout
-    total, added = int(again[1]), int(again[2])
+    again = re.search(r": (\d+) trials$", proc.stdout, re.M)
+    this_run = re.search(r"^this run\s+(\d+) trials: .* (\d+) cached duplicates", proc.stdout, re.M)
+    assert again and this_run, proc.stdout
+    total = int(again[1])
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
-    assert len(study.trials) == total and added == 2
+    assert len(study.trials) == total and int(this_run[1]) - int(this_run[2]) == 2
     # 2 new configurations; the same seed re-proposes earlier points, answered as duplicates
     resumed = study.trials[n:]
     assert sum(1 for t in resumed if "duplicate_of" not in t.user_attrs) == 2

@@ -81,7 +81,7 @@ def _two_workers(tmp_path: Path, storage: str, n: int = 6) -> None:
     )
     assert proc.code == 0, proc.stderr
     assert "Traceback" not in proc.stderr
-    assert f"{n} trials ({n} new)" in proc.stdout, proc.stdout
+    assert f": {n} trials\nthis run   {n} trials: " in proc.stdout, proc.stdout
 
 
 # ------------------------------------------------------------------------------------------

@@ -119,5 +119,6 @@ def test_the_moe_study_runs(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "4 trials (4 new)" in proc.stdout and ", 0 failed" in proc.stdout
+    assert ": 4 trials\nthis run   4 trials: 4 simulated" in proc.stdout, proc.stdout
+    assert ", 0 failed" in proc.stdout
     assert "EP=" in proc.stdout or "TP=" in proc.stdout
