@@ -47,6 +47,13 @@ def simulate_timeline(
     """Like :func:`simulate`, also returning the event engine's timeline (``None`` for the
     analytical engine), for traces and plots; ``record=False`` skips recording it."""
     start = time.perf_counter()
+    if config.training.mode == "serve":  # LLM serving: a closed form (palm.serving)
+        if engine not in ENGINES:
+            raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+        from palm.serving.simulate import simulate_serving
+
+        result = simulate_serving(config)
+        return dataclasses.replace(result, sim_wall_s=time.perf_counter() - start), None
     if config.model.family == "gemm":  # one product: a closed form, the same for both engines
         if engine not in ENGINES:
             raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")

@@ -37,6 +37,8 @@ from palm.hardware.spec import (
     PeakTflops,
 )
 from palm.inputs import read_input
+from palm.serving.spec import ServingConfig
+from palm.serving.validate import validate_serving
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -69,7 +71,15 @@ __all__ = [
     "MAX_DRAM_CHANNELS",
 ]
 
-_SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
+_SECTIONS = (
+    "model",
+    "hardware",
+    "training",
+    "parallelism",
+    "placement",
+    "communication",
+    "serving",
+)
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
 
 
@@ -136,6 +146,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Si
         communication=_build(
             CommunicationConfig, dict(data.get("communication", {})), "communication"
         ),
+        serving=_build(ServingConfig, dict(data.get("serving", {})), "serving"),
     )
     validate(config)
     return config
@@ -515,6 +526,7 @@ _NONNEG_INTS = {
     "k",
     "n",
     "etp",
+    "chunk_tokens",
 }
 _T = typing.TypeVar("_T")
 
@@ -840,6 +852,8 @@ def validate(config: SimConfig) -> None:
     if m.family == "gemm":
         _validate_gemm(config)
         return
+    if validate_serving(config):  # training.mode = "serve" (palm.serving.validate)
+        return
     if m.is_transformer:
         if m.heads % par.tp:
             raise ConfigError(
@@ -888,7 +902,7 @@ def validate(config: SimConfig) -> None:
     if peak.get(tr.precision) <= 0:
         ok = [p for p in PRECISIONS if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4"):
+    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4", "fp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
         )
