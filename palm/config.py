@@ -65,6 +65,7 @@ __all__ = [
     "config_to_dict",
     "validate",
     "hf_model_config",
+    "hf_model_from_dict",
     "MAX_LAYERS",
     "MAX_DEVICES",
     "MAX_PIPELINE_PASSES",
@@ -228,7 +229,15 @@ def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
     keys) and DeepSeek's MLA. ``seq_len`` falls back to ``max_position_embeddings`` (the longest
     context the model supports, often not its training length) with a :class:`ConfigWarning`
     unless ``seq_len_given`` (the TOML sets ``model.seq_len``)."""
-    raw = _read_hf(path)
+    return hf_model_from_dict(_read_hf(path), source=str(path), seq_len_given=seq_len_given)
+
+
+def hf_model_from_dict(
+    raw: Mapping[str, Any], *, source: str, seq_len_given: bool = False
+) -> ModelConfig:
+    """:func:`hf_model_config` of a ``config.json`` already read (``source`` names it in
+    errors)."""
+    path = source
 
     def pick(*keys: str, default: Any = None) -> Any:
         for key in keys:
