@@ -22,6 +22,7 @@ from palm.hardware.presets import HARDWARE_PRESETS
 from palm.hardware.spec import GpuClusterHardware
 from palm.inputs import read_input
 from palm.result import Result
+from palm.serving.validation import is_inference_file
 from palm.strategy import SimConfig
 from palm.validation import load_cases
 from palm.validation_report import is_modern_file, modern_report, report_modern, write_modern
@@ -95,8 +96,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         nargs="?",
         default=None,
-        help="validation JSON of the shape of visible.json, visible_tiled.json or "
-        "visible_modern.json",
+        help="validation JSON of the shape of visible.json, visible_tiled.json, "
+        "visible_modern.json or visible_inference.json",
     )
     v.add_argument(
         "--engine",
@@ -107,11 +108,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument(
         "--suite",
-        choices=("all", "megatron", "modern", "tiled"),
+        choices=("all", "megatron", "modern", "tiled", "inference"),
         default="all",
         help="without FILE: the packaged Megatron A100 cases, the modern GPU set "
         "(visible_modern.json: H100, B200, GB200, A100 FSDP runs), the Tenstorrent Wormhole "
-        "set (visible_tiled.json) or all three (default)",
+        "set (visible_tiled.json) or all three (default); 'inference': the LLM serving rows "
+        "(visible_inference.json: MLPerf, TensorRT-LLM, tt-metal)",
     )
     v.set_defaults(handler=_cmd_validate)
 
@@ -200,6 +202,12 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     suite = getattr(args, "suite", "all")
+    if (args.file is None and suite == "inference") or (
+        args.file is not None and is_inference_file(args.file)
+    ):  # LLM serving rows (palm.serving.validation)
+        from palm.serving.report import report_inference
+
+        return report_inference(args.file, as_json=args.json, out=out)
     if args.file is not None and not is_tiled_file(args.file) and is_modern_file(args.file):
         return report_modern(args.file, engine=args.engine, as_json=args.json, out=out)
     if args.file is None and suite == "modern":

@@ -44,7 +44,7 @@ import math
 from dataclasses import dataclass
 
 from palm.cost.compute import DeviceRates, attention_time, device_rates, gemm_efficiency
-from palm.hardware.spec import GpuClusterHardware, Hardware
+from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware
 from palm.serving.model import is_mla, kv_bytes_per_token_layer
 from palm.workload.moe import MoELayer
 from palm.workload.ops import Gemm, TransformerLayer
@@ -86,11 +86,27 @@ def serve_rates(
     mlp_weight_bytes: float,
     kv_bytes: float,
     act_bytes: float,
+    grouped_efficiency: float = 0.0,
 ) -> ServeRates:
     """Rates of a device serving in ``precision``. FP8 and FP4 products run at their peak with
     the hardware's ``fp8_matmul_efficiency`` (the narrow-format kernels' fraction of peak), and
-    the products that stay in 16 bits (attention, the output layer) at the 16-bit peak."""
-    rates = device_rates(hw, precision)
+    the products that stay in 16 bits (attention, the output layer) at the 16-bit peak.
+    ``grouped_efficiency`` (> 0) replaces the hardware's grouped-GEMM efficiency."""
+    # serving runtimes run a layer's local experts in one fused grouped kernel (TensorRT-LLM's
+    # and vLLM's fused MoE kernels): no per-expert launch of training's one GEMM per expert
+    # (Transformer Engine's GroupedLinear); the grouped kernel's own loss stays
+    rates = dataclasses.replace(device_rates(hw, precision), grouped_expert_s=0.0)
+    if grouped_efficiency > 0:
+        rates = dataclasses.replace(rates, grouped_gemm_efficiency=grouped_efficiency)
+    if isinstance(hw, Mesh2DHardware):
+        # a chip serves as one device: every core's matrix engine, weights and cache streamed
+        # from the DRAM channels (the cores' SRAM holds a layer's working set, not the model)
+        rates = dataclasses.replace(
+            rates,
+            peak_flops=hw.peak_flops(precision) * hw.device_count,
+            local_bandwidth_Bps=hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency,
+            dram_bandwidth_Bps=hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency,
+        )
     if isinstance(hw, GpuClusterHardware) and precision == "fp4":
         rates = dataclasses.replace(
             rates,

@@ -6,8 +6,10 @@ traffic take. Fitted on the visible inference rows by ``benchmarks/calibrate_ser
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+from collections.abc import Iterator
 from importlib import resources
 from typing import Any
 
@@ -15,7 +17,7 @@ from palm.hardware.spec import GpuClusterHardware
 from palm.serving.step import RuntimeCosts
 from palm.strategy import SimConfig
 
-__all__ = ["runtime_costs", "serving_constants"]
+__all__ = ["runtime_costs", "serving_constants", "constants_override"]
 
 
 @functools.cache
@@ -26,10 +28,28 @@ def serving_constants() -> dict[str, Any]:
     return data
 
 
+_OVERRIDE: list[dict[str, Any]] = []
+
+
+@contextlib.contextmanager
+def constants_override(runtime: dict[str, dict[str, float]]) -> Iterator[None]:
+    """Price with ``runtime`` (the ``runtime`` table's shape) instead of the stored constants
+    inside the block (for the calibration script)."""
+    _OVERRIDE.append(runtime)
+    try:
+        yield
+    finally:
+        _OVERRIDE.pop()
+
+
 def runtime_costs(config: SimConfig) -> RuntimeCosts:
     """The runtime costs of ``config``'s device kind (``gpu`` or ``mesh``)."""
     kind = "gpu" if isinstance(config.hardware, GpuClusterHardware) else "mesh"
-    values = serving_constants()["runtime"][kind]
+    table = _OVERRIDE[-1] if _OVERRIDE else serving_constants()["runtime"]
+    values = table[kind]
     return RuntimeCosts(
-        kernel_s=float(values["kernel_us"]) * 1e-6, step_s=float(values["step_us"]) * 1e-6
+        kernel_s=float(values["kernel_us"]) * 1e-6,
+        step_s=float(values["step_us"]) * 1e-6,
+        sequence_s=float(values.get("sequence_us", 0.0)) * 1e-6,
+        grouped_efficiency=float(values.get("grouped_efficiency", 0.0)),
     )

@@ -43,7 +43,7 @@ from palm.serving.model import ServedModel
 from palm.serving.spec import ServingConfig
 from palm.serving.step import RuntimeCosts, StepCost, StepLoad, stage_step
 
-__all__ = ["Pipeline", "Outcome", "serve"]
+__all__ = ["Pipeline", "Outcome", "serve", "step_sequences", "continuous_capacity"]
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,11 @@ class Pipeline:
     def token_time(self, load: StepLoad, sequences: int) -> tuple[float, list[StepCost]]:
         """Time for one token of every sequence of ``load`` to cross the pipeline, and each
         stage's step cost for one micro-batch (module docstring)."""
+        device, costs = self.device_time(load, sequences)
+        return max(device, self.host_time(load)), costs
+
+    def device_time(self, load: StepLoad, sequences: int) -> tuple[float, list[StepCost]]:
+        """The devices' share of :meth:`token_time`: the stages' steps and hand-offs."""
         m = max(1, min(self.pp, sequences))
         micro = load.split(m)
         costs = [
@@ -74,6 +79,18 @@ class Pipeline:
             nbytes = micro.tokens * self.model.embedding.hidden * self.sr.act_bytes
             hand = (self.pp - 1) * handoff_time(nbytes=nbytes, link=link)
         return sum(c.time_s for c in costs) + hand, costs
+
+    def host_time(self, load: StepLoad) -> float:
+        """The runtime's host work for one step of ``load`` (scheduling, sampling, the
+        step's bookkeeping: ``step_s`` plus ``sequence_s`` per sequence in the step), which
+        runs while the devices run the previous step (TensorRT-LLM's overlap scheduler, vLLM's
+        asynchronous scheduling), so that a step takes the longer of the two."""
+        return self.runtime.step_s + self.runtime.sequence_s * step_sequences(load)
+
+
+def step_sequences(load: StepLoad) -> int:
+    """Sequences a step carries: the decoding ones and the prompts it runs."""
+    return load.decode + math.ceil(load.prompts)
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,11 @@ class Outcome:
     decode: list[StepCost]
     prefill: list[StepCost]
     saturated: bool = False
+    #: the steps behind the figures, for the calibration: the decode step's and the prefill
+    #: step's loads and how many prefill steps run (static batching: ``ttft`` is that many)
+    decode_load: StepLoad = StepLoad()
+    prefill_load: StepLoad = StepLoad()
+    prefill_steps: int = 1
 
 
 def serve(pipe: Pipeline, serving: ServingConfig, *, sequences: int, rate_per_s: float) -> Outcome:
@@ -105,7 +127,8 @@ def _static(pipe: Pipeline, serving: ServingConfig, n: int) -> Outcome:
     i, o, c = serving.input_tokens, serving.output_tokens, serving.chunk_tokens
     steps = math.ceil(n * i / c) if c > 0 else 1
     whole = StepLoad(prefill_tokens=n * i, prompts=n, prompt_len=i, chunk=c, finishing=n)
-    one, pre_costs = pipe.token_time(whole.split(steps), n)
+    part = whole.split(steps)
+    one, pre_costs = pipe.token_time(part, n)
     prefill = steps * one
     dec = StepLoad(decode=n, context=i + o / 2.0)
     tpot, dec_costs = pipe.token_time(dec, n)
@@ -119,6 +142,9 @@ def _static(pipe: Pipeline, serving: ServingConfig, n: int) -> Outcome:
         prefill_s=prefill,
         decode=dec_costs,
         prefill=pre_costs,
+        decode_load=dec,
+        prefill_load=part,
+        prefill_steps=steps,
     )
 
 
@@ -174,6 +200,9 @@ def _at(pipe: Pipeline, serving: ServingConfig, n: int) -> tuple[float, float, O
         prefill_s=steps * t_first,
         decode=costs,
         prefill=pre_costs,
+        decode_load=load,
+        prefill_load=first,
+        prefill_steps=steps,
     )
     return tpot, ttft, out
 

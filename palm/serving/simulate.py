@@ -64,6 +64,7 @@ def serving_run(config: SimConfig) -> ServingRun:
     kvb = stored_bytes(kv_format(sv, prec))
     act = activation_bytes(prec)
     model = served_model(config)
+    runtime = runtime_costs(config)
     sr = serve_rates(
         config.hardware,
         prec,
@@ -71,8 +72,9 @@ def serving_run(config: SimConfig) -> ServingRun:
         mlp_weight_bytes=wm,
         kv_bytes=kvb,
         act_bytes=act,
+        grouped_efficiency=runtime.grouped_efficiency,
     )
-    pipe = Pipeline(model=model, sr=sr, hw=config.hardware, runtime=runtime_costs(config))
+    pipe = Pipeline(model=model, sr=sr, hw=config.hardware, runtime=runtime)
     memory = [
         stage_memory(
             model, s, attention_weight_bytes=wa, mlp_weight_bytes=wm, kv_bytes=kvb, act_bytes=act

@@ -13,8 +13,7 @@ The products see all ``T`` tokens of the step (linear layers are shared by decod
 tokens); attention is per sequence. The first stage adds the embedding gather, the last the
 output layer over the tokens that emit a token (one per decoding sequence and one per prompt
 that finishes in the step) and the all-gather of its vocabulary-parallel logits; every step
-adds ``step_s``, the runtime's fixed cost per step (scheduling, sampling, launch).
-``kernel_s`` and ``step_s`` are the two runtime constants (:class:`RuntimeCosts`).
+runs beside the host's work for it (:class:`RuntimeCosts`, :mod:`palm.serving.scenario`).
 """
 
 from __future__ import annotations
@@ -42,12 +41,18 @@ __all__ = ["RuntimeCosts", "StepLoad", "StepCost", "stage_step", "layer_gemms"]
 
 @dataclass(frozen=True)
 class RuntimeCosts:
-    """Fixed costs of the serving runtime on a device: ``kernel_s`` per kernel launched
-    (launch, ramp-up and tail of a kernel that CUDA graphs do not remove) and ``step_s`` per
-    forward step (scheduling, sampling and the host's share that is not overlapped)."""
+    """Costs of the serving runtime on a device: ``kernel_s`` per kernel launched (launch,
+    ramp-up and tail of a kernel that CUDA graphs do not remove); the host's work per forward
+    step, ``step_s`` plus ``sequence_s`` per sequence in the step (scheduling, sampling,
+    bookkeeping), overlapped with the devices' step (:meth:`palm.serving.scenario.Pipeline
+    .host_time`); and
+    ``grouped_efficiency``, the fraction of the shape rule's rate that a fused mixture-of-
+    experts kernel reaches (0: the hardware's ``grouped_gemm_efficiency``)."""
 
     kernel_s: float = 0.0
     step_s: float = 0.0
+    sequence_s: float = 0.0
+    grouped_efficiency: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,6 @@ def stage_step(
     if stage == len(model.stages) - 1:
         g_l, c_l, f_l = _output_layer(load, sr, model, hw)
         gemm, comm, flops = gemm + g_l, comm + c_l, flops + f_l
-        overhead += runtime.step_s
     total = gemm + attn + vec + comm + overhead
     return StepCost(
         time_s=total,
