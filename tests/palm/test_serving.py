@@ -30,6 +30,7 @@ def device_only() -> Any:
     with constants_override(NO_RUNTIME):
         yield
 
+
 #: Llama-3.1-70B (meta-llama/Llama-3.1-70B config.json: 80 layers, hidden 8192, 64 heads,
 #: 8 KV heads of 128, intermediate 28672, vocab 128256)
 LLAMA31_70B = {"preset": "llama2-70b", "vocab": 128256}
