@@ -140,6 +140,8 @@ def _add_overrides(p: argparse.ArgumentParser) -> None:
 def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     config = load_config(args.file, overrides=args.overrides)
+    if config.training.mode == "serve":  # LLM serving (palm.serving)
+        return _simulate_serving(args, config, out)
     if args.trace and args.engine != "event":
         raise ConfigError("--trace", args.trace, "the event engine (--engine event) for a trace")
     # the timeline is recorded only for a trace (it costs about a third more engine time)
@@ -155,6 +157,36 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         out.write(json.dumps(data, indent=2) + "\n")
     else:
         out.write(format_summary(config, result))
+        if args.trace:
+            out.write(f"\ntrace      {args.trace}\n")
+    return 0
+
+
+def _simulate_serving(args: argparse.Namespace, config: SimConfig, out: TextIO) -> int:
+    """``simulate`` of a served configuration: its result, readable summary and trace."""
+    import time
+
+    from palm.serving.simulate import serving_result, serving_run
+    from palm.serving.timeline import format_serving, write_serving_trace
+
+    start = time.perf_counter()
+    run = serving_run(config)
+    result = serving_result(run, started=start)
+    if args.no_wall_time:
+        result = dataclasses.replace(result, sim_wall_s=None)
+    if args.trace:
+        try:
+            write_serving_trace(Path(args.trace), run)
+        except OSError as exc:
+            raise ConfigError(
+                "--trace", args.trace, f"a writable file path ({exc.strerror})"
+            ) from None
+    if args.json:
+        data = result.to_dict()
+        data["config"] = config_to_dict(config)
+        out.write(json.dumps(data, indent=2) + "\n")
+    else:
+        out.write(format_serving(run, result))
         if args.trace:
             out.write(f"\ntrace      {args.trace}\n")
     return 0

@@ -306,3 +306,67 @@ def test_host_work_overlaps_the_devices_step() -> None:
         hidden = serving_run(config).outcome.tpot_s
     assert host_bound == pytest.approx(64 * 1000e-6)  # 64 sequences x 1 ms, over the devices
     assert hidden == pytest.approx(device)  # 1 us of host work hides behind the step
+
+
+# ------------------------------------------------------------------------------ outputs
+
+SERVE_EXAMPLE = "examples/serve-llama31-70b-h100.toml"
+CONTRACT_KEYS = {
+    "ttft_s",
+    "tpot_s",
+    "output_tokens_per_s",
+    "output_tokens_per_s_per_user",
+    "kv_cache_bytes_per_device",
+    "max_batch",
+    "fits_memory",
+    "peak_memory_bytes",
+    "memory_capacity_bytes",
+    "mfu",
+    "throughput_samples_per_s",
+}
+
+
+def test_simulate_json_has_the_serving_contract_keys_and_is_deterministic() -> None:
+    from tests.cli_run import run
+
+    first = run("simulate", SERVE_EXAMPLE, "--json", "--no-wall-time")
+    second = run("simulate", SERVE_EXAMPLE, "--json", "--no-wall-time")
+    assert first.code == 0, first.stderr
+    assert first.stdout == second.stdout
+    import json
+
+    data = json.loads(first.stdout)
+    assert set(data) >= CONTRACT_KEYS
+    assert data["config"]["serving"]["batch"] == 64
+    assert data["tpot_s"] > 0 and data["ttft_s"] > data["tpot_s"]
+
+
+def test_summary_trace_and_gantt_show_prefill_and_decode(tmp_path: Any) -> None:
+    import json
+
+    from tests.cli_run import run
+
+    trace = tmp_path / "trace.json"
+    out = run(
+        "simulate",
+        SERVE_EXAMPLE,
+        "--set",
+        "parallelism.pp=2",
+        "--set",
+        "parallelism.tp=4",
+        "--trace",
+        str(trace),
+    )
+    assert out.code == 0, out.stderr
+    assert "prefill" in out.stdout and "decode" in out.stdout
+    events = json.loads(trace.read_text())["traceEvents"]
+    cats = {e.get("cat") for e in events if e["ph"] == "X"}
+    assert cats == {"prefill", "decode"}
+    stages = {e["tid"] for e in events if e["ph"] == "X"}
+    assert stages == {0, 1}
+    # the second stage starts each micro-batch after the first has handed it over
+    first = min(e["ts"] for e in events if e["ph"] == "X" and e["tid"] == 1)
+    assert first > 0
+    plots = run("plot", SERVE_EXAMPLE, "--out", str(tmp_path / "plots"))
+    assert plots.code == 0, plots.stderr
+    assert (tmp_path / "plots" / "gantt.png").stat().st_size > 0
