@@ -31,7 +31,7 @@ from typing import Any
 
 import optuna
 
-from palm.api import memory_check, plan_for, simulate_plan
+from palm.api import memory_check, plan_for, simulate, simulate_plan
 from palm.config import config_to_dict, parse_config
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
@@ -108,6 +108,8 @@ def _result_attrs(result: Result) -> dict[str, Any]:
 def run_engine(config: SimConfig, engine: str) -> Result:
     """Build ``config``'s plan and run ``engine`` on it (the default :data:`Simulator`)."""
     started = time.perf_counter()
+    if config.training.mode == "serve":  # a closed form, no plan (palm.serving)
+        return simulate(config, engine=engine)
     plan = plan_for(config, engine=engine)
     result, _ = simulate_plan(plan, engine=engine, started=started)
     return result

@@ -370,3 +370,16 @@ def test_summary_trace_and_gantt_show_prefill_and_decode(tmp_path: Any) -> None:
     plots = run("plot", SERVE_EXAMPLE, "--out", str(tmp_path / "plots"))
     assert plots.code == 0, plots.stderr
     assert (tmp_path / "plots" / "gantt.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("tp", [1, 8])
+def test_memory_check_of_a_served_config_agrees_with_its_result(tp: int) -> None:
+    from palm.api import analytical_if_fits, memory_check
+
+    config = serve_config(parallelism={"tp": tp}, batch=32)
+    check = memory_check(config)
+    result = simulate(config)
+    assert check.peak_bytes == result.peak_memory_bytes
+    assert (check.overflow_bytes <= 0) == result.fits_memory
+    screened = analytical_if_fits(config)
+    assert (screened is None) == (not result.fits_memory)
