@@ -151,12 +151,19 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.trace:
         assert timeline is not None
         _write_trace(Path(args.trace), result, timeline, config)
+    return _emit(args, config, result, format_summary(config, result), out)
+
+
+def _emit(
+    args: argparse.Namespace, config: SimConfig, result: Result, summary: str, out: TextIO
+) -> int:
+    """Print ``simulate``'s result: JSON with the resolved configuration, or ``summary``."""
     if args.json:
         data = result.to_dict()
         data["config"] = config_to_dict(config)
         out.write(json.dumps(data, indent=2) + "\n")
     else:
-        out.write(format_summary(config, result))
+        out.write(summary)
         if args.trace:
             out.write(f"\ntrace      {args.trace}\n")
     return 0
@@ -181,15 +188,7 @@ def _simulate_serving(args: argparse.Namespace, config: SimConfig, out: TextIO) 
             raise ConfigError(
                 "--trace", args.trace, f"a writable file path ({exc.strerror})"
             ) from None
-    if args.json:
-        data = result.to_dict()
-        data["config"] = config_to_dict(config)
-        out.write(json.dumps(data, indent=2) + "\n")
-    else:
-        out.write(format_serving(run, result))
-        if args.trace:
-            out.write(f"\ntrace      {args.trace}\n")
-    return 0
+    return _emit(args, config, result, format_serving(run, result), out)
 
 
 def _write_trace(path: Path, result: Result, timeline: Any, config: SimConfig) -> None:

@@ -49,7 +49,13 @@ from palm.strategy import (
 )
 from palm.units import PRECISIONS
 from palm.workload.gemm import OPERANDS
-from palm.workload.model import ModelConfig, Workload, build_workload
+from palm.workload.model import (
+    ModelConfig,
+    Workload,
+    build_workload,
+    check_tensor_parallel,
+)
+from palm.workload.model import divisors_or_note as _divisors
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
 
@@ -809,14 +815,6 @@ def _validate_moe_parallelism(config: SimConfig) -> None:
         )
 
 
-def _divisors(n: int) -> list[int] | str:
-    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here."""
-    if n > 10**12:
-        return "its divisors"
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
-
-
 #: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
 #: them a config is refused with a one-line error instead of running out of time or memory.
 MAX_LAYERS = 10_000
@@ -864,19 +862,7 @@ def validate(config: SimConfig) -> None:
     if validate_serving(config):  # training.mode = "serve" (palm.serving.validate)
         return
     if m.is_transformer:
-        if m.heads % par.tp:
-            raise ConfigError(
-                "parallelism.tp",
-                par.tp,
-                f"a divisor of model.heads = {m.heads}: {_divisors(m.heads)}",
-            )
-        if m.ffn_hidden % par.tp:
-            raise ConfigError(
-                "parallelism.tp", par.tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}"
-            )
-        kv = m.kv_heads or m.heads
-        if kv % par.tp and par.tp % kv:
-            raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
+        check_tensor_parallel(m, par.tp)
     workload = build_workload(m)
     uneven = bool(par.first_stage_layers or par.last_stage_layers)
     if par.pp * par.chunks > workload.blocks + (2 if uneven and workload.transformer else 0):

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 
 from palm.api import simulate
 from palm.serving.validation import InferenceCase, load_inference_cases, predicted_value
+from palm.validation_report import write_left_out
 
 __all__ = ["inference_report", "report_inference", "write_inference", "evaluate_case"]
 
@@ -133,12 +134,4 @@ def write_inference(report: dict[str, Any], *, out: TextIO) -> None:
             f"{len(report['cases'])} inference cases: mean absolute error "
             f"{report['mean_abs_error']:.1%}, max {report['max_abs_error']:.1%}\n"
         )
-    reasons: dict[str, list[str]] = defaultdict(list)
-    for x in report["left_out"]:
-        reasons[x["reason"]].append(x["id"])
-    if reasons:
-        out.write(f"left out ({len(report['left_out'])} rows):\n")
-        for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
-            out.write(
-                f"  {reason}: {len(ids)} ({', '.join(ids[:2])}{', ...' if len(ids) > 2 else ''})\n"
-            )
+    write_left_out(report["left_out"], out=out, shown=2)

@@ -9,6 +9,7 @@ from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.serving.spec import ServingConfig
 from palm.strategy import SimConfig
 from palm.units import PRECISIONS
+from palm.workload.model import check_tensor_parallel
 
 __all__ = ["validate_serving", "serving_etp", "MAX_BATCH", "MAX_TOKENS"]
 
@@ -54,21 +55,11 @@ def _check_table(sv: ServingConfig) -> None:
         raise ConfigError("serving.batching", sv.batching, "'continuous' in the server scenario")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0] if n <= 10**6 else []
-
-
 def _check_model_and_plan(config: SimConfig) -> None:
     m, par = config.model, config.parallelism
     if m.family not in ("gpt", "llama"):
         raise ConfigError("model.family", m.family, "a decoder ('gpt' or 'llama') to serve")
-    if m.heads % par.tp:
-        raise ConfigError(
-            "parallelism.tp", par.tp, f"a divisor of model.heads = {m.heads}: {_divisors(m.heads)}"
-        )
-    kv = m.kv_heads or m.heads
-    if kv % par.tp and par.tp % kv:
-        raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
+    check_tensor_parallel(m, par.tp)
     if par.pp > m.layers:
         raise ConfigError("parallelism.pp", par.pp, f"at most model.layers = {m.layers}")
     for name in ("cp", "interleave"):
