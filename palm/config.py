@@ -658,6 +658,8 @@ def _check_ranges(obj: Any, section: str) -> None:
                 "operand_feed_gbps",
                 "overlap_interference",
                 "sfu_exp_tera_per_s",
+                "tpot_limit_s",
+                "ttft_limit_s",
             ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")

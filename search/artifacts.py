@@ -122,9 +122,12 @@ def _draw(root: Path, recipe: dict[str, Any]) -> None:
     from palm.trace import write_chrome_trace
 
     config = parse_config(recipe["config"])
+    ids: dict[str, str] = recipe["ids"]
+    if config.training.mode == "serve":  # prefill and decode steps (palm.serving)
+        _draw_serving(root, config, ids)
+        return
     result, timeline = simulate_timeline(config, engine="event")
     assert timeline is not None
-    ids: dict[str, str] = recipe["ids"]
     with tempfile.TemporaryDirectory(dir=root) as tmp:
         out = {kind: Path(tmp) / kind for kind in ids}
         write_chrome_trace(out["trace.json"], result=result, timeline=timeline, config=config)
@@ -133,6 +136,27 @@ def _draw(root: Path, recipe: dict[str, Any]) -> None:
 
             plot_gantt(out["gantt.png"], timeline=timeline, result=result, config=config)
             plot_link_heatmap(out["links.png"], result=result, timeline=timeline, config=config)
+        for kind, path in out.items():
+            os.replace(path, root / ids[kind])
+
+
+def _draw_serving(root: Path, config: Any, ids: dict[str, str]) -> None:
+    """A served configuration's artifacts: the trace and Gantt chart of its prefill and decode
+    steps; ``links.png`` says that serving records no link utilisation."""
+    from palm.serving.simulate import serving_run
+    from palm.serving.timeline import write_serving_trace
+
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
+        out = {kind: Path(tmp) / kind for kind in ids}
+        write_serving_trace(out["trace.json"], serving_run(config))
+        if "gantt.png" in ids:
+            from palm.plots import _figure, _save
+            from palm.serving.plot import plot_serving_gantt
+
+            os.replace(plot_serving_gantt(Path(tmp), config=config), out["gantt.png"])
+            fig = _figure(4.0, 1.0)
+            fig.text(0.5, 0.5, "serving: no link utilisation recorded", ha="center")
+            _save(fig, out["links.png"])
         for kind, path in out.items():
             os.replace(path, root / ids[kind])
 

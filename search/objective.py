@@ -121,6 +121,20 @@ def _failed(trial: optuna.Trial, exc: Exception) -> TrialFailed:
     return TrialFailed(message)
 
 
+def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> None:
+    """A served configuration's latency limits (``serving.tpot_limit_s``, ``ttft_limit_s``)
+    as constraints every sampler sees; a trial over one is pruned, as a memory overflow is."""
+    if result.serving is None:
+        return
+    excess = config.serving.limit_excess(tpot_s=result.serving.tpot_s, ttft_s=result.serving.ttft_s)
+    for name, value in excess.items():
+        trial.set_constraint(name, value)
+    over = [name for name, value in excess.items() if value > 0]
+    if over:
+        trial.set_user_attr("pruned", f"over its latency limit: {', '.join(over)}")
+        raise optuna.TrialPruned(f"over its latency limit: {', '.join(over)}")
+
+
 class Objective:
     """Callable objective for ``optuna.Study.optimize``; ``simulate`` replaces the engine
     (benchmarks replay stored values through it). ``simulations`` counts engine runs;
@@ -185,5 +199,6 @@ class Objective:
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))
+        _latency_limits(trial, config, result)
         values = self._values(config, result)
         return values[0] if len(values) == 1 else values

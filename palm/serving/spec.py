@@ -105,7 +105,8 @@ class ServingConfig:
     ``training.precision`` and the KV cache in ``fp8`` when the compute is 8-bit or
     narrower, ``bfp8`` on block floating point, else 16-bit. ``memory_fraction`` is the share
     of a device's memory the server may use (vLLM ``gpu_memory_utilization``, TensorRT-LLM
-    ``free_gpu_memory_fraction``: both 0.9 by default)."""
+    ``free_gpu_memory_fraction``: both 0.9 by default). ``tpot_limit_s`` and ``ttft_limit_s``
+    (0: none) are latency targets a tuner keeps to (:meth:`limit_excess`)."""
 
     batch: int = 1
     input_tokens: int = 128
@@ -122,6 +123,20 @@ class ServingConfig:
     ] = "auto"
     kv_cache: Literal["auto", "fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4"] = "auto"
     memory_fraction: float = 0.9
+    tpot_limit_s: float = 0.0
+    ttft_limit_s: float = 0.0
+
+    def limit_excess(self, *, tpot_s: float, ttft_s: float | None) -> dict[str, float]:
+        """How far a result is over each latency limit that is set (seconds; <= 0: within):
+        ``tpot_over_limit_s`` and ``ttft_over_limit_s``. A saturated server (no ``ttft``) is
+        over any time-to-first-token limit by an hour."""
+        out: dict[str, float] = {}
+        if self.tpot_limit_s > 0:
+            out["tpot_over_limit_s"] = tpot_s - self.tpot_limit_s
+        if self.ttft_limit_s > 0:
+            ttft = 3600.0 + self.ttft_limit_s if ttft_s is None else ttft_s
+            out["ttft_over_limit_s"] = ttft - self.ttft_limit_s
+        return out
 
 
 def stored_bytes(fmt: str) -> float:
