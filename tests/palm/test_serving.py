@@ -4,12 +4,13 @@ that fits, monotonicity in bandwidth and batch, and the table's validation."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from palm import ConfigError, parse_config, simulate
 from palm.hardware.presets import HARDWARE_PRESETS
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.serving.comm import Link, allreduce_time
 from palm.serving.kernels import experts_touched
 from palm.serving.model import served_model
@@ -17,7 +18,7 @@ from palm.serving.runtime import constants_override
 from palm.serving.simulate import serving_run
 from palm.workload.moe import MoELayer
 
-H100 = HARDWARE_PRESETS["dgx-h100"]
+H100 = cast(GpuClusterHardware, HARDWARE_PRESETS["dgx-h100"])
 
 #: no fixed runtime costs: the device's physics alone (the fitted constants add time on top)
 NO_RUNTIME = {
@@ -214,7 +215,12 @@ def test_weight_only_int4_reads_fewer_bytes_and_computes_in_16_bits() -> None:
     assert int4.memory.weights_bytes < 0.3 * bf16.memory.weights_bytes
     assert int4.serving.tpot_s < 0.5 * bf16.serving.tpot_s  # decode: bandwidth-bound
     # a large prefill is compute-bound at the same 16-bit rate: about the same time
-    big = {"batching": "static", "batch": 32, "input_tokens": 4096, "output_tokens": 1}
+    big: dict[str, Any] = {
+        "batching": "static",
+        "batch": 32,
+        "input_tokens": 4096,
+        "output_tokens": 1,
+    }
     p16 = simulate(serve_config(parallelism={"tp": 2}, **big)).serving
     p4 = simulate(serve_config(parallelism={"tp": 2}, weights="int4", **big)).serving
     assert p16 is not None and p4 is not None and p16.ttft_s and p4.ttft_s
@@ -383,3 +389,33 @@ def test_memory_check_of_a_served_config_agrees_with_its_result(tp: int) -> None
     assert (check.overflow_bytes <= 0) == result.fits_memory
     screened = analytical_if_fits(config)
     assert (screened is None) == (not result.fits_memory)
+
+
+@pytest.mark.usefixtures("device_only")
+def test_a_tenstorrent_chip_decodes_no_faster_than_its_dram_reads_the_weights() -> None:
+    n150 = HARDWARE_PRESETS["wormhole-n150"]
+    assert isinstance(n150, Mesh2DHardware)
+    config = serve_config(
+        {"preset": "llama2-7b"},
+        hardware={"preset": "wormhole-n150"},
+        parallelism={"tp": 1},
+        batching="static",
+        weights="bfp4",
+        attention_weights="bfp8",
+    )
+    run = serving_run(config)
+    dram = n150.dram_channels * n150.dram_channel_bandwidth_gbps * 1e9
+    floor = run.memory[0].weights_bytes / dram
+    assert run.outcome.tpot_s >= floor
+    assert run.outcome.tpot_s <= 1.3 * floor / n150.memory_efficiency
+    # bfp4 MLP weights read fewer bytes than bfp8 ones: a faster decode
+    bfp8 = serving_run(
+        serve_config(
+            {"preset": "llama2-7b"},
+            hardware={"preset": "wormhole-n150"},
+            parallelism={"tp": 1},
+            batching="static",
+            weights="bfp8",
+        )
+    )
+    assert bfp8.outcome.tpot_s > run.outcome.tpot_s
