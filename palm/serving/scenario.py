@@ -33,6 +33,7 @@ saturates the server (queues grow without bound; ``ttft_s`` is then reported as 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -221,19 +222,8 @@ def _server(pipe: Pipeline, serving: ServingConfig, sequences: int, rate: float)
         tpot, ttft, _ = _at(pipe, serving, n)
         return rate * (ttft + o * tpot)
 
-    if need(cap) > cap:
-        out = _at(pipe, serving, cap)[2]
-        return Outcome(
-            ttft_s=None,
-            tpot_s=out.tpot_s,
-            sequences=cap,
-            tokens_per_s=out.tokens_per_s,
-            requests_per_s=out.requests_per_s,
-            prefill_s=out.prefill_s,
-            decode=out.decode,
-            prefill=out.prefill,
-            saturated=True,
-        )
+    if need(cap) > cap:  # saturated: queues grow without bound
+        return dataclasses.replace(_at(pipe, serving, cap)[2], ttft_s=None, saturated=True)
     lo, hi = 0, cap  # need(hi) <= hi; find the least such n
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -241,14 +231,5 @@ def _server(pipe: Pipeline, serving: ServingConfig, sequences: int, rate: float)
             hi = mid
         else:
             lo = mid
-    _, _, out = _at(pipe, serving, hi)
-    return Outcome(
-        ttft_s=out.ttft_s,
-        tpot_s=out.tpot_s,
-        sequences=hi,
-        tokens_per_s=rate * o,
-        requests_per_s=rate,
-        prefill_s=out.prefill_s,
-        decode=out.decode,
-        prefill=out.prefill,
-    )
+    out = _at(pipe, serving, hi)[2]
+    return dataclasses.replace(out, tokens_per_s=rate * o, requests_per_s=rate)

@@ -157,25 +157,7 @@ def serving_result(run: ServingRun, *, started: float) -> Result:
         prefill=_step(out.prefill),
         decode=_step(out.decode),
     )
-    stages = tuple(
-        StageResult(
-            stage=s,
-            layers=len(run.model.stages[s]),
-            forward_s=out.decode[s].time_s,
-            backward_s=0.0,
-            busy_s=out.decode[s].time_s,
-            idle_s=max(0.0, out.tpot_s - out.decode[s].time_s),
-            bubble_s=0.0,
-            busy_fraction=min(1.0, out.decode[s].time_s * min(par.pp, out.sequences) / out.tpot_s),
-            memory_bytes=stage_bytes([run.memory[s]], serving=sv, sequences=run.replica_sequences),
-            dp_allreduce_s=0.0,
-            dp_exposed_s=0.0,
-            optimizer_s=0.0,
-            sent_bytes=0.0,
-            received_bytes=0.0,
-        )
-        for s in range(par.pp)
-    )
+    stages = _stage_results(run)
     notes = ("saturated: requests arrive faster than the server answers them",) * out.saturated
     return Result(
         throughput_samples_per_s=requests_s,
@@ -204,4 +186,29 @@ def serving_result(run: ServingRun, *, started: float) -> Result:
         stages=stages,
         notes=notes,
         serving=serving,
+    )
+
+
+def _stage_results(run: ServingRun) -> tuple[StageResult, ...]:
+    """Each pipeline stage's decode step, busy share and memory."""
+    out, sv, pp = run.outcome, run.config.serving, run.config.parallelism.pp
+    micro = min(pp, out.sequences)
+    return tuple(
+        StageResult(
+            stage=s,
+            layers=len(run.model.stages[s]),
+            forward_s=out.decode[s].time_s,
+            backward_s=0.0,
+            busy_s=out.decode[s].time_s,
+            idle_s=max(0.0, out.tpot_s - out.decode[s].time_s),
+            bubble_s=0.0,
+            busy_fraction=min(1.0, out.decode[s].time_s * micro / out.tpot_s),
+            memory_bytes=stage_bytes([run.memory[s]], serving=sv, sequences=run.replica_sequences),
+            dp_allreduce_s=0.0,
+            dp_exposed_s=0.0,
+            optimizer_s=0.0,
+            sent_bytes=0.0,
+            received_bytes=0.0,
+        )
+        for s in range(pp)
     )

@@ -419,3 +419,27 @@ def test_a_tenstorrent_chip_decodes_no_faster_than_its_dram_reads_the_weights() 
         )
     )
     assert bfp8.outcome.tpot_s > run.outcome.tpot_s
+
+
+def test_server_scenario_follows_littles_law_and_saturates_above_capacity() -> None:
+    def at(rate: float) -> Any:
+        return simulate(
+            serve_config(
+                scenario="server",
+                request_rate_per_s=rate,
+                batch=256,
+                input_tokens=1024,
+                output_tokens=256,
+            )
+        ).serving
+
+    low = at(2.0)
+    assert low is not None and low.ttft_s is not None and not low.saturated
+    assert low.output_tokens_per_s == pytest.approx(2.0 * 256)
+    in_flight = 2.0 * (low.ttft_s + 256 * low.tpot_s)  # Little's law, n = rate x time
+    assert low.sequences_in_flight == pytest.approx(in_flight, abs=1.0)
+    high = at(1000.0)
+    assert high is not None and high.saturated and high.ttft_s is None
+    capacity = simulate(serve_config(batch=256, input_tokens=1024, output_tokens=256)).serving
+    assert capacity is not None
+    assert high.output_tokens_per_s == pytest.approx(capacity.output_tokens_per_s)
