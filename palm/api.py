@@ -52,7 +52,7 @@ def simulate_timeline(
             raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
         from palm.serving.simulate import simulate_serving
 
-        result = simulate_serving(config)
+        result = simulate_serving(config, engine=engine)
         return dataclasses.replace(result, sim_wall_s=time.perf_counter() - start), None
     if config.model.family == "gemm":  # one product: a closed form, the same for both engines
         if engine not in ENGINES:

@@ -178,7 +178,7 @@ def _simulate_serving(args: argparse.Namespace, config: SimConfig, out: TextIO) 
 
     start = time.perf_counter()
     run = serving_run(config)
-    result = serving_result(run, started=start)
+    result = serving_result(run, started=start, engine=args.engine)
     if args.no_wall_time:
         result = dataclasses.replace(result, sim_wall_s=None)
     if args.trace:

@@ -124,7 +124,7 @@ def _failed(trial: optuna.Trial, exc: Exception) -> TrialFailed:
 def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> None:
     """A served configuration's latency limits (``serving.tpot_limit_s``, ``ttft_limit_s``)
     as constraints every sampler sees; a trial over one is pruned, as a memory overflow is."""
-    if result.serving is None:
+    if config.training.mode != "serve" or result.serving is None:
         return
     excess = config.serving.limit_excess(tpot_s=result.serving.tpot_s, ttft_s=result.serving.ttft_s)
     for name, value in excess.items():

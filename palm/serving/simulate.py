@@ -9,7 +9,7 @@ one decode step of the pipeline (``tpot_s``), ``micro_batches`` the pipeline's m
 the fullest device (weights, KV cache of the sequences in flight, one step's workspace),
 ``fits_memory`` whether it is within ``memory_fraction`` of the device's memory (and
 ``memory_overflow_bytes`` by how much it is over that share). The engine is the closed form of
-:mod:`palm.serving.scenario` whichever ``--engine`` is asked (``engine = "serving"``).
+:mod:`palm.serving.scenario` whichever ``--engine`` is asked (``engine`` names the one asked).
 """
 
 from __future__ import annotations
@@ -115,15 +115,16 @@ def _step(costs: list[StepCost], scale: float = 1.0) -> ServingStep:
     )
 
 
-def simulate_serving(config: SimConfig) -> Result:
+def simulate_serving(config: SimConfig, *, engine: str = "event") -> Result:
     """The :class:`~palm.result.Result` of a served configuration (module docstring)."""
     start = time.perf_counter()
     run = serving_run(config)
-    return serving_result(run, started=start)
+    return serving_result(run, started=start, engine=engine)
 
 
-def serving_result(run: ServingRun, *, started: float) -> Result:
-    """The result of a priced :class:`ServingRun`."""
+def serving_result(run: ServingRun, *, started: float, engine: str = "event") -> Result:
+    """The result of a priced :class:`ServingRun`; ``engine`` is the engine asked for (both
+    price a served configuration with the same closed form)."""
     config, out = run.config, run.outcome
     sv, par = config.serving, config.parallelism
     devices = par.tp * par.pp * par.dp
@@ -170,7 +171,7 @@ def serving_result(run: ServingRun, *, started: float) -> Result:
         memory_capacity_bytes=_device_memory(config),
         fits_memory=peak <= run.usable_bytes,
         memory_overflow_bytes=max(0.0, peak - run.usable_bytes),
-        engine="serving",
+        engine=engine,
         events_simulated=None,
         sim_wall_s=time.perf_counter() - started,
         devices=devices,
