@@ -66,6 +66,13 @@ def simulate_timeline(
     """Like :func:`simulate`, also returning the event engine's timeline (``None`` for the
     analytical engine), for traces and plots; ``record=False`` skips recording it."""
     start = time.perf_counter()
+    if config.training.mode == "serve":  # LLM serving: a closed form (palm.serving)
+        if engine not in ENGINES:
+            raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+        from palm.serving.simulate import simulate_serving
+
+        result = simulate_serving(config, engine=engine)
+        return dataclasses.replace(result, sim_wall_s=time.perf_counter() - start), None
     if config.model.family == "gemm":  # one product: a closed form, the same for both engines
         if engine not in ENGINES:
             raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
@@ -81,9 +88,12 @@ def plan_for(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Plan:
     its resources come from them)."""
     if engine not in ENGINES:
         raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
-    if config.model.family == "gemm":
+    if config.model.family == "gemm" or config.training.mode == "serve":
+        what = "gemm" if config.model.family == "gemm" else "serve"
         raise ConfigError(
-            "model.family", "gemm", "a model with a pipeline plan (gemm runs through simulate)"
+            "model.family" if what == "gemm" else "training.mode",
+            what,
+            f"a model with a pipeline plan ({what} runs through simulate)",
         )
     if engine == "event":
         link_mode = config.communication.noc_granularity == "link"
@@ -108,7 +118,16 @@ def memory_check(config: SimConfig) -> MemoryCheck:
     """The memory of every stage of ``config`` exactly as :func:`plan_for` prices it
     (:mod:`palm.plan.memory`: parameters, optimizer states, stashed activations,
     ``recompute = "auto"``), without pricing the products, rings and flows of the plan (the
-    larger share of building it), so a caller can reject a plan that does not fit first."""
+    larger share of building it), so a caller can reject a plan that does not fit first.
+    A served configuration's check is its serving memory against ``memory_fraction`` of the
+    device (:mod:`palm.serving.memory`)."""
+    if config.training.mode == "serve":
+        from palm.serving.memory import stage_bytes
+        from palm.serving.simulate import serving_run
+
+        run = serving_run(config)
+        peak = stage_bytes(run.memory, serving=config.serving, sequences=run.replica_sequences)
+        return MemoryCheck(peak_bytes=peak, capacity_bytes=run.usable_bytes)
     return _memory_check(_context(config))
 
 
@@ -133,6 +152,9 @@ def analytical_if_fits(config: SimConfig) -> Result | None:
     """The analytical engine's result of ``config``, or ``None`` when it does not fit in
     memory (:func:`memory_check`): the check and the plan share one
     :func:`~palm.plan.context.plan_context` (for a screening of many configurations)."""
+    if config.training.mode == "serve":
+        fits = memory_check(config).overflow_bytes <= 0
+        return simulate(config, engine="analytical") if fits else None
     ctx = _context(config)
     if _memory_check(ctx).overflow_bytes > 0:
         return None

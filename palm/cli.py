@@ -22,6 +22,7 @@ from palm.hardware.presets import HARDWARE_PRESETS
 from palm.hardware.spec import GpuClusterHardware
 from palm.inputs import read_input
 from palm.result import Result
+from palm.serving.validation import is_inference_file
 from palm.strategy import SimConfig
 from palm.validation import load_cases
 from palm.validation_report import is_modern_file, modern_report, report_modern, write_modern
@@ -95,8 +96,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
         metavar="FILE",
         nargs="?",
         default=None,
-        help="validation JSON of the shape of visible.json, visible_tiled.json or "
-        "visible_modern.json",
+        help="validation JSON of the shape of visible.json, visible_tiled.json, "
+        "visible_modern.json or visible_inference.json",
     )
     v.add_argument(
         "--engine",
@@ -107,11 +108,12 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument(
         "--suite",
-        choices=("all", "megatron", "modern", "tiled"),
+        choices=("all", "megatron", "modern", "tiled", "inference"),
         default="all",
         help="without FILE: the packaged Megatron A100 cases, the modern GPU set "
         "(visible_modern.json: H100, B200, GB200, A100 FSDP runs), the Tenstorrent Wormhole "
-        "set (visible_tiled.json) or all three (default)",
+        "set (visible_tiled.json) or all three (default); 'inference': the LLM serving rows "
+        "(visible_inference.json: MLPerf, TensorRT-LLM, tt-metal)",
     )
     v.set_defaults(handler=_cmd_validate)
 
@@ -138,6 +140,8 @@ def _add_overrides(p: argparse.ArgumentParser) -> None:
 def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     config = load_config(args.file, overrides=args.overrides)
+    if config.training.mode == "serve":  # LLM serving (palm.serving)
+        return _simulate_serving(args, config, out)
     if args.trace and args.engine != "event":
         raise ConfigError("--trace", args.trace, "the event engine (--engine event) for a trace")
     # the timeline is recorded only for a trace (it costs about a third more engine time)
@@ -147,15 +151,44 @@ def _cmd_simulate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.trace:
         assert timeline is not None
         _write_trace(Path(args.trace), result, timeline, config)
+    return _emit(args, config, result, format_summary(config, result), out)
+
+
+def _emit(
+    args: argparse.Namespace, config: SimConfig, result: Result, summary: str, out: TextIO
+) -> int:
+    """Print ``simulate``'s result: JSON with the resolved configuration, or ``summary``."""
     if args.json:
         data = result.to_dict()
         data["config"] = config_to_dict(config)
         out.write(json.dumps(data, indent=2) + "\n")
     else:
-        out.write(format_summary(config, result))
+        out.write(summary)
         if args.trace:
             out.write(f"\ntrace      {args.trace}\n")
     return 0
+
+
+def _simulate_serving(args: argparse.Namespace, config: SimConfig, out: TextIO) -> int:
+    """``simulate`` of a served configuration: its result, readable summary and trace."""
+    import time
+
+    from palm.serving.simulate import serving_result, serving_run
+    from palm.serving.timeline import format_serving, write_serving_trace
+
+    start = time.perf_counter()
+    run = serving_run(config)
+    result = serving_result(run, started=start, engine=args.engine)
+    if args.no_wall_time:
+        result = dataclasses.replace(result, sim_wall_s=None)
+    if args.trace:
+        try:
+            write_serving_trace(Path(args.trace), run)
+        except OSError as exc:
+            raise ConfigError(
+                "--trace", args.trace, f"a writable file path ({exc.strerror})"
+            ) from None
+    return _emit(args, config, result, format_serving(run, result), out)
 
 
 def _write_trace(path: Path, result: Result, timeline: Any, config: SimConfig) -> None:
@@ -200,6 +233,12 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     suite = getattr(args, "suite", "all")
+    if (args.file is None and suite == "inference") or (
+        args.file is not None and is_inference_file(args.file)
+    ):  # LLM serving rows (palm.serving.validation)
+        from palm.serving.report import report_inference
+
+        return report_inference(args.file, as_json=args.json, out=out)
     if args.file is not None and not is_tiled_file(args.file) and is_modern_file(args.file):
         return report_modern(args.file, engine=args.engine, as_json=args.json, out=out)
     if args.file is None and suite == "modern":

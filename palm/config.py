@@ -35,8 +35,10 @@ from palm.hardware.spec import (
     Mesh2DHardware,
     PeakTflops,
 )
-from palm.hf_import import hf_model_table
+from palm.hf_import import hf_model_table, hf_table_from_dict
 from palm.inputs import read_input
+from palm.serving.spec import ServingConfig
+from palm.serving.validate import validate_serving
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -47,7 +49,13 @@ from palm.strategy import (
 )
 from palm.units import PRECISIONS
 from palm.workload.gemm import OPERANDS
-from palm.workload.model import ModelConfig, Workload, build_workload
+from palm.workload.model import (
+    ModelConfig,
+    Workload,
+    build_workload,
+    check_tensor_parallel,
+)
+from palm.workload.model import divisors_or_note as _divisors
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
 
@@ -63,13 +71,22 @@ __all__ = [
     "config_to_dict",
     "validate",
     "hf_model_config",
+    "hf_model_from_dict",
     "MAX_LAYERS",
     "MAX_DEVICES",
     "MAX_PIPELINE_PASSES",
     "MAX_DRAM_CHANNELS",
 ]
 
-_SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
+_SECTIONS = (
+    "model",
+    "hardware",
+    "training",
+    "parallelism",
+    "placement",
+    "communication",
+    "serving",
+)
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
 
 
@@ -136,6 +153,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Si
         communication=_build(
             CommunicationConfig, dict(data.get("communication", {})), "communication"
         ),
+        serving=_build(ServingConfig, dict(data.get("serving", {})), "serving"),
     )
     validate(config)
     return config
@@ -180,6 +198,15 @@ def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
 def hf_model_config(path: Path, *, seq_len_given: bool = False) -> ModelConfig:
     """The model of a Hugging Face ``config.json`` (:mod:`palm.hf_import`)."""
     table = hf_model_table(path, seq_len_given=seq_len_given)
+    return _build(ModelConfig, table, "model.hf_config")
+
+
+def hf_model_from_dict(
+    raw: Mapping[str, Any], *, source: str, seq_len_given: bool = False
+) -> ModelConfig:
+    """:func:`hf_model_config` of a ``config.json`` already read (``source`` names it in
+    errors)."""
+    table = hf_table_from_dict(raw, source=source, seq_len_given=seq_len_given)
     return _build(ModelConfig, table, "model.hf_config")
 
 
@@ -319,6 +346,7 @@ _NONNEG_INTS = {
     "k",
     "n",
     "etp",
+    "chunk_tokens",
 }
 _T = typing.TypeVar("_T")
 
@@ -435,6 +463,8 @@ def _check_ranges(obj: Any, section: str) -> None:
                 "operand_feed_gbps",
                 "overlap_interference",
                 "sfu_exp_tera_per_s",
+                "tpot_limit_s",
+                "ttft_limit_s",
             ):
                 if value < 0:
                     raise ConfigError(where, value, "a finite number >= 0")
@@ -592,14 +622,6 @@ def _validate_moe_parallelism(config: SimConfig) -> None:
         )
 
 
-def _divisors(n: int) -> list[int] | str:
-    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here."""
-    if n > 10**12:
-        return "its divisors"
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
-
-
 #: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
 #: them a config is refused with a one-line error instead of running out of time or memory.
 MAX_LAYERS = 10_000
@@ -644,20 +666,10 @@ def validate(config: SimConfig) -> None:
     if m.family == "gemm":
         _validate_gemm(config)
         return
+    if validate_serving(config):  # training.mode = "serve" (palm.serving.validate)
+        return
     if m.is_transformer:
-        if m.heads % par.tp:
-            raise ConfigError(
-                "parallelism.tp",
-                par.tp,
-                f"a divisor of model.heads = {m.heads}: {_divisors(m.heads)}",
-            )
-        if m.ffn_hidden % par.tp:
-            raise ConfigError(
-                "parallelism.tp", par.tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}"
-            )
-        kv = m.kv_heads or m.heads
-        if kv % par.tp and par.tp % kv:
-            raise ConfigError("parallelism.tp", par.tp, f"a divisor or multiple of kv_heads = {kv}")
+        check_tensor_parallel(m, par.tp)
     workload = build_workload(m)
     uneven = bool(par.first_stage_layers or par.last_stage_layers)
     if par.pp * par.chunks > workload.blocks + (2 if uneven and workload.transformer else 0):
@@ -692,7 +704,7 @@ def validate(config: SimConfig) -> None:
     if peak.get(tr.precision) <= 0:
         ok = [p for p in PRECISIONS if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4"):
+    if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4", "fp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
         )

@@ -23,7 +23,7 @@ from typing import Any
 from palm.errors import ConfigError, ConfigWarning
 from palm.inputs import read_input
 
-__all__ = ["hf_model_table", "warn_ignored", "IGNORED_KEYS"]
+__all__ = ["hf_model_table", "hf_table_from_dict", "warn_ignored", "IGNORED_KEYS"]
 
 #: model types whose query, key and value projections carry biases that their config.json
 #: does not name (Qwen2's attention; o_proj has none)
@@ -72,7 +72,15 @@ def hf_model_table(path: Path, *, seq_len_given: bool = False) -> dict[str, Any]
     training length) with a :class:`ConfigWarning` unless ``seq_len_given`` (the TOML sets
     ``model.seq_len``). Every key that changes the model's cost but that palm does not
     model gets one :class:`ConfigWarning` (:func:`warn_ignored`)."""
-    raw = _read_hf(path)
+    return hf_table_from_dict(_read_hf(path), source=str(path), seq_len_given=seq_len_given)
+
+
+def hf_table_from_dict(
+    raw: Mapping[str, Any], *, source: str, seq_len_given: bool = False
+) -> dict[str, Any]:
+    """:func:`hf_model_table` of a ``config.json`` already read (``source`` names it in
+    errors)."""
+    path = source
 
     def pick(*keys: str, default: Any = None) -> Any:
         for key in keys:

@@ -125,6 +125,10 @@ def plot_all(out_dir: str | Path, *, config: SimConfig, engine: str = "event") -
     :class:`~palm.errors.ConfigError`, as does a missing matplotlib (checked before simulating).
     """
     _matplotlib()
+    if config.training.mode == "serve":  # prefill and decode steps (palm.serving.timeline)
+        from palm.serving.plot import plot_serving_gantt
+
+        return [plot_serving_gantt(Path(out_dir), config=config)]
     if engine != "event":
         raise ConfigError("engine", engine, "'event' (plots need the event engine's timeline)")
     result, timeline = simulate_timeline(config, engine=engine)

@@ -12,7 +12,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Result", "StageResult", "LinkResult", "MemoryResult", "OperatorResult"]
+__all__ = [
+    "Result",
+    "StageResult",
+    "LinkResult",
+    "MemoryResult",
+    "OperatorResult",
+    "ServingResult",
+    "ServingStep",
+]
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,41 @@ class MemoryResult:
 
 
 @dataclass(frozen=True)
+class ServingStep:
+    """One serving step on the busiest device, summed over the pipeline's stages (seconds):
+    products, attention, element-wise traffic, collectives and the runtime's fixed costs."""
+
+    time_s: float
+    gemm_s: float
+    attention_s: float
+    vector_s: float
+    comm_s: float
+    overhead_s: float
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """What a served model does (``training.mode = "serve"``; :mod:`palm.serving`): time to
+    first token and per output token, output tokens per second of the whole system and of one
+    user, the KV cache one device holds, the largest batch that fits, the sequences in flight,
+    and the prefill and decode steps. ``ttft_s`` is ``None`` when requests arrive faster than
+    the server can answer them (``saturated``)."""
+
+    ttft_s: float | None
+    tpot_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_user: float
+    kv_cache_bytes_per_device: float
+    kv_cache_bytes_per_token: float
+    max_batch: int
+    sequences_in_flight: int
+    requests_per_s: float
+    saturated: bool
+    prefill: ServingStep
+    decode: ServingStep
+
+
+@dataclass(frozen=True)
 class Result:
     throughput_samples_per_s: float
     iteration_time_s: float
@@ -94,10 +137,15 @@ class Result:
     dram_channel_utilisation: tuple[float, ...] | None = None
     operators: tuple[OperatorResult, ...] | None = None
     notes: tuple[str, ...] = field(default=())
+    serving: ServingResult | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data for JSON; key order is fixed (determinism)."""
+        """Plain data for JSON; key order is fixed (determinism). A serving result's fields
+        are top-level keys (SPEC sec. 5: ``ttft_s``, ``tpot_s``, ...)."""
         out = dataclasses.asdict(self)
+        serving = out.pop("serving")
+        if serving is not None:
+            out.update(serving)
         out["stages"] = [dataclasses.asdict(s) for s in self.stages]
         out["links"] = None if self.links is None else [dataclasses.asdict(x) for x in self.links]
         out["notes"] = list(self.notes)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from palm.hardware.spec import Hardware
+from palm.serving.spec import ServingConfig
 from palm.workload.model import ModelConfig
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
 SCHEDULES: tuple[str, ...] = ("gpipe", "1f1b", "interleaved-1f1b")
 RECOMPUTE_MODES: tuple[str, ...] = ("none", "selective", "full", "auto")
 OPTIMIZERS: tuple[str, ...] = ("sgd", "adam")
-MODES: tuple[str, ...] = ("train", "inference")
+MODES: tuple[str, ...] = ("train", "inference", "serve")
 LAYOUTS: tuple[str, ...] = ("line", "s-shape", "explicit")
 TP_GROUPS: tuple[str, ...] = ("compact", "strided")
 INTER_GROUP_STRATEGIES: tuple[str, ...] = ("allreduce-broadcast", "reduce-adapters")
@@ -47,12 +48,14 @@ class TrainingConfig:
     alone is a distributed optimizer's ZeRO-2 (DeepSpeed, Megatron-Core), which reduces at
     the step's end. ``recompute = "auto"`` recomputes only when
     memory forces it: the least of none, selective and full with which every stage fits. ``bfp8``
-    and ``bfp4`` are Tenstorrent's block floating-point formats (inference only)."""
+    and ``bfp4`` are Tenstorrent's block floating-point formats (inference only), ``fp4``
+    NVIDIA's NVFP4 (serving only). ``mode = "serve"`` is LLM serving with a KV cache, described
+    by the ``[serving]`` table (:mod:`palm.serving`)."""
 
-    mode: Literal["train", "inference"] = "train"
+    mode: Literal["train", "inference", "serve"] = "train"
     global_batch: int = 8
     micro_batch: int = 1
-    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4"] = "bf16"
+    precision: Literal["fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4", "fp4"] = "bf16"
     optimizer: Literal["sgd", "adam"] = "adam"
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0
@@ -190,3 +193,4 @@ class SimConfig:
     parallelism: ParallelismConfig
     placement: PlacementConfig = PlacementConfig()
     communication: CommunicationConfig = CommunicationConfig()
+    serving: ServingConfig = ServingConfig()

@@ -42,6 +42,8 @@ PRECISIONS: Final[dict[str, float]] = {
     "int8": 1,
     "bfp8": 1.0625,
     "bfp4": 0.5625,
+    # NVFP4: 4-bit values in blocks of 16 sharing one 8-bit scale (palm.serving.spec)
+    "fp4": 0.5625,
 }
 
 

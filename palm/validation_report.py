@@ -13,7 +13,14 @@ from palm.inputs import read_input
 from palm.validation import run_cases
 from palm.validation_modern import ARGUED_OUT, load_modern_cases
 
-__all__ = ["is_modern_file", "modern_report", "report_modern", "write_modern", "generation"]
+__all__ = [
+    "is_modern_file",
+    "modern_report",
+    "report_modern",
+    "write_modern",
+    "write_left_out",
+    "generation",
+]
 
 
 def generation(preset: str) -> str:
@@ -122,12 +129,16 @@ def write_modern(report: dict[str, Any], *, engine: str, out: TextIO) -> None:
         )
         for x in argued:
             out.write(f"  argued: {x['id']}: {x['reason']}\n")
+    write_left_out(report["left_out"], out=out)
+
+
+def write_left_out(left_out: list[dict[str, Any]], *, out: TextIO, shown: int = 3) -> None:
+    """The rows left out, grouped by reason, most common first, ``shown`` ids of each."""
     reasons: dict[str, list[str]] = defaultdict(list)
-    for x in report["left_out"]:
+    for x in left_out:
         reasons[x["reason"]].append(x["id"])
     if reasons:
-        out.write(f"left out ({len(report['left_out'])} rows):\n")
+        out.write(f"left out ({len(left_out)} rows):\n")
         for reason, ids in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
-            out.write(
-                f"  {reason}: {len(ids)} ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})\n"
-            )
+            more = ", ..." if len(ids) > shown else ""
+            out.write(f"  {reason}: {len(ids)} ({', '.join(ids[:shown])}{more})\n")

@@ -177,23 +177,47 @@ class ArtifactStore:
         from palm.trace import write_chrome_trace
 
         config = parse_config(recipe["config"])
-        result, timeline = simulate_timeline(config, engine="event")
-        assert timeline is not None
         ids: dict[str, str] = recipe["ids"]
         with tempfile.TemporaryDirectory(dir=self.root) as tmp:
             out = {kind: Path(tmp) / kind for kind in ids}
-            write_chrome_trace(out["trace.json"], result=result, timeline=timeline, config=config)
-            if "gantt.png" in ids:
-                from palm.plots import plot_gantt, plot_link_heatmap
+            if config.training.mode == "serve":  # prefill and decode steps (palm.serving)
+                _draw_serving(out, config)
+            else:
+                result, timeline = simulate_timeline(config, engine="event")
+                assert timeline is not None
+                write_chrome_trace(
+                    out["trace.json"], result=result, timeline=timeline, config=config
+                )
+                if "gantt.png" in out:
+                    from palm.plots import plot_gantt, plot_link_heatmap
 
-                plot_gantt(out["gantt.png"], timeline=timeline, result=result, config=config)
-                plot_link_heatmap(out["links.png"], result=result, timeline=timeline, config=config)
+                    plot_gantt(out["gantt.png"], timeline=timeline, result=result, config=config)
+                    plot_link_heatmap(
+                        out["links.png"], result=result, timeline=timeline, config=config
+                    )
             for kind, path in out.items():
                 if self.root is not None:
                     os.replace(path, self.root / ids[kind])
                 else:
                     with path.open("rb") as body:
                         self.inner.write(ids[kind], body)
+
+
+def _draw_serving(out: dict[str, Path], config: Any) -> None:
+    """A served configuration's artifacts in ``out``: the trace and Gantt chart of its prefill
+    and decode steps; ``links.png`` says that serving records no link utilisation."""
+    from palm.serving.simulate import serving_run
+    from palm.serving.timeline import write_serving_trace
+
+    write_serving_trace(out["trace.json"], serving_run(config))
+    if "gantt.png" in out:
+        from palm.plots import _figure, _save
+        from palm.serving.plot import plot_serving_gantt
+
+        os.replace(plot_serving_gantt(out["gantt.png"].parent, config=config), out["gantt.png"])
+        fig = _figure(4.0, 1.0)
+        fig.text(0.5, 0.5, "serving: no link utilisation recorded", ha="center")
+        _save(fig, out["links.png"])
 
 
 def _s3_store(bucket: str) -> Any:

@@ -31,7 +31,7 @@ from typing import Any
 
 import optuna
 
-from palm.api import memory_check, plan_for, simulate_plan
+from palm.api import memory_check, plan_for, simulate, simulate_plan
 from palm.config import config_to_dict, parse_config
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
@@ -108,6 +108,8 @@ def _result_attrs(result: Result) -> dict[str, Any]:
 def run_engine(config: SimConfig, engine: str) -> Result:
     """Build ``config``'s plan and run ``engine`` on it (the default :data:`Simulator`)."""
     started = time.perf_counter()
+    if config.training.mode == "serve":  # a closed form, no plan (palm.serving)
+        return simulate(config, engine=engine)
     plan = plan_for(config, engine=engine)
     result, _ = simulate_plan(plan, engine=engine, started=started)
     return result
@@ -117,6 +119,20 @@ def _failed(trial: optuna.Trial, exc: Exception) -> TrialFailed:
     message = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
     trial.set_user_attr("error", message)
     return TrialFailed(message)
+
+
+def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> None:
+    """A served configuration's latency limits (``serving.tpot_limit_s``, ``ttft_limit_s``)
+    as constraints every sampler sees; a trial over one is pruned, as a memory overflow is."""
+    if config.training.mode != "serve" or result.serving is None:
+        return
+    excess = config.serving.limit_excess(tpot_s=result.serving.tpot_s, ttft_s=result.serving.ttft_s)
+    for name, value in excess.items():
+        trial.set_constraint(name, value)
+    over = [name for name, value in excess.items() if value > 0]
+    if over:
+        trial.set_user_attr("pruned", f"over its latency limit: {', '.join(over)}")
+        raise optuna.TrialPruned(f"over its latency limit: {', '.join(over)}")
 
 
 class Objective:
@@ -183,5 +199,6 @@ class Objective:
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))
+        _latency_limits(trial, config, result)
         values = self._values(config, result)
         return values[0] if len(values) == 1 else values

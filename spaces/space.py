@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -51,6 +52,11 @@ SPACE_KEYS = (
     "ep",
     "etp",
     "hardware",
+    "batch",
+    "precision",
+    "chunk_tokens",
+    "weights",
+    "kv_cache",
 )
 
 
@@ -88,7 +94,9 @@ def _choices(
         if allowed is not None and v not in allowed:
             raise ConfigError(where, v, f"choices among {', '.join(map(str, allowed))}")
         if kind is int and (
-            isinstance(v, bool) or not isinstance(v, int) or v < (0 if key == "zero" else 1)
+            isinstance(v, bool)
+            or not isinstance(v, int)
+            or v < (0 if key in ("zero", "chunk_tokens") else 1)
         ):
             raise ConfigError(where, v, "positive integer choices")
     return tuple(value)
@@ -175,6 +183,7 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
             raise ConfigError("space.adapters", adapters, "true or false")
         max_tp = max(_tp_candidates(parts, ctx))
         parts.append(InterGroup(strategies, adapters, max_tp=max_tp))
+    parts += _serving_parts(table)
     hardware = table.get("hardware", {})
     if not isinstance(hardware, Mapping):
         raise ConfigError("space.hardware", hardware, "a table of hardware fields")
@@ -235,3 +244,24 @@ def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:
     if not ok or not 0 < low < high or not isinstance(log, bool):
         raise ConfigError(where, spec, "0 < low < high, log = true or false")
     return HardwareKnob(field, float(low), float(high), log, integer=isinstance(current, int))
+
+
+def _serving_parts(table: Mapping[str, Any]) -> list[SpacePart]:
+    """Choices of a served configuration (``training.mode = "serve"``): the batch, the compute
+    precision, the step cap and the weights' and KV cache's formats."""
+    from palm.serving.spec import KV_FORMATS, WEIGHT_FORMATS
+    from palm.strategy import TrainingConfig
+
+    parts: list[SpacePart] = []
+    if "batch" in table:
+        parts.append(Choice("serving", "batch", _choices(table, "batch", kind=int)))
+    if "chunk_tokens" in table:
+        parts.append(Choice("serving", "chunk_tokens", _choices(table, "chunk_tokens", kind=int)))
+    if "precision" in table:
+        allowed = typing.get_args(typing.get_type_hints(TrainingConfig)["precision"])
+        parts.append(Choice("training", "precision", _choices(table, "precision", allowed)))
+    if "weights" in table:
+        parts.append(Choice("serving", "weights", _choices(table, "weights", WEIGHT_FORMATS)))
+    if "kv_cache" in table:
+        parts.append(Choice("serving", "kv_cache", _choices(table, "kv_cache", KV_FORMATS)))
+    return parts

@@ -157,8 +157,9 @@ def exhaustive(
 
 def rekey(name: str, *, added: dict[str, Any]) -> tuple[int, int]:
     """Rename the stored rows of space ``name`` after configuration fields were added whose
-    values (``added``: ``"section.field"`` -> the value every configuration of the space
-    takes) simulate as before: a row's old key is the key of its configuration's tables
+    values (``added``: a dotted path, ``"section.field"``, a nested ``"section.table.field"``
+    or a whole ``"section"``, -> the value every configuration of the space takes) simulate
+    as before: a row's old key is the key of its configuration's tables
     without those fields (a field the configuration lacks, e.g. a GPU cluster's, is left as it
     is). Values are kept (re-simulate a sample to check the claim). Returns
     the rows renamed and the rows stored; rewrites ``<name>.jsonl`` in enumeration order."""
@@ -171,8 +172,11 @@ def rekey(name: str, *, added: dict[str, Any]) -> tuple[int, int]:
         tables = config_to_dict(parse_config(draw.draft))
         new = config_key(tables)
         for path, value in added.items():
-            section, field = path.split(".")
-            if tables[section].pop(field, value) != value:
+            *outer, field = path.split(".")
+            node = tables
+            for part in outer:
+                node = node.get(part, {})
+            if node.pop(field, value) != value:
                 raise ValueError(f"{path} = {value!r} is not what {new} takes")
         old = config_key(tables)
         if old in table:

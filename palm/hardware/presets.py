@@ -28,11 +28,14 @@ _TENSIX_HOST_SHARDED_OUTPUT_US = 51.58
 # per GPU dense 2250 bf16, 4500 fp8 / int8, 75 fp32; 1440 GB HBM3e at 64 TB/s -> 180 GB
 # at 8 TB/s per GPU; fifth-generation NVLink 14.4 TB/s in all = 1.8 TB/s per GPU
 # bidirectional = 900 GB/s per direction; 8 x ConnectX-7 400 Gb/s = 50 GB/s per GPU.
+# FP4 (NVFP4): 144 PFLOP/s per system with sparsity -> 9000 dense per GPU.
 # The Blackwell and Blackwell Ultra presets below are this one with the figures that differ.
 _DGX_B200 = GpuClusterHardware(
     name="dgx-b200",
     gpus_per_node=8,
-    peak_tflops=PeakTflops(fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0),
+    peak_tflops=PeakTflops(
+        fp32=75.0, bf16=2250.0, fp16=2250.0, fp8=4500.0, int8=4500.0, fp4=9000.0
+    ),
     hbm_gib=180e9 / 2**30,
     hbm_bandwidth_gbps=8000.0,
     switch_bandwidth_gbps=900.0,
@@ -61,6 +64,9 @@ _DGX_B200 = GpuClusterHardware(
 _DGX_B300 = replace(
     _DGX_B200,
     name="dgx-b300",
+    # FP4: 144 PFLOP/s per system dense ("FP4 Tensor Core 144 | 108 PFLOPS" sparse | dense in
+    # the datasheet) -> 13500 dense per GPU
+    peak_tflops=replace(_DGX_B200.peak_tflops, fp4=13500.0),
     hbm_gib=288e9 / 2**30,
     inter_node_bandwidth_gbps=100.0,
     fp8_matmul_efficiency=0.535,
@@ -156,7 +162,10 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         _DGX_B200,
         name="gb200-nvl72",
         gpus_per_node=72,
-        peak_tflops=PeakTflops(fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0),
+        # FP4: 1440 PFLOP/s per rack with sparsity -> 10000 dense per GPU
+        peak_tflops=PeakTflops(
+            fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0, fp4=10000.0
+        ),
         hbm_gib=186e9 / 2**30,
     ),  # the Blackwell fit (as dgx-b200)
     "dgx-b300": _DGX_B300,  # sources above the constant
@@ -168,7 +177,11 @@ HARDWARE_PRESETS: dict[str, Hardware] = {
         _DGX_B300,
         name="gb300-nvl72",
         gpus_per_node=72,
-        peak_tflops=PeakTflops(fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0),
+        # FP4: 1440 PFLOP/s per rack dense (Blackwell Ultra's NVFP4, "15 PFLOPS dense" per
+        # GPU in "Inside NVIDIA Blackwell Ultra", 2025) -> 15000 per GPU
+        peak_tflops=PeakTflops(
+            fp32=80.0, bf16=2500.0, fp16=2500.0, fp8=5000.0, int8=5000.0, fp4=15000.0
+        ),
     ),  # the Blackwell Ultra fit (as dgx-b300)
     # The PALM paper's wafer (Table VI): 5 x 4 tiles of 4 x 4 cores, 256 TFLOP/s fp16 and 60 MB
     # SRAM per tile (16 TFLOP/s, 3.75 MB per core), intra-tile NoC 1024 GB/s, inter-tile NoC

@@ -84,6 +84,8 @@ class PeakTflops:
     int8: float = 0.0
     bfp8: float = 0.0
     bfp4: float = 0.0
+    #: NVFP4 (Blackwell's 4-bit floating point with block scales; :mod:`palm.serving.spec`)
+    fp4: float = 0.0
 
     def get(self, precision: str) -> float:
         value: float = getattr(self, precision)

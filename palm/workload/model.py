@@ -9,6 +9,7 @@ Linear / Conv2d / Pool / Transformer operators.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -18,7 +19,14 @@ from palm.workload.moe import MoELayer
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
 from palm.workload.resnet import resnet50_ops
 
-__all__ = ["ModelConfig", "Workload", "build_workload", "FAMILIES"]
+__all__ = [
+    "ModelConfig",
+    "Workload",
+    "build_workload",
+    "check_tensor_parallel",
+    "divisors_or_note",
+    "FAMILIES",
+]
 
 Family = Literal["gpt", "llama", "bert", "resnet50", "graph", "gemm"]
 FAMILIES: tuple[str, ...] = ("gpt", "llama", "bert", "resnet50", "graph", "gemm")
@@ -242,3 +250,28 @@ def build_workload(model: ModelConfig) -> Workload:
             transformer=False,
         )
     raise ConfigError("model.family", model.family, f"one of {', '.join(FAMILIES)}")
+
+
+def divisors_or_note(n: int) -> list[int] | str:
+    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here
+    (for error messages)."""
+    if n > 10**12:
+        return "its divisors"
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
+
+
+def check_tensor_parallel(m: ModelConfig, tp: int) -> None:
+    """A transformer's tensor-parallel degree divides its heads and MLP width, and divides or
+    is a multiple of its KV heads (Megatron-LM's split). Raises :class:`ConfigError`."""
+    if m.heads % tp:
+        raise ConfigError(
+            "parallelism.tp",
+            tp,
+            f"a divisor of model.heads = {m.heads}: {divisors_or_note(m.heads)}",
+        )
+    if m.ffn_hidden % tp:
+        raise ConfigError("parallelism.tp", tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}")
+    kv = m.kv_heads or m.heads
+    if kv % tp and tp % kv:
+        raise ConfigError("parallelism.tp", tp, f"a divisor or multiple of kv_heads = {kv}")

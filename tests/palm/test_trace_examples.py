@@ -1,7 +1,8 @@
 """The trace of every example in examples/ draws in Perfetto: on no track do two slices
 partially overlap (a viewer draws one slice per track at a time: slices on one track are
 disjoint or nested), and the trace and the Gantt chart span exactly the iteration (training;
-an inference example streams micro-batches, and both span that stream)."""
+an inference example streams micro-batches, and both span that stream; a serving example's
+trace is its prefill and decode steps)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,15 @@ def test_the_checker_finds_a_partial_overlap_and_accepts_nesting() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_every_examples_trace_has_one_slice_per_track_at_a_time(path: Path, tmp_path: Path) -> None:
     config = palm.load_config(path)
+    if config.training.mode == "serve":  # prefill and decode steps (palm.serving.timeline)
+        from palm.serving.simulate import serving_run
+        from palm.serving.timeline import write_serving_trace
+
+        out = tmp_path / "t.json"
+        write_serving_trace(out, serving_run(config))
+        events = load_chrome_trace(out)["traceEvents"]
+        assert [e for e in events if e["ph"] == "X"] and partial_overlaps(events) == []
+        return
     result, timeline = simulate_timeline(config, engine="event")
     if timeline is None:  # a single product (family gemm): no timeline, no trace
         assert config.model.family == "gemm"
