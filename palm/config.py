@@ -37,6 +37,7 @@ from palm.hardware.spec import (
     PeakTflops,
 )
 from palm.inputs import read_input
+from palm.software import with_software_defaults
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -69,7 +70,15 @@ __all__ = [
     "MAX_DRAM_CHANNELS",
 ]
 
-_SECTIONS = ("model", "hardware", "training", "parallelism", "placement", "communication")
+_SECTIONS = (
+    "model",
+    "hardware",
+    "training",
+    "parallelism",
+    "placement",
+    "communication",
+    "software",
+)
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
 
 
@@ -127,6 +136,8 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Si
     for section in _SECTIONS:
         if section in data and not isinstance(data[section], Mapping):
             raise ConfigError(section, data[section], "a table")
+    # the [software] framework's documented behaviours fill the fields not given (palm.software)
+    software, data = with_software_defaults(data)
     config = SimConfig(
         model=_parse_model(dict(data["model"]), base_dir or Path(".")),
         hardware=_parse_hardware(dict(data["hardware"])),
@@ -136,6 +147,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Si
         communication=_build(
             CommunicationConfig, dict(data.get("communication", {})), "communication"
         ),
+        software=software,
     )
     validate(config)
     return config
@@ -1132,6 +1144,8 @@ def config_to_dict(config: SimConfig) -> dict[str, Any]:
     """The fully resolved configuration as TOML-compatible tables (presets expanded)."""
     out: dict[str, Any] = {}
     for section in _SECTIONS:
+        if section == "software" and not config.software.framework:
+            continue  # none named: the defaults are the simulator's own
         obj = getattr(config, section)
         table = dataclasses.asdict(obj)
         if section == "model":

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from palm.hardware.spec import Hardware
+from palm.software import SoftwareConfig
 from palm.workload.model import ModelConfig
 
 __all__ = [
@@ -47,7 +48,12 @@ class TrainingConfig:
     alone is a distributed optimizer's ZeRO-2 (DeepSpeed, Megatron-Core), which reduces at
     the step's end. ``recompute = "auto"`` recomputes only when
     memory forces it: the least of none, selective and full with which every stage fits. ``bfp8``
-    and ``bfp4`` are Tenstorrent's block floating-point formats (inference only)."""
+    and ``bfp4`` are Tenstorrent's block floating-point formats (inference only).
+    ``recompute_early_stop``: full recompute stops once the last tensor the backward pass saved
+    is rebuilt, before the MLP down-projection (PyTorch's non-reentrant checkpoint from 2.1),
+    instead of re-running the whole layer (Megatron's and DeepSpeed's reentrant checkpoint);
+    its default comes from ``[software]`` (:mod:`palm.software`), and without one it is
+    ``fsdp`` (a PyTorch FSDP job). GPU clusters only."""
 
     mode: Literal["train", "inference"] = "train"
     global_batch: int = 8
@@ -57,6 +63,7 @@ class TrainingConfig:
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0
     fsdp: bool = False
+    recompute_early_stop: bool = False
 
     @property
     def zero_stage(self) -> int:
@@ -182,7 +189,8 @@ class CommunicationConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything one simulation needs: the model, the machine and the plan."""
+    """Everything one simulation needs: the model, the machine and the plan, and the training
+    software it names (whose defaults are already in the other tables)."""
 
     model: ModelConfig
     hardware: Hardware
@@ -190,3 +198,4 @@ class SimConfig:
     parallelism: ParallelismConfig
     placement: PlacementConfig = PlacementConfig()
     communication: CommunicationConfig = CommunicationConfig()
+    software: SoftwareConfig = SoftwareConfig()
