@@ -518,6 +518,7 @@ def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHa
 
 _NONNEG_INTS = {
     "zero",
+    "zero3_prefetch",
     "gpus",
     "kv_heads",
     "padding",

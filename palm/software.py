@@ -16,13 +16,22 @@ The fields a framework sets, and why they matter (docs/config.md):
 
 * ``model.attention``: the attention kernel, ``unfused`` (scores in memory, Megatron-LM of
   2021-2022) or ``flash`` (FlashAttention / cuDNN fused attention);
+* ``training.grad_accumulation_fusion``: whether each micro-batch's weight gradients are
+  added to the accumulation buffer inside the weight-gradient GEMM or by a pass of their own
+  (Megatron-LM before 2022);
 * ``training.recompute_early_stop``: whether full recompute stops before the MLP
   down-projection (PyTorch's non-reentrant checkpoint from 2.1) or re-runs the whole layer
   (Megatron's and DeepSpeed's reentrant ``CheckpointFunction``);
 * ``training.zero`` and ``parallelism.overlap_param_gather``: the distributed optimizer and
   its weight all-gather overlapped with the next forward pass;
+* ``parallelism.overlap_grad_reduce``: the data-parallel gradient reduction bucket by bucket
+  during the last backward pass, or in one piece after it;
+* ``parallelism.tp_async_backward``: Megatron's asynchronous TP communication in the
+  backward pass (from 2021-09);
 * ``parallelism.sequence_parallel`` and ``parallelism.tp_comm_overlap``: sequence
   parallelism and the TP collectives pipelined with the linear products;
+* ``training.zero3_prefetch``: how far ahead ZeRO-3 / FSDP gathers weights (0: on demand,
+  serialised, DeepSpeed before 0.6);
 * ``hardware.attention_efficiency`` where a release's kernels differ measurably from the
   current ones on the same GPU (NeMo before 25.04 on Blackwell).
 """
@@ -134,8 +143,9 @@ def _param_gather_overlap(tables: Tables) -> bool | None:
 
 
 def _fsdp_early_stop(tables: Tables) -> bool:
-    """No framework named: ``fsdp = true`` names PyTorch FSDP, whose jobs checkpoint with the
-    non-reentrant ``torch.utils.checkpoint`` (early stop from PyTorch 2.1, the current ones)."""
+    """The value of ``fsdp``: with no framework named, ``fsdp = true`` names PyTorch FSDP, whose
+    jobs checkpoint with the non-reentrant ``torch.utils.checkpoint`` (early stop from PyTorch
+    2.1, the current ones)."""
     return _fsdp(tables)
 
 
@@ -175,10 +185,44 @@ FRAMEWORKS: dict[str, tuple[Behaviour, ...]] = {
     "megatron-lm": (
         Behaviour("model.attention", "unfused", _MEGATRON_2021),
         Behaviour("training.recompute_early_stop", False, _REENTRANT_MEGATRON),
+        Behaviour(
+            "parallelism.overlap_grad_reduce",
+            False,
+            "--DDP-impl local (the default, megatron/arguments.py @v2.5): train_step calls "
+            "allreduce_gradients() on the contiguous buffer after forward_backward_func "
+            "(megatron/training.py @v2.5); --DDP-impl torch overlaps it",
+        ),
+        Behaviour(
+            "training.grad_accumulation_fusion",
+            False,
+            "megatron/model/distributed.py _make_param_hook @v2.5: main_grad.add_(grad) per "
+            "parameter and micro-batch; fused into the weight-gradient GEMM from 83b1e42f30 "
+            "(2022-02-13, --no-gradient-accumulation-fusion to disable)",
+            until=(22, 2),
+        ),
+        Behaviour(
+            "parallelism.tp_async_backward",
+            True,
+            "--async-tensor-model-parallel-allreduce from b462d2545d (2021-09-07, on by "
+            "default: --no-async-tensor-model-parallel-allreduce @841f789f48)",
+            since=(21, 9),
+        ),
     ),
     "megatron-core": (
         Behaviour("model.attention", "flash", _TE_ATTENTION),
+        Behaviour(
+            "parallelism.tp_async_backward",
+            True,
+            "LinearWithGradAccumulationAndAsyncCommunication overlaps the input-gradient "
+            "collective with the weight-gradient GEMM (megatron/core/tensor_parallel/layers.py)",
+        ),
         Behaviour("training.recompute_early_stop", False, _REENTRANT_MEGATRON),
+        Behaviour(
+            "parallelism.overlap_grad_reduce",
+            False,
+            "--overlap-grad-reduce off by default (megatron/training/arguments.py "
+            "@core_r0.8.0): the gradients are reduced after the pipeline's last backward pass",
+        ),
     ),
     "nemo": (
         Behaviour("model.attention", "flash", _TE_ATTENTION),
@@ -222,6 +266,14 @@ FRAMEWORKS: dict[str, tuple[Behaviour, ...]] = {
             False,
             "deepspeed/runtime/activation_checkpointing/checkpointing.py CheckpointFunction "
             "(reentrant)",
+        ),
+        Behaviour(
+            "training.zero3_prefetch",
+            0,
+            "partition_parameters.py _allgather_param calls torch.cuda.synchronize() before "
+            "every parameter all-gather (@v0.3.13 to v0.5.10); from v0.6.0 the fetch runs "
+            "all_gather_coalesced asynchronously (stage3.py @v0.6.0)",
+            until=(0, 6),
         ),
     ),
     "pytorch-fsdp": (
@@ -327,3 +379,30 @@ def with_software_defaults(
         if value is not None:
             out.setdefault(table, {})[name] = value
     return software, out
+
+
+def _shown(version: tuple[int, ...]) -> str:
+    """``(25, 4)`` -> ``"25.04"`` (year.month releases), ``(0, 6)`` -> ``"0.6"``."""
+    if not version:
+        return ""
+    pad = version[0] >= 20
+    return ".".join(f"{x:02d}" if pad and i else str(x) for i, x in enumerate(version))
+
+
+def behaviour_table() -> str:
+    """The behaviours of every framework as a Markdown table (docs/config.md, "[software]":
+    the block between its markers is this text, checked by the tests)."""
+    rows = ["| framework | field | default | versions | source |", "|---|---|---|---|---|"]
+    for framework, items in FRAMEWORKS.items():
+        for b in items:
+            value = b.value.__doc__.split(":")[0].strip() if callable(b.value) else repr(b.value)
+            since, until = _shown(b.since), _shown(b.until or ())
+            versions = (
+                f"{since or 'any'} to before {until}"
+                if until
+                else (f"from {since}" if since else "all")
+            )
+            rows.append(
+                f"| {framework or '(none)'} | `{b.field}` | {value} | {versions} | {b.source} |"
+            )
+    return "\n".join(rows)

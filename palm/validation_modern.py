@@ -172,10 +172,13 @@ def _sharding(fsdp: Any) -> dict[str, Any]:
 
 def _stated_overlap(row: dict[str, Any], tp: int) -> dict[str, Any]:
     """Communication overlap the row states (Megatron-LM flags in ``training.comm_overlap``):
-    ``--overlap-param-gather`` needs the distributed optimizer (ZeRO-1), ``--tp-comm-overlap``
-    needs sequence parallelism (Megatron-LM ``arguments.py`` asserts both)."""
+    ``--overlap-grad-reduce``; ``--overlap-param-gather``, which needs the distributed
+    optimizer (ZeRO-1); ``--tp-comm-overlap``, which needs sequence parallelism (Megatron-LM
+    ``arguments.py`` asserts both)."""
     text = str(row["training"].get("comm_overlap") or "")
     out: dict[str, Any] = {}
+    if "--overlap-grad-reduce" in text:
+        out["parallelism.overlap_grad_reduce"] = True
     if "--overlap-param-gather" in text:
         out["training.zero"] = 1
         out["parallelism.overlap_param_gather"] = True

@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from palm.errors import ConfigError
 from palm.inputs import read_input
-from palm.validation import run_cases
+from palm.validation import is_suite_file, run_cases
 from palm.validation_modern import load_modern_cases
 
 __all__ = ["is_modern_file", "modern_report", "report_modern", "write_modern", "generation"]
@@ -35,7 +35,12 @@ def is_modern_file(path: str | Path) -> bool:
         data = json.loads(read_input(path, field="validation file", kind="JSON file"))
     except (ConfigError, ValueError, RecursionError):
         return False
-    return isinstance(data, dict) and "cases" in data and "gpu_training" not in data
+    return (
+        isinstance(data, dict)
+        and "cases" in data
+        and "gpu_training" not in data
+        and not is_suite_file(data)
+    )
 
 
 def _stats(errors: list[float]) -> dict[str, float]:

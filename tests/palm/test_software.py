@@ -142,3 +142,13 @@ def test_cli_rejects_an_unknown_framework_in_one_line(capsys: pytest.CaptureFixt
     code = main(["simulate", "examples/t18b-dgx-a100.toml", "--set", 'software.framework="jax"'])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "software.framework" in err[0]
+
+
+def test_the_documented_behaviour_table_is_the_code_s() -> None:
+    from pathlib import Path
+
+    from palm.software import behaviour_table
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "config.md").read_text()
+    block = text.split("<!-- BEGIN software -->\n")[1].split("\n<!-- END software -->")[0]
+    assert block == behaviour_table()
