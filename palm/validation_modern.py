@@ -312,7 +312,7 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         tables["software"] = software
         assumed.append(
             "software " + " ".join(software.values()) + " (stated); its defaults: "
-            "docs/config.md, 'The software stack'"
+            "docs/config.md, '[software]'"
         )
     return tables, tuple(assumed)
 

@@ -144,7 +144,7 @@ def test_stated_software_reads_the_rows_own_words(
 def test_the_software_a_row_states_sets_its_defaults() -> None:
     """A NeMo row takes NeMo's distributed optimizer with its overlapped weight gather, a
     llm-foundry row PyTorch's early-stopping recompute; a row of NeMo before 25.04 on DGX
-    B200 the first Blackwell attention kernels (docs/config.md, "The software stack")."""
+    B200 the first Blackwell attention kernels (docs/config.md, "[software]")."""
     data = load_modern_cases()
     by_id = {c.case_id: c.config for c in data.cases}
     nemo = by_id["nemo2407-h100-gpt3-175b-128g"]
