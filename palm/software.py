@@ -343,7 +343,7 @@ def parse_software(table: Mapping[str, Any]) -> SoftwareConfig:
         if key not in ("framework", "version"):
             raise ConfigError(f"software.{key}", table[key], "a known field: framework, version")
     framework = table.get("framework", "")
-    if framework not in FRAMEWORKS:
+    if not isinstance(framework, str) or framework not in FRAMEWORKS:
         allowed = ", ".join(repr(f) for f in FRAMEWORKS if f)
         raise ConfigError("software.framework", framework, f"one of {allowed}")
     version = table.get("version", "")

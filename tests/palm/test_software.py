@@ -36,6 +36,7 @@ def test_versions_compare_number_by_number_and_empty_is_the_newest() -> None:
     ("software", "field"),
     [
         ({"framework": "jax"}, "software.framework"),
+        ({"framework": ["nemo"]}, "software.framework"),
         ({"framework": "nemo", "version": "latest"}, "software.version"),
         ({"framework": "nemo", "version": 25.09}, "software.version"),
         ({"version": "25.09"}, "software.version"),
