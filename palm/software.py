@@ -41,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from palm.errors import ConfigError
 
@@ -352,7 +352,7 @@ def parse_software(table: Mapping[str, Any]) -> SoftwareConfig:
     version_key(version)
     if version and not framework:
         raise ConfigError("software.version", version, "a framework named beside it")
-    return SoftwareConfig(framework=framework, version=version)
+    return SoftwareConfig(framework=cast(Framework, framework), version=version)
 
 
 def behaviours(software: SoftwareConfig) -> tuple[Behaviour, ...]:
