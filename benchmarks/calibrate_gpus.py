@@ -26,23 +26,18 @@ For the A100 only ``attention_efficiency`` and ``overlap_interference`` are fitt
 (benchmarks/calibrate.py), which this set must not move. The loss is the mean squared log error
 of the iteration time over the rows; it is minimised by coordinate descent with a golden-
 section search per constant, in two stages: the dense constants on the dense rows, then the two
-grouped-GEMM constants on the MoE rows with the dense ones fixed. Leave-one-out: for every row,
-refit on the others (warm-started from the full fit) and predict it. The rows argued
-inconsistent with the model (``palm.validation_modern.ARGUED_OUT``: dropless runs measured at twice
-their token-drop twins, an FSDP run a third slower per layer than its siblings with the same
-work per GPU, docs/validation.md) are predicted and listed but left out of every fit.
-The fit uses the analytical engine; the event engine's errors with the fitted constants
-are printed beside it.
+grouped-GEMM constants on the MoE rows with the dense ones fixed. Every expressible row is
+fitted on; leave-one-out refits on all rows but one (warm-started from the full fit) and
+predicts it. The fit uses the analytical engine; the event engine's errors with the fitted
+constants are printed beside it.
 
-Stack epochs (``palm.validation_modern.STACK_EPOCHS``, docs/validation.md, "The software
-stack as a calibration input"): a row measured in an older software stack takes that
-epoch's own value of each constant the epoch names (``attention_efficiency`` for the first
-Blackwell stack), fitted as its own constant ``name@epoch`` under the same rules (at least
-``MIN_ROWS`` rows depend on it; dense stage on dense rows), while the generation's constants
-are fitted on every row of the generation as before. The presets keep the generation's.
-``--epochs-only`` fits the epochs' constants alone, the generation's held at their preset
-values (how the stored epoch values are fitted where the joint refit does not lower the
-generation's mean error).
+Software releases (:mod:`palm.software`, docs/validation.md, "The software stack as a
+calibration input"): a row whose stated release sets a hardware constant of its own (NeMo
+before 25.04 on Blackwell: ``attention_efficiency``) depends on that release's value, fitted
+as its own constant ``name@release`` under the same rules (at least ``MIN_ROWS`` rows depend on
+it; dense stage on dense rows), while the generation's constants are fitted on every row of
+the generation. ``--epochs-only`` fits the releases' constants alone, the generation's held at
+their preset values.
 """
 
 from __future__ import annotations
@@ -56,7 +51,7 @@ from pathlib import Path
 
 import palm
 from palm.validation import ValidationCase
-from palm.validation_modern import ARGUED_OUT, STACK_EPOCHS, load_modern_cases
+from palm.validation_modern import load_modern_cases, software_constants
 from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -92,10 +87,10 @@ def case_constants(
     case: ValidationCase, consts: Mapping[str, float], epochs: Mapping[str, str]
 ) -> dict[str, float]:
     """The hardware constants ``case`` takes from ``consts``: the generation's (plain names),
-    except those its stack epoch names, which take the epoch's (``name@epoch``) if fitted and
-    otherwise stay the epoch's stored value (already in the case's hardware)."""
+    except those its software release sets, which take the release's (``name@release``) if
+    fitted and otherwise stay the release's stored value (already in the case's hardware)."""
     epoch = epochs.get(case.case_id)
-    own = set(STACK_EPOCHS[epoch].constants) if epoch is not None else set()
+    own = set(software_constants(case.config)) if epoch is not None else set()
     out = {k: v for k, v in consts.items() if "@" not in k and k not in own}
     for name in own:
         key = epoch_key(name, epoch)  # type: ignore[arg-type] - own is empty without epoch
@@ -193,8 +188,8 @@ def _uses(case: ValidationCase, epoch: str | None = None) -> set[str]:
     per_layer = cfg.training.zero_stage >= 3 or cfg.training.fsdp  # fsdp: also SHARD_GRAD_OP
     if per_layer and cfg.parallelism.data_ranks > 1:
         used.add("overlap_interference")  # FSDP collectives hidden behind compute
-    if epoch is not None:  # the older stack's own kernels
-        own = STACK_EPOCHS[epoch].constants
+    if epoch is not None:  # the older release's own kernels
+        own = software_constants(cfg)
         used = {epoch_key(n, epoch) if n in own else n for n in used}
     return used
 
@@ -204,8 +199,8 @@ def _summary(errs: Sequence[float]) -> str:
     return f"mean {sum(a) / len(a):.1%}, max {max(a):.1%}" if a else "-"
 
 
-#: a constant is fitted only on at least this many rows that depend on it (argued rows not
-#: counted): fewer cannot be checked by leaving one out, and one row fits any value exactly
+#: a constant is fitted only on at least this many rows that depend on it: fewer cannot be
+#: checked by leaving one out, and one row fits any value exactly
 MIN_ROWS = 3
 
 
@@ -213,13 +208,14 @@ def _start(
     names: Sequence[str], cases: Sequence[ValidationCase], epochs: Mapping[str, str]
 ) -> dict[str, float]:
     """The prior of each constant: the preset's (of a row of the current stack) for the
-    generation's, the stored epoch value for an epoch's."""
+    generation's, the release's stored value (in its rows' hardware) for a release's."""
     current = [c for c in cases if c.case_id not in epochs] or list(cases)
     prior = current[0].config.hardware
     start = {}
     for n in names:
         name, _, epoch = n.partition("@")
-        start[n] = STACK_EPOCHS[epoch].constants[name] if epoch else getattr(prior, name)
+        own = [c for c in cases if epochs.get(c.case_id) == epoch] if epoch else current
+        start[n] = getattr(own[0].config.hardware if epoch else prior, name)
     return start
 
 
@@ -231,10 +227,10 @@ def fitted_names(
     epochs_only: bool = False,
 ) -> list[str]:
     """The constants fitted on a generation's rows: each that at least ``MIN_ROWS`` rows
-    depend on (argued rows not counted; a stack epoch's as ``name@epoch``), less the A100's
+    depend on (a software release's as ``name@release``), less the A100's
     BF16 efficiency (the Megatron SC21 fit), the BF16 efficiency without a dense BF16 row,
     and, with ``epochs_only``, every constant of the generation's own."""
-    counted = [_uses(c, epochs.get(c.case_id)) for c in cases if c.case_id not in ARGUED_OUT]
+    counted = [_uses(c, epochs.get(c.case_id)) for c in cases]
     names = sorted(n for n in set().union(*counted) if sum(n in u for u in counted) >= MIN_ROWS)
     if gen == "A100":  # matmul_efficiency is the Megatron SC21 fit
         names = [
@@ -258,9 +254,7 @@ def calibrate(
 ) -> tuple[str, dict]:
     names = fitted_names(gen, cases, epochs=epochs, epochs_only=epochs_only)
     start = _start(names, cases, epochs)
-    # rows argued inconsistent with the model (palm.validation_modern.ARGUED_OUT,
-    # docs/validation.md) are predicted and reported but do not steer the fit
-    fitted = two_stage_fit([c for c in cases if c.case_id not in ARGUED_OUT], start, epochs=epochs)
+    fitted = two_stage_fit(cases, start, epochs=epochs)
     before = errors(cases, {}, "analytical", epochs)
     inside = errors(cases, fitted, "analytical", epochs)
     event = errors(cases, fitted, "event", epochs)
@@ -268,9 +262,7 @@ def calibrate(
     if loo:
         held = leave_one_out(
             cases,
-            lambda rest: two_stage_fit(
-                [c for c in rest if c.case_id not in ARGUED_OUT], fitted, rounds=1, epochs=epochs
-            ),
+            lambda rest: two_stage_fit(rest, fitted, rounds=1, epochs=epochs),
             lambda case, consts: errors([case], consts, "analytical", epochs)[0],
         )
     lines = [

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from palm.api import ENGINES
 from palm.validation import CaseResult, ValidationCase, run_cases
-from palm.validation_modern import ARGUED_OUT, ModernCases, load_modern_cases
+from palm.validation_modern import ModernCases, load_modern_cases
 from palm.validation_report import generation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,14 +98,6 @@ def table(engine: str, data: ModernCases) -> str:
     dense = [r for c, r in zip(data.cases, results, strict=True) if not _moe(c)]
     moe = [r for c, r in zip(data.cases, results, strict=True) if _moe(c)]
     rows.append(f"- dense rows: {summary(dense)}; mixture-of-experts rows: {summary(moe)}")
-    kept = [(c, r) for c, r in zip(data.cases, results, strict=True) if c.case_id not in ARGUED_OUT]
-    if len(kept) < len(results):
-        moe_kept = [r for c, r in kept if _moe(c)]
-        rows.append(
-            f"- without the {len(results) - len(kept)} rows argued inconsistent "
-            f"({', '.join(f'{k}: {v}' for k, v in ARGUED_OUT.items())}): all "
-            f"{summary([r for _, r in kept])}; mixture-of-experts rows {summary(moe_kept)}"
-        )
     rows.extend(_spread(data, results))
     rows.append("")
     rows.append(

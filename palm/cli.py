@@ -301,7 +301,7 @@ def _gpu_rows(args: argparse.Namespace) -> list[dict[str, object]]:
 
 def _write_gpu_table(out: TextIO, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     out.write(
-        f"{'case':<26} {'TP':>3} {'PP':>3} {'DP':>3} {'schedule':<20} {'mb':>3}  "
+        f"{'case':<32} {'TP':>3} {'PP':>3} {'DP':>3} {'schedule':<20} {'mb':>3}  "
         f"{'predicted (s)':>13} {'published (s)':>13} {'error':>7}\n"
     )
     for r in rows:
@@ -310,7 +310,7 @@ def _write_gpu_table(out: TextIO, rows: list[dict[str, Any]], summary: dict[str,
         if plan["interleave"] > 1:
             sched += f" x{plan['interleave']}"
         out.write(
-            f"{r['id']:<26} {plan['tp']:>3} {plan['pp']:>3} {plan['dp']:>3} {sched:<20} "
+            f"{r['id']:<32} {plan['tp']:>3} {plan['pp']:>3} {plan['dp']:>3} {sched:<20} "
             f"{plan['micro_batch']:>3}  {r['predicted_iteration_time_s']:>13.3f} "
             f"{r['published_iteration_time_s']:>13.3f} {r['error']:>+7.1%}\n"
         )

@@ -39,6 +39,7 @@ from palm.hf_import import hf_model_table, hf_table_from_dict
 from palm.inputs import read_input
 from palm.serving.spec import ServingConfig
 from palm.serving.validate import validate_serving
+from palm.software import with_software_defaults
 from palm.strategy import (
     INTER_GROUP_STRATEGIES,
     CommunicationConfig,
@@ -86,6 +87,7 @@ _SECTIONS = (
     "placement",
     "communication",
     "serving",
+    "software",
 )
 _TOPOLOGIES = {"mesh2d": Mesh2DHardware, "gpu-cluster": GpuClusterHardware}
 
@@ -144,6 +146,8 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Si
     for section in _SECTIONS:
         if section in data and not isinstance(data[section], Mapping):
             raise ConfigError(section, data[section], "a table")
+    # the [software] framework's documented behaviours fill the fields not given (palm.software)
+    software, data = with_software_defaults(data)
     config = SimConfig(
         model=_parse_model(dict(data["model"]), base_dir or Path(".")),
         hardware=_parse_hardware(dict(data["hardware"])),
@@ -154,6 +158,7 @@ def parse_config(data: Mapping[str, Any], *, base_dir: Path | None = None) -> Si
             CommunicationConfig, dict(data.get("communication", {})), "communication"
         ),
         serving=_build(ServingConfig, dict(data.get("serving", {})), "serving"),
+        software=software,
     )
     validate(config)
     return config
@@ -337,6 +342,7 @@ def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHa
 
 _NONNEG_INTS = {
     "zero",
+    "zero3_prefetch",
     "gpus",
     "kv_heads",
     "padding",
@@ -948,6 +954,8 @@ def config_to_dict(config: SimConfig) -> dict[str, Any]:
     """The fully resolved configuration as TOML-compatible tables (presets expanded)."""
     out: dict[str, Any] = {}
     for section in _SECTIONS:
+        if section == "software" and not config.software.framework:
+            continue  # none named: the defaults are the simulator's own
         obj = getattr(config, section)
         table = dataclasses.asdict(obj)
         if section == "model":

@@ -8,6 +8,7 @@ from typing import Literal
 
 from palm.hardware.spec import Hardware
 from palm.serving.spec import ServingConfig
+from palm.software import SoftwareConfig
 from palm.workload.model import ModelConfig
 
 __all__ = [
@@ -50,7 +51,20 @@ class TrainingConfig:
     memory forces it: the least of none, selective and full with which every stage fits. ``bfp8``
     and ``bfp4`` are Tenstorrent's block floating-point formats (inference only), ``fp4``
     NVIDIA's NVFP4 (serving only). ``mode = "serve"`` is LLM serving with a KV cache, described
-    by the ``[serving]`` table (:mod:`palm.serving`)."""
+    by the ``[serving]`` table (:mod:`palm.serving`).
+
+    ``recompute_early_stop``: full recompute stops once the last tensor the backward pass saved
+    is rebuilt, before the MLP down-projection (PyTorch's non-reentrant checkpoint from 2.1),
+    instead of re-running the whole layer (Megatron's and DeepSpeed's reentrant checkpoint);
+    its default comes from ``[software]`` (:mod:`palm.software`), and without one it is
+    ``fsdp`` (a PyTorch FSDP job). GPU clusters only. ``grad_accumulation_fusion = false``:
+    each micro-batch's weight gradients are added to the accumulation buffer by a kernel of
+    their own (Megatron-LM before 2022's ``--gradient-accumulation-fusion``), one more pass
+    over every gradient in each backward pass (:func:`palm.plan.chunks.accumulation_s`).
+    ``zero3_prefetch``: how many operators ahead ZeRO-3 / FSDP issues a weight all-gather (1:
+    PyTorch FSDP and FSDP2; 0: on demand, every collective serialised with the compute, as
+    DeepSpeed ZeRO-3 before 0.6 ran; more: deeper prefetch), which bounds the
+    communication the compute hides (:func:`palm.cost.overlap.prefetch_exposed_s`)."""
 
     mode: Literal["train", "inference", "serve"] = "train"
     global_batch: int = 8
@@ -60,6 +74,9 @@ class TrainingConfig:
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     zero: int = 0
     fsdp: bool = False
+    recompute_early_stop: bool = False
+    grad_accumulation_fusion: bool = True
+    zero3_prefetch: int = 1
 
     @property
     def zero_stage(self) -> int:
@@ -103,7 +120,12 @@ class ParallelismConfig:
     ``--overlap-param-gather``; :func:`palm.cost.overlap.param_gather_chain_exposed_s`).
     ``moe_a2a_overlap`` hides the dispatch and combine behind
     the compute of another micro-batch (Megatron-Core ``--overlap-moe-expert-parallel-comm``;
-    :mod:`palm.cost.overlap`)."""
+    :mod:`palm.cost.overlap`). ``overlap_grad_reduce = false`` reduces the data-parallel
+    gradients in one piece after the last backward pass (Megatron-LM's local DDP, and
+    Megatron-Core without ``--overlap-grad-reduce``) instead of bucket by bucket as the
+    backward pass makes them ready (PyTorch DDP). ``tp_async_backward`` overlaps the input-
+    gradient collective of each column-parallel linear with its weight-gradient product
+    (Megatron's asynchronous TP communication; :func:`palm.plan.chunks.async_hidden_s`)."""
 
     tp: int = 1
     pp: int = 1
@@ -124,6 +146,8 @@ class ParallelismConfig:
     moe_dispatcher: Literal["alltoall", "deepep"] = "alltoall"
     moe_a2a_overlap: bool = False
     overlap_param_gather: bool = False
+    overlap_grad_reduce: bool = True
+    tp_async_backward: bool = False
 
     @property
     def expert_tp(self) -> int:
@@ -185,7 +209,8 @@ class CommunicationConfig:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything one simulation needs: the model, the machine and the plan."""
+    """Everything one simulation needs: the model, the machine and the plan, and the training
+    software it names (whose defaults are already in the other tables)."""
 
     model: ModelConfig
     hardware: Hardware
@@ -194,3 +219,4 @@ class SimConfig:
     placement: PlacementConfig = PlacementConfig()
     communication: CommunicationConfig = CommunicationConfig()
     serving: ServingConfig = ServingConfig()
+    software: SoftwareConfig = SoftwareConfig()

@@ -10,8 +10,8 @@ from typing import Any, TextIO
 
 from palm.errors import ConfigError
 from palm.inputs import read_input
-from palm.validation import run_cases
-from palm.validation_modern import ARGUED_OUT, load_modern_cases
+from palm.validation import is_suite_file, run_cases
+from palm.validation_modern import load_modern_cases
 
 __all__ = [
     "is_modern_file",
@@ -42,7 +42,12 @@ def is_modern_file(path: str | Path) -> bool:
         data = json.loads(read_input(path, field="validation file", kind="JSON file"))
     except (ConfigError, ValueError, RecursionError):
         return False
-    return isinstance(data, dict) and "cases" in data and "gpu_training" not in data
+    return (
+        isinstance(data, dict)
+        and "cases" in data
+        and "gpu_training" not in data
+        and not is_suite_file(data)
+    )
 
 
 def _stats(errors: list[float]) -> dict[str, float]:
@@ -72,18 +77,12 @@ def modern_report(path: str | Path | None, *, engine: str) -> dict[str, Any]:
                 "source": case.source,
             }
         )
-    argued = [r for r in rows if r["id"] in ARGUED_OUT]
-    kept = [r["error"] for r in rows if r["id"] not in ARGUED_OUT]
     return {
         "engine": engine,
         "cases": rows,
         **(_stats(errors) if errors else {"count": 0}),
         "by_generation": {g: _stats(e) for g, e in sorted(by_gen.items())},
         "left_out": [{"id": x.case_id, "reason": x.reason} for x in data.left_out],
-        # rows kept in the table and the headline above, argued inconsistent with measurements
-        # of the same work (palm.validation_modern.ARGUED_OUT, docs/validation.md)
-        "argued_out": [{"id": r["id"], "reason": ARGUED_OUT[r["id"]]} for r in argued],
-        "without_argued_out": _stats(kept) if argued and kept else None,
     }
 
 
@@ -119,16 +118,6 @@ def write_modern(report: dict[str, Any], *, engine: str, out: TextIO) -> None:
             f"{len(report['cases'])} modern cases, engine {engine}: mean absolute error "
             f"{report['mean_abs_error']:.1%}, max {report['max_abs_error']:.1%}\n"
         )
-    rest = report.get("without_argued_out")
-    if rest:
-        argued = report["argued_out"]
-        out.write(
-            f"without the {len(argued)} rows argued inconsistent with measurements of the same "
-            f"work (docs/validation.md): {rest['count']} cases, mean absolute error "
-            f"{rest['mean_abs_error']:.1%}, max {rest['max_abs_error']:.1%}\n"
-        )
-        for x in argued:
-            out.write(f"  argued: {x['id']}: {x['reason']}\n")
     write_left_out(report["left_out"], out=out)
 
 

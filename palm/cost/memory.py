@@ -15,8 +15,8 @@ the interleaved schedule with ``v`` chunks per device keeps, on rank ``i``, the
 ``(1 + (p - 1)/(p v))`` times 1F1B's on the first stage.
 
 Extra weight buffers (:func:`extra_weight_bytes`): FSDP / ZeRO-3 holds the gathered 16-bit
-weights of the layer computing and of the one prefetched (PyTorch FSDP's
-``limit_all_gathers`` keeps at most two in flight; Zhao et al. 2023 sec. 3.3); FP8 training
+weights of the layer computing and of those prefetched (``training.zero3_prefetch``; PyTorch
+FSDP's ``limit_all_gathers`` keeps at most two in flight, Zhao et al. 2023 sec. 3.3); FP8 training
 keeps an FP8 copy (1 B) of every linear layer's weights, cast once per iteration and reused
 by every micro-batch (Transformer Engine's weight caching), sharded like the weights.
 Context parallelism needs nothing here: each rank's activations are those of ``s / cp``
@@ -76,17 +76,26 @@ def extra_weight_bytes(
     zero: int,
     ranks: int,
     fp8: bool,
+    gathered_layers: int = 2,
 ) -> float:
-    """FSDP gather buffers (two layers unsharded) plus FP8 weight copies (1 B per linear
-    parameter, sharded over ``ranks`` under ZeRO-3)."""
+    """FSDP gather buffers (``gathered_layers`` layers unsharded: the one computing and those
+    prefetched) plus FP8 weight copies (1 B per linear parameter, sharded over ``ranks``
+    under ZeRO-3)."""
     sharded = zero >= 3 and ranks > 1
-    gathered = 2.0 * largest_layer_params * weight_bytes if sharded else 0.0
+    gathered = gathered_layers * largest_layer_params * weight_bytes if sharded else 0.0
     copies = linear_params / (ranks if sharded else 1) if fp8 else 0.0
     return gathered + copies
 
 
 def stage_extra_weight_bytes(
-    ops: Sequence[Op], *, tp: int, weight_bytes: float, zero: int, ranks: int, fp8: bool
+    ops: Sequence[Op],
+    *,
+    tp: int,
+    weight_bytes: float,
+    zero: int,
+    ranks: int,
+    fp8: bool,
+    gathered_layers: int = 2,
 ) -> float:
     """:func:`extra_weight_bytes` of a stage's operators: its transformer layers' parameters
     are the linear ones; the largest operator sets the gather buffers."""
@@ -99,6 +108,7 @@ def stage_extra_weight_bytes(
         zero=zero,
         ranks=ranks,
         fp8=fp8,
+        gathered_layers=gathered_layers,
     )
 
 

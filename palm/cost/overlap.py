@@ -10,7 +10,16 @@ with per-layer gather times ``g_i`` and compute times ``c_i`` a pass exposes
     E = max(0, g_1 - c_0) + sum_{i=2..L} max(0, g_i - c_{i-1}),
 
 where ``c_0`` is the compute before the first layer of the pass (the embedding in a forward
-pass, nothing in a chunk that starts cold). In the backward pass the gather of layer ``i - 1``
+pass, nothing in a chunk that starts cold). How far ahead a framework prefetches bounds what
+hides (``training.zero3_prefetch``, :func:`prefetch_exposed_s`): PyTorch FSDP's
+``BackwardPrefetch`` / ``forward_prefetch`` and FSDP2's implicit prefetching issue one layer
+ahead (the formula above); FSDP2's ``set_modules_to_forward_prefetch`` goes deeper (gathers
+issued ``k`` layers ahead, run one after another on their stream, each layer computing once
+its own is done); DeepSpeed ZeRO-3 before 0.6 synchronised the device before every parameter
+all-gather (``torch.cuda.synchronize()`` in ``_allgather_param``,
+``deepspeed/runtime/zero/partition_parameters.py`` @v0.3.13 to v0.5.10; from v0.6.0 the
+fetch goes through ``all_gather_coalesced``), so no collective ran beside compute: every
+gather and reduce-scatter is exposed. In the backward pass the gather of layer ``i - 1``
 and the reduce-scatter of layer ``i + 1``'s gradients share the links while layer ``i``
 computes, so ``g`` above becomes ``g + r``, and the last reduce-scatter (of the first layer)
 has nothing left to hide behind. PyTorch FSDP's ``SHARD_GRAD_OP`` (``ShardingStrategy`` in
@@ -88,17 +97,37 @@ __all__ = [
 
 
 def prefetch_exposed_s(
-    comm_s: Sequence[float], compute_s: Sequence[float], *, lead_compute_s: float = 0.0
+    comm_s: Sequence[float],
+    compute_s: Sequence[float],
+    *,
+    lead_compute_s: float = 0.0,
+    depth: int = 1,
 ) -> float:
-    """Communication time not hidden when item ``i``'s transfer overlaps item ``i - 1``'s
-    compute (the first transfer overlaps ``lead_compute_s``)."""
+    """Communication time not hidden when item ``i``'s transfer is issued as item
+    ``i - depth`` starts computing (the first ``depth`` at the pass's start, under
+    ``lead_compute_s``), transfers run one after another on their stream and an item computes
+    once its transfer is done. ``depth = 1``: item ``i``'s transfer overlaps item ``i - 1``'s
+    compute, ``E = sum max(0, g_i - c_{i-1})``; ``depth = 0``: on demand, nothing hidden."""
     if len(comm_s) != len(compute_s):
         raise ValueError("one transfer per computed item")
+    if depth <= 0:
+        return float(sum(comm_s))
     exposed = 0.0
-    previous = lead_compute_s
-    for g, c in zip(comm_s, compute_s, strict=True):
-        exposed += max(0.0, g - previous)
-        previous = c
+    if depth == 1:  # the closed form of the walk below
+        previous = lead_compute_s
+        for g, c in zip(comm_s, compute_s, strict=True):
+            exposed += max(0.0, g - previous)
+            previous = c
+        return exposed
+    starts: list[float] = []
+    t, comm_free = lead_compute_s, 0.0  # when the previous item's compute ends; the stream
+    for j, (g, c) in enumerate(zip(comm_s, compute_s, strict=True)):
+        issued = starts[j - depth] if j >= depth else 0.0
+        comm_free = max(comm_free, issued) + g
+        start = max(t, comm_free)
+        exposed += start - t
+        starts.append(start)
+        t = start + c
     return exposed
 
 
@@ -128,6 +157,7 @@ def fsdp_exposed_s(
     step: RingStep,
     interference: float = 0.0,
     backward_gathers: bool = True,
+    prefetch: int = 1,
 ) -> tuple[float, float]:
     """Exposed ZeRO-3 / FSDP time of a chunk's forward and backward pass for one micro-batch:
     per operator an all-gather of its 16-bit weights over the ``n`` data ranks and, in the
@@ -135,7 +165,11 @@ def fsdp_exposed_s(
     ``reduce_dtype``) sharing the links with the next gather; the last reduce-scatter is not
     hidden; ``interference`` of the hidden rest is added (module docstring).
     ``backward_gathers = False`` is FSDP ``SHARD_GRAD_OP``: the weights gathered in the forward
-    pass are kept through the backward pass, which only reduce-scatters."""
+    pass are kept through the backward pass, which only reduce-scatters. ``prefetch`` is how
+    many operators ahead a gather is issued (:func:`prefetch_exposed_s`): 1 for PyTorch FSDP
+    and FSDP2, 0 for DeepSpeed ZeRO-3 before 0.6, whose every parameter all-gather first
+    synchronises the device, so nothing runs beside it (the reduce-scatters in flight
+    included)."""
     params = [op.params_per_device(tp=tp) for op in ops]
     gathers = [
         collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
@@ -143,11 +177,11 @@ def fsdp_exposed_s(
     scatters = [
         collective_time(Collective("reduce-scatter", x * 4.0), n=n, step=step) for x in params
     ]
-    forward = prefetch_exposed_s(gathers, [t.forward_s for t in times])
+    forward = prefetch_exposed_s(gathers, [t.forward_s for t in times], depth=prefetch)
     g_back, r_back = (gathers if backward_gathers else [0.0] * len(gathers))[::-1], scatters[::-1]
     b_back = [t.backward_s + t.recompute_s for t in times][::-1]
     comm = [g + (r_back[k - 1] if k else 0.0) for k, g in enumerate(g_back)]
-    backward = prefetch_exposed_s(comm, b_back) + r_back[-1]
+    backward = prefetch_exposed_s(comm, b_back, depth=prefetch) + r_back[-1]
     hidden_f = max(0.0, sum(gathers) - forward)
     hidden_b = max(0.0, sum(g_back) + sum(scatters) - backward)
     return forward + interference * hidden_f, backward + interference * hidden_b

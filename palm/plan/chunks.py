@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
-from palm.cost.compute import OpTimes, linear_gemm_time, op_times
+from palm.cost.compute import OpTimes, gemm_time, linear_gemm_time, op_times
 from palm.cost.overlap import (
     cp_exposed_s,
     ep_overlap_exposed_s,
@@ -22,7 +22,14 @@ from palm.plan.traffic import ChunkTraffic
 from palm.plan.types import ChunkCost
 from palm.workload.ops import Collective, Op, RecomputeMode, TransformerLayer
 
-__all__ = ["OpPricer", "chunk_collectives", "chunk_cost", "multicast_collectives"]
+__all__ = [
+    "OpPricer",
+    "accumulation_s",
+    "async_hidden_s",
+    "chunk_collectives",
+    "chunk_cost",
+    "multicast_collectives",
+]
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,7 @@ def chunk_cost(
             step=rings.dp[stage],
             interference=getattr(ctx.config.hardware, "overlap_interference", 0.0),
             backward_gathers=ctx.zero >= 3,  # SHARD_GRAD_OP keeps the forward's weights
+            prefetch=ctx.config.training.zero3_prefetch,
         )
     if par.cp > 1:  # the K/V ring against the attention it overlaps
         cp_ring, cp_n = rings.group(stage, "cp")
@@ -129,7 +137,7 @@ def chunk_cost(
     multicast_f = rings.time(multicast_collectives(traffic.multicast_forward, stage, rings), stage)
     multicast_b = rings.time(multicast_collectives(traffic.multicast_backward, stage, rings), stage)
     compute_f = sum(t.forward_s for t in times)
-    compute_b = sum(t.backward_s for t in times)
+    compute_b = sum(t.backward_s for t in times) + accumulation_s(ctx, ops)
     recompute_s = sum(t.recompute_s for t in times)
     comm_f, comm_b = _comm_exposed(
         ctx, rings, stage, ops, f_coll, b_coll, compute_s=compute_f + compute_b + recompute_s
@@ -172,6 +180,26 @@ def chunk_cost(
         multicast_bytes_forward=sum(x for _, x in traffic.multicast_forward),
         multicast_bytes_backward=sum(x for _, x in traffic.multicast_backward),
     )
+
+
+def accumulation_s(ctx: PlanContext, ops: Sequence[Op]) -> float:
+    """Time one micro-batch's backward pass spends adding the chunk's weight gradients into
+    the accumulation buffer when that add is a kernel of its own
+    (``training.grad_accumulation_fusion = false``): Megatron-LM's local DDP registers a hook
+    per parameter that runs ``param.main_grad.add_(param.grad.data)`` after every
+    micro-batch's backward pass (``megatron/model/distributed.py`` ``_make_param_hook``
+    @v2.5), which reads the fresh 16-bit gradient and reads and writes the buffer, at HBM
+    bandwidth. The buffer is fp32 with ``bf16`` (Megatron-LM accumulates and all-reduces in
+    fp32 then) and 16-bit otherwise (the SC21 runs' ``--fp16`` without
+    ``--accumulate-allreduce-grads-in-fp32``). From 2022 Megatron fuses the add into the
+    weight-gradient GEMM's epilogue (``--gradient-accumulation-fusion``, on by default from
+    83b1e42f30, 2022-02-13), where its bytes ride under the compute-bound product: no pass."""
+    tr = ctx.config.training
+    if not ctx.training or tr.grad_accumulation_fusion or ctx.mesh:
+        return 0.0
+    params = sum(op.params_per_device(tp=ctx.tp) for op in ops)
+    buffer = 4.0 if tr.precision == "bf16" else ctx.states.gradients
+    return params * (ctx.states.gradients + 2.0 * buffer) / ctx.rates.local_bandwidth_Bps
 
 
 def multicast_collectives(
@@ -217,10 +245,44 @@ def _comm_exposed(
     tp_b, ep_b = split(b_coll)
     out_f = _tp_exposed(ctx, rings.time(tp_f, stage), ops, backward=False)
     out_b = _tp_exposed(ctx, rings.time(tp_b, stage), ops, backward=True)
+    if ctx.config.parallelism.tp_async_backward and not ctx.config.parallelism.tp_comm_overlap:
+        out_b -= async_hidden_s(ctx, rings, stage, ops)
     ep_f_s, ep_b_s = rings.time(ep_f, stage), rings.time(ep_b, stage)
     if ctx.config.parallelism.moe_a2a_overlap:
         return out_f, out_b + ep_overlap_exposed_s(comm_s=ep_f_s + ep_b_s, compute_s=compute_s)
     return out_f + ep_f_s, out_b + ep_b_s
+
+
+def async_hidden_s(ctx: PlanContext, rings: StageRings, stage: int, ops: Sequence[Op]) -> float:
+    """TP time of a backward pass hidden by Megatron's asynchronous tensor-parallel
+    communication (``parallelism.tp_async_backward``; ``--async-tensor-model-parallel-
+    allreduce``, Megatron-LM from 2021-09, b462d2545d, and Megatron-Core's
+    ``LinearWithGradAccumulationAndAsyncCommunication``): a column-parallel linear (QKV, FC1)
+    launches the collective of its input gradient (an all-reduce, or with sequence
+    parallelism a reduce-scatter, its re-gathered input overlapping the data-gradient
+    product) and computes its weight gradient meanwhile. Of a layer's backward collectives,
+    mirrors of the forward ones, those of the column-parallel linears are half; each layer
+    hides ``min(half its backward collectives, its column-parallel weight-gradient
+    products)`` (each product as long as its forward one). The collectives a full
+    recompute repeats are synchronous."""
+    b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
+    if tp <= 1 or not ctx.training:
+        return 0.0
+    hidden = 0.0
+    for op in ops:
+        if not isinstance(op, TransformerLayer):
+            continue
+        own = [
+            x
+            for x in op.backward_collectives(batch=b, tp=tp, sp=sp, act_bytes=p)
+            if x.group not in _EXPERT_GROUPS
+        ]
+        column = [
+            g for g in op.forward_gemms(batch=b, tp=tp) if g.fp8 and g.n != op.hidden
+        ]  # QKV, FC1 (and the gate): their output is the sharded dimension
+        wgrad = sum(gemm_time(g, ctx.rates) for g in column)
+        hidden += min(rings.time(own, stage) / 2, wgrad)
+    return hidden
 
 
 def _tp_exposed(ctx: PlanContext, total_s: float, ops: Sequence[Op], *, backward: bool) -> float:

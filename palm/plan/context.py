@@ -74,12 +74,10 @@ class PlanContext:
 
     @property
     def recompute_early_stop(self) -> bool:
-        """Full recompute stops early (PyTorch's non-reentrant ``torch.utils.checkpoint``):
-        ``fsdp = true`` names a PyTorch FSDP job, whose activation checkpointing
-        (``checkpoint_wrapper`` with ``CheckpointImpl.NO_REENTRANT``, as llm-foundry and
-        torchtitan apply it) is that checkpoint; Megatron's and DeepSpeed's re-run the whole
-        layer. GPU clusters only."""
-        return self.training and self.config.training.fsdp and not self.mesh
+        """Full recompute stops early (PyTorch's non-reentrant ``torch.utils.checkpoint``,
+        ``training.recompute_early_stop``, by default from ``[software]``); Megatron's and
+        DeepSpeed's re-run the whole layer. GPU clusters only."""
+        return self.training and self.config.training.recompute_early_stop and not self.mesh
 
     @property
     def sp(self) -> bool:

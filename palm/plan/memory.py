@@ -56,6 +56,7 @@ def stage_memory(
             zero=ctx.zero,
             ranks=ctx.ranks,
             fp8=ctx.rates.fp8_casts,
+            gathered_layers=ctx.config.training.zero3_prefetch + 1,
         )
     experts = stage_expert_params(ctx, s)
     memory = MemoryBreakdown.for_stage(

@@ -86,6 +86,8 @@ def stage_cost(
             # capped: beyond MAX_DP_BUCKETS the exposed time max(T/n, T - B(n-1)/n)
             # moves by less than (T + B) / n, and the event engine simulates each bucket
             buckets = min(MAX_DP_BUCKETS, max(1, math.ceil(reduced / (par.dp_bucket_mib * 2**20))))
+            if not par.overlap_grad_reduce:  # one piece after the last backward pass
+                buckets = 1
         grad_bytes = reduced
         if ctx.zero in (1, 2) and dp_s > 0:
             # ZeRO 1 / 2: reduce-scatter then all-gather, half of the all-reduce time each.

@@ -1,4 +1,4 @@
-"""benchmarks/calibrate_gpus.py: a stack epoch's constants are their own fit group
+"""benchmarks/calibrate_gpus.py: a software release's constants are their own fit group
 (docs/validation.md, "The software stack as a calibration input")."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 import palm
+from palm.software import FIRST_BLACKWELL_ATTENTION
 from palm.validation import ValidationCase
-from palm.validation_modern import STACK_EPOCHS, load_modern_cases
+from palm.validation_modern import load_modern_cases
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import calibrate_gpus as cg  # noqa: E402 - benchmarks/ is not a package
 
-EPOCH = "blackwell-early-2025"
+EPOCH = "nemo<25.04"
 KEY = f"attention_efficiency@{EPOCH}"
 OLD = "nemo2502-b200-llama3-8b-8g"  # NeMo 25.02 on DGX B200: the early Blackwell stack
 NEW = "mb2509-b200-llama3-8b-8g-fp8"  # the same plan in Megatron-Bridge 25.09
@@ -50,10 +51,7 @@ def test_case_constants_route_each_constant_to_its_stack() -> None:
     # no fitted epoch constant: the epoch row keeps its stored value, not the generation's
     stored = cg.case_constants(cases[OLD], {"attention_efficiency": 0.5}, epochs)
     assert stored == {}
-    assert (
-        cases[OLD].config.hardware.attention_efficiency
-        == (STACK_EPOCHS[EPOCH].constants["attention_efficiency"])
-    )
+    assert cases[OLD].config.hardware.attention_efficiency == FIRST_BLACKWELL_ATTENTION
 
 
 def test_fit_groups_follow_min_rows() -> None:

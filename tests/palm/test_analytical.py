@@ -163,7 +163,7 @@ def test_uniform_pipeline_bubble_matches_p_minus_1_over_m() -> None:
 
 def test_validation_cases_load_and_simulate() -> None:
     cases = load_cases()
-    assert len(cases) == 6
+    assert len(cases) == 14  # SC21 Table 1 (6), Korthikanti et al. 2022 Table 5 (8)
     for case in cases:
         r = _analytical(case.config)
         assert r.fits_memory and 0 < r.mfu < 1 and r.iteration_time_s > 0

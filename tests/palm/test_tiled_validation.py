@@ -185,7 +185,7 @@ def test_validate_prints_tiled_rows_next_to_the_gpu_cases(tmp_path: Path) -> Non
     out = io.StringIO()
     assert args.handler(args, out) == 0
     data = json.loads(out.getvalue())
-    assert len(data["cases"]) == 6  # the GPU cases
+    assert len(data["cases"]) == 14  # the GPU cases (the Megatron suite)
     assert len(data["tiled"]["gemm"]["cases"]) == 90
     assert len(data["tiled"]["dram"]["cases"]) == 56
     small = json.loads(default_tiled_file().read_text())
