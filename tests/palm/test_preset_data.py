@@ -1,7 +1,7 @@
 """Hardware presets and fitted constants read from data (palm/data/hardware, palm/data/fitted):
 the presets are the objects they were when they were Python literals, bit for bit; every figure
 has one source; inheritance, clock scaling and fit sets follow the layout of
-palm/hardware/preset_data.py; the data ships in the package."""
+palm/hardware/preset_data.py; the docs' tables are the data's; the data ships in the package."""
 
 from __future__ import annotations
 
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from palm.hardware import preset_data
-from palm.hardware.preset_data import PresetDataError, fit_sets, preset_records
+from palm.hardware.preset_data import PresetDataError, fit_sets, preset_hardware, preset_records
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from tests.benchmark_module import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
 #: every preset's fields as the Python literals built them (generated once from the objects of
@@ -71,6 +72,12 @@ def test_every_data_file_ships_in_the_package() -> None:
     assert any(f.startswith("data/fitted/") for f in files)
     for f in files:
         assert any(fnmatch(f, g) and f.count("/") == g.count("/") for g in globs), f
+
+
+def test_docs_tables_are_generated_from_the_data() -> None:
+    """docs/hardware.md (one block per preset), docs/model.md and docs/validation.md (the
+    fitted constants): ``python benchmarks/preset_docs.py --write`` regenerates them."""
+    assert load_benchmark("preset_docs").check_docs() == []
 
 
 def test_presets_take_their_fit_sets_constants() -> None:
@@ -167,3 +174,44 @@ def test_a_toy_preset_builds_with_converted_units() -> None:
 def test_bad_preset_data_is_named(change: dict[str, object], message: str) -> None:
     with pytest.raises(PresetDataError, match=message.replace(".", r"\.").replace("(", r"\(")):
         _record({**TOY, **change})
+
+
+def _fitted_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> object:
+    bench = load_benchmark("_fitted")
+    monkeypatch.setattr(bench, "FITTED_DIR", tmp_path)
+    return bench
+
+
+@pytest.mark.parametrize(("gain", "adopted"), [(0.0005, False), (0.002, True)])
+def test_a_refit_replaces_the_stored_constants_only_if_it_earns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gain: float, adopted: bool
+) -> None:
+    """benchmarks/_fitted.py: the run is recorded either way; [constants] moves only if the
+    in-sample mean error falls by more than MIN_GAIN (0.1 point)."""
+    bench = _fitted_module(tmp_path, monkeypatch)
+    stored = dict(fit_sets()["megatron-a100"].constants)
+    monkeypatch.setattr(bench, "stored_constants", lambda name: stored)
+    wrote = bench.write_fit(
+        "megatron-a100",
+        script="calibrate.py",
+        data="palm/data/visible.json",
+        rows=["a", "b"],
+        left_out=["b"],
+        method="a test",
+        fitted={"matmul_efficiency": 0.71234567},
+        rounded={"matmul_efficiency": 0.712},
+        in_sample_stored=[0.02],
+        in_sample_fitted=[0.02 - gain],
+        leave_one_out=[0.03],
+    )
+    import tomllib
+
+    data = tomllib.loads((tmp_path / "megatron-a100.toml").read_text())
+    assert wrote is adopted and data["errors"]["adopted"] is adopted
+    assert data["constants"] == ({"matmul_efficiency": 0.712} if adopted else stored)
+    assert data["fitted"] == {"matmul_efficiency": 0.712346}
+    assert data["fit"]["rows"] == 2 and data["fit"]["fitted_on"] == 1
+    assert data["fit"]["left_out"] == ["b"] and data["errors"]["leave_one_out"]["mean"] == 0.03
+    fit_sets.cache_clear()
+    preset_records.cache_clear()
+    preset_hardware.cache_clear()
