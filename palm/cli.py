@@ -396,13 +396,14 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
             f"{row['hidden']:>6} {row['heads']:>5} {row['seq_len']:>5}  {row['source']}\n"
         )
     out.write("\nhardware\n")
+    width = max(11, *(len(str(h["name"])) for h in hardware))
     out.write(
-        f"  {'name':<11} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
+        f"  {'name':<{width}} {'topology':<12} {'bf16 TF/dev':>11} {'mem/dev':>10}  "
         "devices; links (GB/s)\n"
     )
     for h in hardware:
         out.write(
-            f"  {h['name']:<11} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
+            f"  {h['name']:<{width}} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
             f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n"
         )
     return 0
