@@ -115,7 +115,23 @@ def _small_llama(preset: str, *, tp: int, dp: int) -> palm.SimConfig:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("name", sorted(DATASHEET))
+def test_l40s_is_its_datasheet_with_priors_for_its_constants() -> None:
+    """NVIDIA L40S datasheet (2023): 733 bf16 and 1,466 fp8 TFLOP/s with sparsity, 91.6 fp32,
+    48 GB at 864 GB/s, PCIe Gen4 x16 (64 GB/s bidirectional). No fit of Ada silicon: the A100's
+    matmul_efficiency as a prior, the rest the field defaults."""
+    hw = hardware_preset("l40s")
+    assert isinstance(hw, GpuClusterHardware)
+    assert (hw.peak_tflops.bf16, hw.peak_tflops.fp8, hw.peak_tflops.fp32) == (366.5, 733.0, 91.6)
+    assert hw.device_memory_bytes == pytest.approx(48e9) and hw.hbm_bandwidth_gbps == 864.0
+    assert hw.switch_bandwidth_gbps == 64.0 / 2
+    a100 = hardware_preset("dgx-a100")
+    assert a100 is not None and hw.matmul_efficiency == a100.matmul_efficiency
+    defaults = GpuClusterHardware("x", 1, hw.peak_tflops, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)
+    for field in EFFICIENCIES[1:]:
+        assert getattr(hw, field) == getattr(defaults, field), field
+
+
+@pytest.mark.parametrize("name", [*sorted(DATASHEET), "l40s"])
 @pytest.mark.parametrize("engine", ["analytical", "event"])
 def test_variant_presets_simulate(name: str, engine: str) -> None:
     res = palm.simulate(_small_llama(name, tp=2, dp=4), engine=engine)
