@@ -1,7 +1,7 @@
 """Fit the compute-efficiency constants of the A100 on the visible Megatron cases.
 
 Usage:
-    python benchmarks/calibrate.py [--file VALIDATION.json] [--write-docs]
+    python benchmarks/calibrate.py [--file VALIDATION.json] [--write-docs] [--write [--adopt]]
 
 Two candidate models, with as few parameters as the data can support:
 
@@ -15,7 +15,11 @@ Each is fitted by minimising the mean squared log error of the iteration time ov
 all cases but one and predict the one left out, for every case, so that overfitting shows.
 The fit uses the analytical engine, the closed form of the same cost model (on these
 uncontended cases the engines agree within 0.35%); the chosen constants are then checked
-with the event engine. With --write-docs the tables go into docs/validation.md.
+with the event engine. With --write-docs the tables go into docs/validation.md; with --write
+the fit goes into its fit set, ``palm/data/fitted/megatron-a100.toml`` (with its command, rows
+and errors; benchmarks/_fitted.py), which the A100 and Blackwell presets take, and the docs'
+preset and constant tables are regenerated. The stored constant is replaced only where the
+refit lowers the in-sample mean error by more than 0.1 point (or with --adopt).
 """
 
 from __future__ import annotations
@@ -32,10 +36,14 @@ from palm.validation import ValidationCase, load_cases
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from _fit import golden, leave_one_out, summary, with_hardware  # noqa: E402 - likewise
+from _fitted import write_fit  # noqa: E402 - likewise
+from preset_docs import write_docs  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
 HALF_DIMS = (0.0, 16.0, 32.0, 64.0, 128.0, 256.0)
+#: the fit set this script writes (palm/data/fitted/)
+FIT_SET = "megatron-a100"
 
 
 def _with(case: ValidationCase, **hw: float) -> palm.SimConfig:
@@ -84,7 +92,9 @@ def _loo(cases: Sequence[ValidationCase], params: int) -> list[float]:
     )
 
 
-def run(file: str | None) -> tuple[str, dict[str, float]]:
+def run(file: str | None) -> tuple[str, dict[str, float], dict[str, list[float]]]:
+    """The report, the chosen fit, and the errors of the chosen model by row: ``stored``
+    (the preset's constants), ``fitted``, ``loo`` and ``event``."""
     cases = load_cases(file)
     prior = cases[0].config.hardware
     lines = [
@@ -134,18 +144,52 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
         )
         + f"; {summary(event)}."
     )
-    return "\n".join(lines), fits[chosen]
+    errs = {"stored": prior_err, "fitted": insample[chosen], "loo": loo[chosen], "event": event}
+    # the 1-parameter model fits matmul_efficiency alone (matmul_half_dim stays the prior)
+    fitted = fits[2] if chosen == 2 else {"matmul_efficiency": fits[1]["matmul_efficiency"]}
+    return "\n".join(lines), fitted, errs
+
+
+def write(file: str | None, fitted: dict[str, float], errs: dict[str, list[float]],
+          adopt: bool) -> bool:  # fmt: skip
+    """Write the fit set (benchmarks/_fitted.py); return whether the fit was adopted."""
+    cases = load_cases(file)
+    return write_fit(
+        FIT_SET,
+        script="calibrate.py",
+        data=file or "palm/data/visible.json",
+        rows=[c.case_id for c in cases],
+        left_out=[],
+        method="golden-section search of matmul_efficiency on the mean squared log error of "
+        "the iteration time (analytical engine); a second parameter (matmul_half_dim) only if "
+        "its leave-one-out mean is 10% lower",
+        fitted=fitted,
+        rounded={k: round(v, 3) for k, v in fitted.items()},
+        in_sample_stored=errs["stored"],
+        in_sample_fitted=errs["fitted"],
+        leave_one_out=errs["loo"],
+        event_fitted=errs["event"],
+        adopt=adopt,
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--file", default=None, help="validation JSON (default: the visible cases)")
     ap.add_argument("--write-docs", action="store_true", help="update docs/validation.md")
+    ap.add_argument("--write", action="store_true", help=f"write palm/data/fitted/{FIT_SET}.toml")
+    ap.add_argument("--adopt", action="store_true", help="with --write: store the fit even "
+                    "if it does not lower the in-sample error")  # fmt: skip
     args = ap.parse_args()
-    text, chosen = run(args.file)
+    text, chosen, errs = run(args.file)
     print(text)
     if args.write_docs:
         write_section(DOC, "calibration", text)
+    if args.write:
+        adopted = write(args.file, chosen, errs, args.adopt)
+        write_docs()
+        kept = "adopted" if adopted else "recorded; the stored constants kept"
+        print(f"wrote palm/data/fitted/{FIT_SET}.toml (fit {kept})")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/calibrate_gpus.py [--generation H100] [--no-loo] [--epochs-only]
-                                        [--write-docs]
+                                        [--write-docs] [--write [--adopt]]
 
 Per generation (H100: dgx-h100, dgx-h200; Blackwell: dgx-b200, gb200-nvl72; Blackwell Ultra:
 dgx-b300, gb300-nvl72; A100: dgx-a100) at most six physically meaningful constants, shared
@@ -38,6 +38,13 @@ as its own constant ``name@release`` under the same rules (at least ``MIN_ROWS``
 it; dense stage on dense rows), while the generation's constants are fitted on every row of
 the generation. ``--epochs-only`` fits the releases' constants alone, the generation's held at
 their preset values.
+
+With ``--write`` each generation's fit goes into its fit set, ``palm/data/fitted/gpu-<generation>
+.toml`` (command, rows, errors; benchmarks/_fitted.py), which the presets of the generation take,
+and the docs' preset and constant tables are regenerated. The stored constants are replaced
+only where the refit lowers the in-sample mean error of the fitted rows by more than 0.1 point
+(or with ``--adopt``); a software release's constant is recorded in the fit, not stored (the
+releases keep theirs in :mod:`palm.software`).
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ from palm.validation_report import generation
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from _fit import golden, leave_one_out  # noqa: E402 - likewise
+from _fitted import write_fit  # noqa: E402 - likewise
+from preset_docs import write_docs  # noqa: E402 - likewise
 
 #: golden-section tolerance of one constant (coarser than _fit's default: 5 constants x rounds)
 _GOLDEN_TOL = 2e-3
@@ -251,7 +260,9 @@ def calibrate(
     loo: bool,
     epochs: Mapping[str, str] = NO_EPOCHS,
     epochs_only: bool = False,
-) -> tuple[str, dict]:
+) -> tuple[str, dict[str, float], dict[str, list[float]]]:
+    """The report, the fit, and the errors by row (``stored``: the presets' constants,
+    ``fitted``, ``loo``, ``event``)."""
     names = fitted_names(gen, cases, epochs=epochs, epochs_only=epochs_only)
     start = _start(names, cases, epochs)
     fitted = two_stage_fit(cases, start, epochs=epochs)
@@ -285,7 +296,43 @@ def calibrate(
         f"| **mean / max abs** | | {_summary(before)} | {_summary(inside)} | "
         f"{_summary(held)} | {_summary(event)} |"
     )
-    return "\n".join(lines), fitted
+    errs = {"stored": before, "fitted": inside, "loo": held, "event": event}
+    return "\n".join(lines), fitted, errs
+
+
+def fit_set_name(gen: str) -> str:
+    """The fit set of a generation: ``gpu-h100``, ``gpu-blackwell-ultra``."""
+    return "gpu-" + gen.lower().replace(" ", "-")
+
+
+def write(
+    gen: str,
+    cases: Sequence[ValidationCase],
+    fitted: Mapping[str, float],
+    errs: Mapping[str, list[float]],
+    adopt: bool,
+) -> bool:
+    """Write the generation's fit set (benchmarks/_fitted.py); the errors are over every row
+    of the generation (the fit uses them all). Returns whether the fit was adopted."""
+    used = range(len(cases))
+    return write_fit(
+        fit_set_name(gen),
+        script="calibrate_gpus.py",
+        data="palm/data/visible_modern.json",
+        rows=[c.case_id for c in cases],
+        left_out=[],
+        method=f"the {gen} rows (palm.validation_report.generation); coordinate descent with "
+        "golden-section search on the mean squared log error of the iteration time (analytical "
+        "engine): the dense constants on the dense rows, then the grouped-GEMM constants on the "
+        f"MoE rows; a constant only where {MIN_ROWS} or more rows depend on it",
+        fitted=dict(fitted),
+        rounded={k: round(v, 3) for k, v in fitted.items() if "@" not in k},
+        in_sample_stored=[errs["stored"][i] for i in used],
+        in_sample_fitted=[errs["fitted"][i] for i in used],
+        leave_one_out=[errs["loo"][i] for i in used],
+        event_fitted=[errs["event"][i] for i in used],
+        adopt=adopt,
+    )
 
 
 def main() -> int:
@@ -300,18 +347,31 @@ def main() -> int:
         help="fit only the stack epochs' constants; the generation's stay at the preset's",
     )
     ap.add_argument("--write-docs", action="store_true", help="update docs/validation.md")
+    ap.add_argument(
+        "--write", action="store_true", help="write palm/data/fitted/gpu-<generation>.toml"
+    )
+    ap.add_argument("--adopt", action="store_true", help="with --write: store the fit even "
+                    "if it does not lower the in-sample error")  # fmt: skip
     args = ap.parse_args()
+    if args.write and (args.no_loo or args.epochs_only):
+        ap.error("--write records leave-one-out beside in-sample: not with --no-loo, --epochs-only")
     data = load_modern_cases()
     gens = args.generation or ["H100", "Blackwell", "Blackwell Ultra", "A100"]
     for gen in gens:
         cases = [c for c in data.cases if generation(c.config.hardware.name) == gen]
-        text, _ = calibrate(
+        text, fitted, errs = calibrate(
             gen, cases, loo=not args.no_loo, epochs=data.epochs, epochs_only=args.epochs_only
         )
         print(text, flush=True)
         print(flush=True)
         if args.write_docs:  # one block per generation, so generations can run in parallel
             write_section(DOC, "gpu-calibration-" + gen.lower().replace(" ", "-"), text)
+        if args.write:  # one file per generation, likewise
+            adopted = write(gen, cases, fitted, errs, args.adopt)
+            kept = "adopted" if adopted else "recorded; the stored constants kept"
+            print(f"wrote palm/data/fitted/{fit_set_name(gen)}.toml (fit {kept})", flush=True)
+    if args.write:
+        write_docs()
     return 0
 
 

@@ -2,6 +2,7 @@
 
 Usage:
     python benchmarks/calibrate_tiled.py [--file visible_tiled.json] [--write-docs]
+                                         [--write [--adopt]]
 
 Six physically meaningful constants, each with one job (palm/engines/gemm.py):
 
@@ -26,7 +27,12 @@ NoC, sender, DRAM and output-tail times (the tail's rate comes from the NoC mode
 constant), so the fit evaluates that closed form on arrays; the end of the
 script checks it against ``palm.simulate`` with the fitted constants (to 1e-9). Leave-one-out:
 refit without each case and predict it. With --write-docs the tables go into
-docs/validation.md (block ``tiled``).
+docs/validation.md (block ``tiled``); with --write the constants go into their fit set,
+``palm/data/fitted/tensix-wormhole.toml`` (command, rows, errors; benchmarks/_fitted.py), which
+the Wormhole and Blackhole presets take (``operand_feed_gbps`` per cycle, at 1 GHz), and the
+docs' preset and constant tables are regenerated. The stored constants are replaced only where
+the refit lowers the in-sample mean error of the fitted rows (the consistent products and the
+channel-bound transfers) by more than 0.1 point (or with --adopt).
 """
 
 from __future__ import annotations
@@ -37,11 +43,13 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import palm
 from palm.engines.gemm import gemm_times
+from palm.hardware.preset_data import preset_records
 from palm.hardware.presets import hardware_preset
 from palm.hardware.spec import Mesh2DHardware
 from palm.validation_tiled import (
@@ -55,6 +63,8 @@ from palm.validation_tiled import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from _fit import leave_one_out, mean_max, nelder_mead, with_hardware  # noqa: E402 - likewise
+from _fitted import write_fit  # noqa: E402 - likewise
+from preset_docs import write_docs  # noqa: E402 - likewise
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "validation.md"
@@ -66,6 +76,8 @@ GEMM_PARAMS = (
     "host_sharded_output_us",
 )
 START = (0.9, 50.0, 8.0, 60.0, 40.0)
+#: the fit set this script writes (palm/data/fitted/)
+FIT_SET = "tensix-wormhole"
 
 
 def _with(case: GemmCase, **hw: float) -> palm.SimConfig:
@@ -230,6 +242,15 @@ def _groups(cases: Sequence[GemmCase], consistent: np.ndarray) -> dict[str, np.n
 
 
 def run(file: str | None) -> tuple[str, dict[str, float]]:
+    """The report and the fitted constants."""
+    text, fitted, _ = run_detailed(file)
+    return text, fitted
+
+
+def run_detailed(file: str | None) -> tuple[str, dict[str, float], dict[str, Any]]:
+    """The report, the fitted constants and, for the rows the fit used (the consistent
+    products, then the channel-bound transfers), their ids and errors: ``stored`` (the
+    preset's constants), ``fitted``, ``loo``; ``ids``: those rows, ``rows``: every row."""
     cases = load_tiled_cases(file)
     bound = [c for c in cases.dram if _channel_bound(c)]
     mem_eff = fit_dram(bound)
@@ -289,19 +310,71 @@ def run(file: str | None) -> tuple[str, dict[str, float]]:
         c = cases.gemm[i]
         lines.append(f"- `{c.case_id}` ({c.config.hardware.matmul_config}): "  # type: ignore[union-attr]
                      f"{insample[i]:+.1%}; {loo[i]:+.1%}")  # fmt: skip
-    return "\n".join(lines), fitted
+    stored = [palm.simulate(c.config).iteration_time_s / c.measured_time_s - 1
+              for c in cases.gemm]  # fmt: skip
+    dram_stored = dram_errors(cases.dram, _preset().memory_efficiency)
+    used = [i for i in range(len(cases.gemm)) if consistent[i]]
+    bound_idx = [i for i, c in enumerate(cases.dram) if _channel_bound(c)]
+    errs = {
+        "ids": [cases.gemm[i].case_id for i in used] + [cases.dram[i].case_id for i in bound_idx],
+        "rows": [c.case_id for c in cases.gemm] + [c.case_id for c in cases.dram],
+        "stored": [stored[i] for i in used] + [dram_stored[i] for i in bound_idx],
+        "fitted": [float(insample[i]) for i in used] + [dram_in[i] for i in bound_idx],
+        "loo": [float(loo[i]) for i in used] + [dram_loo[i] for i in bound_idx],
+    }
+    return "\n".join(lines), fitted, errs
+
+
+def _preset() -> Mesh2DHardware:
+    hw = hardware_preset("wormhole-n150")
+    assert isinstance(hw, Mesh2DHardware)
+    return hw
+
+
+def write(file: str | None, fitted: dict[str, float], errs: dict[str, Any], adopt: bool) -> bool:
+    """Write the fit set (benchmarks/_fitted.py); ``operand_feed_gbps`` is stored per cycle,
+    as its rate at 1 GHz. Returns whether the fit was adopted."""
+    clock = preset_records()["wormhole-n150"].figures["clock_ghz"]
+    per_cycle = {k: v / clock if k == "operand_feed_gbps" else v for k, v in fitted.items()}
+    return write_fit(
+        FIT_SET,
+        script="calibrate_tiled.py",
+        data=file or "palm/data/visible_tiled.json",
+        rows=errs["rows"],
+        left_out=[r for r in errs["rows"] if r not in set(errs["ids"])],
+        method="memory_efficiency: the geometric mean of measured / channel rate of the "
+        "one-channel transfers the channel alone limits; the five product constants: "
+        "Nelder-Mead on the mean squared log error of the products' time (the closed form of "
+        "palm/engines/gemm.py, checked against palm.simulate), rows slower than their HiFi4 "
+        "twin left out",
+        fitted=per_cycle,
+        rounded={k: float(f"{v:.4g}") for k, v in per_cycle.items()},
+        in_sample_stored=errs["stored"],
+        in_sample_fitted=errs["fitted"],
+        leave_one_out=errs["loo"],
+        adopt=adopt,
+        at_1ghz=["operand_feed_gbps"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", default=None, help="tiled validation JSON (default: visible)")
     parser.add_argument("--write-docs", action="store_true", help="update docs/validation.md")
+    parser.add_argument("--write", action="store_true", help=f"write palm/data/fitted/{FIT_SET}")
+    parser.add_argument("--adopt", action="store_true", help="with --write: store the fit even "
+                        "if it does not lower the in-sample error")  # fmt: skip
     args = parser.parse_args(argv)
-    text, fitted = run(args.file)
+    text, fitted, errs = run_detailed(args.file)
     print(text)
     if args.write_docs:
         write_section(DOC, "tiled", text)
         print(f"\nwrote {DOC.relative_to(ROOT)} (block tiled)")
+    if args.write:
+        adopted = write(args.file, fitted, errs, args.adopt)
+        write_docs()
+        kept = "adopted" if adopted else "recorded; the stored constants kept"
+        print(f"wrote palm/data/fitted/{FIT_SET}.toml (fit {kept})")
     return 0
 
 
