@@ -19,6 +19,7 @@ from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
 from search.artifacts import ArtifactStore, artifact_note
 from search.dedup import DUPLICATE_ATTR, configuration_counts
+from search.failures import mask_credentials
 from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
 from search.plots import write_study_plots
@@ -236,8 +237,9 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     )
     study = tuning.study
     c = counts(study)
+    shown = mask_credentials(storage)  # the summary names the storage, never its password
     out.write(
-        f"\nstudy      {study.study_name} in {storage}: {_run_trials(study)} trials "
+        f"\nstudy      {study.study_name} in {shown}: {_run_trials(study)} trials "
         f"({_ours(study, before, pids)} new)\n"
     )
     out.write(f"trials     {c['complete']} completed, {c['pruned']} pruned, {c['failed']} failed\n")
@@ -257,11 +259,11 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
     note = artifact_note(study, tuning.storage_url, best)
     if note:
         out.write(f"artifacts  {note}\n")
-    flag = f" --storage {storage}" if storage != DEFAULT_STORAGE else ""
+    flag = f" --storage {shown}" if storage != DEFAULT_STORAGE else ""
     out.write(
         f"next       palm-tune best{flag} --study-name {study.study_name}  |  "
         f"palm-tune report{flag} --study-name {study.study_name}  |  "
-        f"palm-tune dashboard --storage {storage}\n"
+        f"palm-tune dashboard --storage {shown}\n"
     )
     return 0
 
@@ -271,7 +273,7 @@ def _open(args: argparse.Namespace) -> optuna.Study:
     file = storage_file(url)
     if file is not None and not file.is_file():  # opening would create an empty storage
         raise ConfigError("--storage", url, "an existing study storage (run palm-tune tune first)")
-    backend = open_storage(url)
+    backend = open_storage(url, read_only=True)  # best and report only read
     names = [s.study_name for s in optuna.get_all_study_summaries(backend)]
     name = args.study_name
     if name is None:
@@ -416,7 +418,7 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
     store_dir.mkdir(parents=True, exist_ok=True)
     (out or sys.stdout).write(
         f"optuna-dashboard on http://{args.host}:{args.port}/ "
-        f"(storage {args.storage}, artifacts {store_dir}); Ctrl-C stops\n"
+        f"(storage {mask_credentials(args.storage)}, artifacts {store_dir}); Ctrl-C stops\n"
     )
     (out or sys.stdout).flush()
     run_server(

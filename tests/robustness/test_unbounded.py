@@ -1,11 +1,13 @@
 """Class 1: no valid-looking value makes the simulator's work grow without bound. Each value
 either costs no more than a small one (gradient buckets are capped) or is refused by a
 documented bound (docs/config.md, "Bounds") with a one-line error. Every run is a subprocess
-limited to 3 GiB of address space and 30 s."""
+limited to 3 GiB of address space (tests/cli_run.py); how long each takes is measured by
+benchmarks/bounds_cost.py, not asserted here."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +24,6 @@ from tests.cli_run import REPO, assert_clean, assert_usage_error, run
 DGX = str(REPO / "examples" / "t18b-dgx-a100.toml")  # TP=8 PP=1 DP=32, gb 1024, mb 8
 WAFER = str(REPO / "examples" / "wafer-t18b.toml")  # TP=8 PP=20 DP=2 on 320 cores
 MIXTRAL = str(REPO / "examples" / "mixtral-8x7b-h100.toml")  # 8 experts, EP=8, 64 GPUs
-BOUNDED_S = 20.0
 
 
 @pytest.mark.parametrize(
@@ -75,7 +76,6 @@ def test_values_beyond_a_bound_are_refused_quickly(
     sets = [a for o in overrides for a in ("--set", o)]
     r = run("simulate", path, *sets, timeout_s=30)
     assert_usage_error(r, field, *([f"{bound:,}"] if bound else []))
-    assert r.wall_s < BOUNDED_S
 
 
 @pytest.mark.parametrize(
@@ -91,7 +91,6 @@ def test_gradient_buckets_are_capped(override: str) -> None:
     r = run("simulate", DGX, "--set", override, "--json", timeout_s=30)
     assert r.code == 0, r.stderr
     assert_clean(r)
-    assert r.wall_s < BOUNDED_S
     assert json.loads(r.stdout)["iteration_time_s"] > 0
 
 
@@ -111,14 +110,35 @@ def test_sizes_that_are_only_numbers_cost_no_more(path: str, override: str) -> N
     r = run("simulate", path, "--set", override, "--json", timeout_s=30)
     assert r.code == 0, r.stderr
     assert_clean(r)
-    assert r.wall_s < BOUNDED_S
     assert json.loads(r.stdout)["iteration_time_s"] > 0
 
 
-def test_a_plot_of_the_most_dram_channels_is_bounded(tmp_path: object) -> None:
+def test_a_plot_of_the_most_dram_channels_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The heat map draws the DRAM channels as one marker set per side of the mesh (65,536
-    channels took 190 s as one scatter each)."""
+    channels took 190 s as one scatter each): counted, in process, then run as a user would."""
     pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    from palm.config import load_config
+    from palm.plots import plot_all
+
+    calls: list[int] = []
+    scatter = Axes.scatter
+
+    def counted(self: Axes, *args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return scatter(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Axes, "scatter", counted)
+    config = load_config(
+        WAFER,
+        overrides=[f"hardware.dram_channels={MAX_DRAM_CHANNELS}", "training.global_batch=32"],
+    )
+    plot_all(tmp_path / "in-process", config=config)
+    assert 1 <= len(calls) <= 4  # one marker set per side of the mesh, whatever the count
+    monkeypatch.undo()
     r = run(
         "plot",
         WAFER,
@@ -132,7 +152,6 @@ def test_a_plot_of_the_most_dram_channels_is_bounded(tmp_path: object) -> None:
     )
     assert r.code == 0, r.stderr
     assert_clean(r)
-    assert r.wall_s < 60
 
 
 def test_bucket_cap_in_the_plan() -> None:
@@ -157,4 +176,3 @@ def test_the_largest_allowed_layer_count_stays_fast() -> None:
         timeout_s=60,
     )
     assert r.code == 0, r.stderr
-    assert r.wall_s < 30
