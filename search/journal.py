@@ -40,7 +40,7 @@ from optuna.storages.journal import BaseJournalBackend, JournalFileSymlinkLock
 from palm.errors import ConfigError
 from search.lifecycle import signals_deferred
 
-__all__ = ["JournalLock", "ReadOnlyJournal", "whole_record", "WAIT_NOTICE_S"]
+__all__ = ["JournalLock", "ReadOnlyJournal", "whole_record", "pid_alive", "WAIT_NOTICE_S"]
 
 #: a wait for the lock longer than this is said (once per process)
 WAIT_NOTICE_S = 2.0
@@ -65,17 +65,28 @@ def whole_record(line: bytes) -> bytes | None:
     return line[start:]
 
 
-def _alive(host: str, pid: int) -> bool | None:
-    """Whether process ``pid`` of ``host`` exists (None: another host, unknowable)."""
-    if host != socket.gethostname():
-        return None
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host is running: it exists and is not a zombie (a
+    killed worker whose parent died too stays a zombie until the system reaps it, which a
+    container's first process may never do)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): it exists
+
+
+def _alive(host: str, pid: int) -> bool | None:
+    """Whether process ``pid`` of ``host`` runs (None: another host, unknowable)."""
+    if host != socket.gethostname():
+        return None
+    return pid_alive(pid)
 
 
 class JournalLock(JournalFileSymlinkLock):

@@ -32,7 +32,7 @@ from optuna.trial import TrialState
 
 from palm.errors import ConfigError
 from search.failures import mask_credentials
-from search.journal import JournalLock, ReadOnlyJournal, whole_record
+from search.journal import JournalLock, ReadOnlyJournal, pid_alive, whole_record
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -320,16 +320,6 @@ def artifact_dir(url: str | None) -> Path:
     return Path("palm-tune-artifacts")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_trials(study: optuna.Study) -> list[int]:
     """Fail the RUNNING trials whose worker process on this host no longer exists; returns
     their numbers. Trials of other hosts are left to the storage's heartbeat."""
@@ -344,7 +334,7 @@ def sweep_stale_trials(study: optuna.Study) -> list[int]:
             worker_host == host
             and pid.isdigit()
             and int(pid) != os.getpid()
-            and not _alive(int(pid))
+            and not pid_alive(int(pid))
         ):
             study._storage.set_trial_system_attr(  # noqa: SLF001 - the public API has no setter
                 trial._trial_id,

@@ -14,8 +14,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from palm.errors import ConfigError
 from search.storage import WORKER_ATTR, open_storage
-from tests.cli_run import assert_clean, run, spawn, trial_states, tune
+from tests.cli_run import HANG_GUARD, assert_clean, run, spawn, trial_states, tune
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +37,23 @@ def _wait_until_simulating(url: str, journal: Path, proc: subprocess.Popen[str])
                 return sum(t.state == TrialState.COMPLETE for t in trials)
         time.sleep(0.1)
     raise AssertionError("no trial started in 120 s")
+
+
+def _wait_until_simulating_rdb(url: str, proc: subprocess.Popen[str]) -> int:
+    """:func:`_wait_until_simulating` on a database server (the study appears when made)."""
+    deadline = time.monotonic() + 120 * HANG_GUARD  # a hang guard, not a measure
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            study = optuna.load_study(study_name="slow", storage=open_storage(url))
+        except (KeyError, ConfigError):  # not made yet
+            time.sleep(0.1)
+            continue
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state == TrialState.RUNNING and "config" in t.user_attrs for t in trials):
+            return sum(t.state == TrialState.COMPLETE for t in trials)
+        time.sleep(0.1)
+    raise AssertionError("no trial started")
 
 
 def _children(pid: int) -> list[int]:

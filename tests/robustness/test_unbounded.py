@@ -176,3 +176,96 @@ def test_the_largest_allowed_layer_count_stays_fast() -> None:
         timeout_s=60,
     )
     assert r.code == 0, r.stderr
+
+
+@pytest.mark.parametrize("dim", ["m", "k", "n"])
+@pytest.mark.parametrize("value", [2**53, 10**14])
+def test_gemm_dimensions_are_bounded(dim: str, value: int) -> None:
+    """``m = n = k = 2^53`` (the largest integer a field takes) ran out of memory: the blocking
+    search holds arrays of about sqrt(m) values; 1e14 took 1.2 GB and tens of seconds to act
+    on SIGTERM. Refused, naming the bound."""
+    from palm.workload.gemm import MAX_GEMM_DIM
+
+    gemm = str(REPO / "examples" / "wormhole-gemm.toml")
+    r = run("simulate", gemm, "--set", f"model.{dim}={value}")
+    assert_usage_error(r, f"model.{dim}", f"{MAX_GEMM_DIM:,}")
+
+
+def test_the_largest_gemm_runs_in_bounded_memory() -> None:
+    """At the bound every dimension costs arrays of about 2 sqrt(2^24) = 8,193 values: the run
+    fits in 1.5 GiB of address space (Python, numpy and the simulator alone need ~1 GiB)."""
+    from palm.workload.gemm import MAX_GEMM_DIM
+
+    gemm = str(REPO / "examples" / "wormhole-gemm.toml")
+    sets = [a for d in "mkn" for a in ("--set", f"model.{d}={MAX_GEMM_DIM}")]
+    r = run("simulate", gemm, *sets, "--json", memory_bytes=3 * 2**29)
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["iteration_time_s"] > 0
+
+
+def _graph(path: Path, operators: int, *, pp: int = 20) -> Path:
+    ops = "".join(
+        '[[model.ops]]\ntype = "linear"\nin_features = 1024\nout_features = 1024\ntokens = 512\n'
+        for _ in range(operators)
+    )
+    path.write_text(
+        '[model]\nfamily = "graph"\n[hardware]\npreset = "wafer-palm"\n'
+        f"[training]\nglobal_batch = {320 // pp}\nmicro_batch = 1\n"
+        f"[parallelism]\ntp = 1\npp = {pp}\ndp = {320 // pp}\n" + ops
+    )
+    return path
+
+
+@pytest.mark.parametrize("operators", [MAX_LAYERS + 1, 200_000])
+def test_graph_operators_are_bounded(tmp_path: Path, operators: int) -> None:
+    """200,000 operators (15 MB, under the 16 MiB input cap) ran past 60 s; 12,000 took 183 s.
+    Refused before any operator is built, naming the bound."""
+    path = _graph(tmp_path / "g.toml", operators)
+    r = run("simulate", str(path), cwd=tmp_path)
+    assert_usage_error(r, "model.ops", f"{operators:,} operators", f"{MAX_LAYERS:,}")
+
+
+def test_the_largest_graph_runs() -> None:
+    """At the bound a graph runs; its SRAM allocation is linear in the operators (it looked
+    for the largest output once per operator: 12,000 operators took 183 s)."""
+    import math
+
+    from palm.cost.sram import OpFootprint, allocate_sram
+
+    class Counted(list[OpFootprint]):
+        passes = 0
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            Counted.passes += 1
+            return super().__iter__()
+
+    ops = Counted(OpFootprint(f"op{i}", 1e6, 2e6, 1e5, 1e5) for i in range(MAX_LAYERS))
+    out = allocate_sram(ops, sram_bytes=1e9, training=True)
+    assert len(out) == MAX_LAYERS
+    assert Counted.passes <= 5  # a few sums and the loop: not one pass per operator
+    assert all(math.isfinite(a.forward_bytes) for a in out)
+
+
+def test_a_graph_at_the_bound_simulates(tmp_path: Path) -> None:
+    path = _graph(tmp_path / "g.toml", MAX_LAYERS)
+    r = run("simulate", str(path), "--json", cwd=tmp_path, timeout_s=120)
+    assert r.code == 0, r.stderr
+    assert json.loads(r.stdout)["iteration_time_s"] > 0
+
+
+@pytest.mark.parametrize("screen", [1_000_000_000_000, "MAX + 1"])
+def test_the_screening_is_bounded(tmp_path: Path, screen: int | str) -> None:
+    """``screen = 1e12`` over a space of 2.6e9 configurations drew 20 x screen drafts into
+    memory; refused, naming the bound, before a study is made."""
+    from search.study_file import MAX_SCREEN
+
+    size = MAX_SCREEN + 1 if screen == "MAX + 1" else screen
+    study = tmp_path / "s.toml"
+    study.write_text(
+        f'[study]\nbase = "{DGX}"\nscreen = {size}\n[space]\n'
+        "parallelism = true\nmicro_batch = [1, 2, 4, 8]\n"
+        "hardware = { switch_bandwidth_gbps = { low = 100, high = 900 } }\n"
+    )
+    r = run("tune", str(study), "--storage", f"sqlite:///{tmp_path}/s.db", cwd=tmp_path)
+    assert_usage_error(r, "study.screen", f"{MAX_SCREEN:,}")
+    assert not (tmp_path / "s.db").exists()
