@@ -198,7 +198,7 @@ def wait_for_import(proc: subprocess.Popen[str], module: str) -> str:
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        if line.rstrip().endswith(f"| {module}"):
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == module:
             return "".join(seen)
     raise AssertionError(f"{module} was never imported: {''.join(seen)[-2000:]}")
 
