@@ -38,7 +38,17 @@ class ConfigError(PalmError, ValueError):
             f"{_abbreviated(repr(value), 80)} is not allowed: "
             f"expected {_abbreviated(allowed, _MAX_ALLOWED_CHARS)}"
         )
-        super().__init__(" ".join(message.split()))
+        super().__init__(_printable(" ".join(message.split())))
+
+
+def _printable(text: str) -> str:
+    """``text`` with characters a terminal would act on (escape sequences, other controls)
+    written as escapes: a key the user wrote is shown, never executed by the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
 
 
 #: the longest "expected ..." text shown (a list of divisors of a large number can be long)
