@@ -42,6 +42,7 @@ __all__ = [
     "unprivileged",
     "read_only_mount",
     "wait_for_import",
+    "spawn_long_simulation",
     "wait_for_cpu",
     "HANG_GUARD",
     "assert_usage_error",
@@ -187,6 +188,23 @@ def spawn(
         text=True,
         start_new_session=group,
         preexec_fn=_limits(MEMORY_LIMIT_BYTES, None),
+    )
+
+
+def spawn_long_simulation(cwd: Path) -> subprocess.Popen[str]:
+    """``palm-tune simulate`` of about 20 s (every mesh link a resource of its own), started
+    with ``-X importtime`` (a readiness line per module: :func:`wait_for_import`), in the
+    process group of the test (a signal goes to it alone)."""
+    return spawn(
+        "simulate",
+        str(WAFER),
+        "--set",
+        "training.global_batch=2048",
+        "--set",
+        'communication.noc_granularity="link"',
+        cwd=cwd,
+        group=False,
+        python=["-X", "importtime"],
     )
 
 

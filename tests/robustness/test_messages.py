@@ -19,7 +19,7 @@ from tests.cli_run import (
     assert_clean,
     assert_usage_error,
     run,
-    spawn,
+    spawn_long_simulation,
     wait_for_cpu,
     wait_for_import,
 )
@@ -92,17 +92,7 @@ def test_sigterm_to_a_simulation_does_not_speak_of_trials(tmp_path: Path) -> Non
     """A simulation has no trials to mark failed. The signal is sent once the simulation runs:
     after the readiness line of palm-tune's last module (``-X importtime``) and two seconds of
     the process's CPU time (its start-up past the imports takes a fraction of one)."""
-    proc = spawn(
-        "simulate",
-        str(WAFER),
-        "--set",
-        "training.global_batch=2048",
-        "--set",
-        'communication.noc_granularity="link"',
-        cwd=tmp_path,
-        group=False,
-        python=["-X", "importtime"],
-    )
+    proc = spawn_long_simulation(tmp_path)
     try:
         seen = wait_for_import(proc, "search.lifecycle")  # the last module palm-tune loads
         wait_for_cpu(proc, 2.0)  # then its handlers, the configuration, the simulation

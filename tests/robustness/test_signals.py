@@ -227,20 +227,9 @@ def test_a_signal_to_a_long_simulation(
     (the start-up past the imports takes a fraction of one). A signal before palm-tune's
     first line runs (the interpreter importing ``site``) is Python's own: docs/tuning.md,
     "Guarantees". A 0.3 s sleep once landed there under load."""
-    from tests.cli_run import WAFER, wait_for_cpu, wait_for_import
+    from tests.cli_run import spawn_long_simulation, wait_for_cpu, wait_for_import
 
-    # every mesh link a resource of its own: about 20 s of simulation
-    proc = spawn(
-        "simulate",
-        str(WAFER),
-        "--set",
-        "training.global_batch=2048",
-        "--set",
-        'communication.noc_granularity="link"',
-        cwd=tmp_path,
-        group=False,
-        python=["-X", "importtime"],
-    )
+    proc = spawn_long_simulation(tmp_path)
     try:
         if when == "while modules load":
             seen = wait_for_import(proc, "numpy")
