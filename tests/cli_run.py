@@ -226,7 +226,7 @@ def wait_for_cpu(proc: subprocess.Popen[str], cpu_s: float) -> None:
     load: user + system time from /proc/PID/stat); a signal sent then lands in the work that
     follows its start-up, which takes a fraction of that."""
     ticks = os.sysconf("SC_CLK_TCK")
-    for _ in range(20 * 600 * HANG_GUARD):  # a hang guard, not a measure: 0.05 s a poll
+    for _ in range(int(20 * 600 * HANG_GUARD)):  # a hang guard, not a measure: 0.05 s a poll
         assert proc.poll() is None, proc.communicate()
         with open(f"/proc/{proc.pid}/stat", encoding="ascii") as f:
             fields = f.read().rsplit(")", 1)[1].split()
