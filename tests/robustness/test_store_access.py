@@ -17,11 +17,14 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.cli_run import (
+    HANG_GUARD,
     SMALL_STUDY,
     assert_clean,
     assert_usage_error,
@@ -182,26 +185,56 @@ def test_a_relative_journal_resumes_past_an_unknown_holders_lock(
 def test_reading_a_journal_takes_no_lock_and_a_wait_names_the_holder(
     small_study: Path, tmp_path: Path
 ) -> None:
-    """A lock held by a live process (this test): ``best`` reads without it and leaves it; a
-    writer waits, says so once naming the holder, and takes the lock over at its grace."""
+    """A lock held by a live process (this test, keeping it fresh as a slow writer would):
+    ``best`` reads without it and leaves it; a writer waits, says so once naming the holder,
+    and goes on when the holder releases the lock. Synchronised on the writer's line, so the
+    machine's load changes nothing."""
     (tmp_path / "jl").mkdir()
     url = "jl/held.journal"
     assert tune(small_study, url, trials=1, cwd=tmp_path).code == 0
     lock = tmp_path / "jl" / "held.journal.lock"
+    holder = tmp_path / "jl" / "held.journal.lock.holder"
     os.symlink(tmp_path / "jl" / "held.journal", lock)
-    (tmp_path / "jl" / "held.journal.lock.holder").write_text(
-        f"{socket.gethostname()}:{os.getpid()}\n"
-    )
-    r = run("best", "--storage", url, cwd=tmp_path, timeout_s=30)
-    assert r.code == 0, r.stderr
-    assert r.stderr == "", r.stderr
-    assert lock.is_symlink()  # not taken over by a reader
-    r = tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=60)
-    assert r.code == 0, r.stderr
-    waits = [line for line in r.stderr.splitlines() if "journal lock" in line]
-    assert len(waits) == 1, r.stderr
-    assert f"held by process {socket.gethostname()}:{os.getpid()}" in waits[0], waits
-    assert not any("[W" in line for line in r.stderr.splitlines()), r.stderr
+    holder.write_text(f"{socket.gethostname()}:{os.getpid()}\n")
+    holding = threading.Event()
+    holding.set()
+
+    def keep_fresh() -> None:  # the holder is at work: its lock is never stale
+        while holding.is_set():
+            os.utime(lock, follow_symlinks=False)
+            os.utime(holder)
+            time.sleep(0.2)
+
+    fresh = threading.Thread(target=keep_fresh, daemon=True)
+    fresh.start()
+    try:
+        r = run("best", "--storage", url, cwd=tmp_path, timeout_s=30)
+        assert r.code == 0, r.stderr
+        assert r.stderr == "", r.stderr
+        assert lock.is_symlink()  # not taken over by a reader
+        proc = spawn(
+            "tune",
+            str(small_study),
+            "--storage",
+            url,
+            "--trials",
+            "1",
+            "--no-progress",
+            cwd=tmp_path,
+            group=False,
+        )
+        assert proc.stderr is not None
+        said = proc.stderr.readline()  # the writer's first line: it waits
+    finally:
+        holding.clear()
+        fresh.join()
+    holder.unlink()
+    lock.unlink()  # the holder releases the lock
+    out, rest = proc.communicate(timeout=120 * HANG_GUARD)
+    assert proc.returncode == 0, said + rest
+    assert "journal lock" in said and "waiting" in said, said
+    assert f"held by process {socket.gethostname()}:{os.getpid()}" in said, said
+    assert not any("journal lock" in line or "[W" in line for line in rest.splitlines()), rest
 
 
 @pytest.mark.slow
