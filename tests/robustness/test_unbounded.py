@@ -178,7 +178,7 @@ def test_the_largest_allowed_layer_count_stays_fast() -> None:
     assert r.code == 0, r.stderr
 
 
-@pytest.mark.parametrize("dim", ["m", "k", "n"])
+@pytest.mark.parametrize("dim", ["m", "k", "n", "mkn"])
 @pytest.mark.parametrize("value", [2**53, 10**14])
 def test_gemm_dimensions_are_bounded(dim: str, value: int) -> None:
     """``m = n = k = 2^53`` (the largest integer a field takes) ran out of memory: the blocking
@@ -187,8 +187,8 @@ def test_gemm_dimensions_are_bounded(dim: str, value: int) -> None:
     from palm.workload.gemm import MAX_GEMM_DIM
 
     gemm = str(REPO / "examples" / "wormhole-gemm.toml")
-    r = run("simulate", gemm, "--set", f"model.{dim}={value}")
-    assert_usage_error(r, f"model.{dim}", f"{MAX_GEMM_DIM:,}")
+    r = run("simulate", gemm, *[a for d in dim for a in ("--set", f"model.{d}={value}")])
+    assert_usage_error(r, f"model.{dim[0]}", f"{MAX_GEMM_DIM:,}")
 
 
 def test_the_largest_gemm_runs_in_bounded_memory() -> None:
