@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import sys
 from pathlib import Path
@@ -22,16 +23,21 @@ from palm.hardware.presets import HARDWARE_PRESETS
 from palm.hardware.spec import GpuClusterHardware
 from palm.inputs import read_input
 from palm.result import Result
-from palm.serving.validation import is_inference_file
 from palm.strategy import SimConfig
 from palm.validation import load_cases
-from palm.validation_report import is_modern_file, modern_report, report_modern, write_modern
-from palm.validation_tiled import is_tiled_file, load_tiled_cases
+from palm.validation_files import validation_file_kind
+from palm.validation_report import modern_report, report_modern, write_modern
+from palm.validation_tiled import load_tiled_cases
 from palm.validation_tiled_report import tiled_report, write_tiled_tables
 from palm.workload.model import build_workload
 from palm.workload.presets import MODEL_PRESETS, MODEL_SOURCES
 
 __all__ = ["add_commands", "format_summary"]
+
+#: a write that failed for want of room (ENOSPC, EFBIG past a file-size limit, EDQUOT): the
+#: entry point reports it as a full disk with exit 1 (docs/tuning.md, "Guarantees"); any other
+#: failure to write an output the user named is bad input (exit 2)
+_DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
@@ -197,6 +203,8 @@ def _write_trace(path: Path, result: Result, timeline: Any, config: SimConfig) -
     try:
         write_chrome_trace(path, result=result, timeline=timeline, config=config)
     except OSError as exc:
+        if exc.errno in _DISK_FULL:  # not the user's input: exit 1, as a full disk anywhere
+            raise OSError(exc.errno, exc.strerror, exc.filename or str(path)) from None
         raise ConfigError("--trace", str(path), f"a writable file path ({exc.strerror})") from None
 
 
@@ -224,6 +232,8 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         paths = plot_all(args.out, config=config)
     except OSError as exc:
+        if exc.errno in _DISK_FULL:
+            raise
         raise ConfigError("--out", args.out, f"a writable directory ({exc.strerror})") from None
     for path in paths:
         out.write(f"wrote {path}\n")
@@ -233,19 +243,14 @@ def _cmd_plot(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     suite = getattr(args, "suite", "all")
-    if (args.file is None and suite == "inference") or (
-        args.file is not None and is_inference_file(args.file)
-    ):  # LLM serving rows (palm.serving.validation)
-        from palm.serving.report import report_inference
+    kind = validation_file_kind(args.file) if args.file is not None else None
+    if kind == "inference" or (kind is None and suite == "inference"):
+        from palm.serving.report import report_inference  # LLM serving rows
 
         return report_inference(args.file, as_json=args.json, out=out)
-    if args.file is not None and not is_tiled_file(args.file) and is_modern_file(args.file):
+    if kind == "modern" or (kind is None and suite == "modern"):
         return report_modern(args.file, engine=args.engine, as_json=args.json, out=out)
-    if args.file is None and suite == "modern":
-        return report_modern(None, engine=args.engine, as_json=args.json, out=out)
-    tiled_only = (args.file is not None and is_tiled_file(args.file)) or (
-        args.file is None and suite == "tiled"
-    )
+    tiled_only = kind == "tiled" or (kind is None and suite == "tiled")
     rows = [] if tiled_only else _gpu_rows(args)
     errors = [abs(float(r["error"])) for r in rows]  # type: ignore[arg-type]
     summary: dict[str, Any] = {

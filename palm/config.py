@@ -49,7 +49,7 @@ from palm.strategy import (
     TrainingConfig,
 )
 from palm.units import PRECISIONS
-from palm.workload.gemm import OPERANDS
+from palm.workload.gemm import MAX_GEMM_DIM, OPERANDS
 from palm.workload.model import (
     ModelConfig,
     Workload,
@@ -117,6 +117,8 @@ def apply_overrides(data: Mapping[str, Any], overrides: Iterable[str]) -> dict[s
     """Return a copy of ``data`` with each ``a.b.c=value`` override set."""
     out: dict[str, Any] = json.loads(json.dumps(data))
     for item in overrides:
+        if "\n" in item or "\r" in item:
+            raise ConfigError("--set", item, "one section.field=value on one line")
         if "=" not in item:
             raise ConfigError("--set", item, "section.field=value, e.g. parallelism.tp=4")
         key, raw = item.split("=", 1)
@@ -188,6 +190,12 @@ def _parse_model(table: dict[str, Any], base_dir: Path) -> ModelConfig:
     if ops_tables is not None:
         if not isinstance(ops_tables, list) or not all(isinstance(t, dict) for t in ops_tables):
             raise ConfigError("model.ops", ops_tables, "an array of operator tables")
+        if len(ops_tables) > MAX_LAYERS:
+            raise ConfigError(
+                "model.ops",
+                f"{len(ops_tables):,} operators",
+                f"at most {MAX_LAYERS:,} operators ({_WHY})",
+            )
         ops = tuple(_parse_graph_op(i, dict(t)) for i, t in enumerate(ops_tables))
         base = dataclasses.replace(base, graph_ops=ops, family="graph")
     if "graph_ops" in table:
@@ -490,8 +498,9 @@ def _check_ranges(obj: Any, section: str) -> None:
                 if value not in (0, 1, 2, 3):
                     raise ConfigError(where, value, "a ZeRO stage 0, 1, 2 or 3")
             elif f.name in _NONNEG_INTS or section.startswith("model"):
-                if value < 0:
-                    raise ConfigError(where, value, "an integer >= 0")
+                least = _least_model_int(obj, f.name)
+                if value < least:
+                    raise ConfigError(where, value, f"an integer >= {least}")
             elif value < 1:
                 raise ConfigError(where, value, "an integer >= 1")
         elif (
@@ -502,11 +511,31 @@ def _check_ranges(obj: Any, section: str) -> None:
             raise ConfigError(where, list(value), "two integers >= 1 (rows, cols)")
 
 
+#: model fields that are sizes of every transformer (0 is refused: :func:`_validate_model`)
+_TRANSFORMER_SIZES = frozenset({"layers", "hidden", "heads", "ffn_hidden", "seq_len", "vocab"})
+
+
+def _least_model_int(obj: Any, name: str) -> int:
+    """The least value of an integer field whose check allows 0 in general: 1 for the sizes
+    the model's family needs (a transformer's layers, a product's m, k, n), so that a
+    negative value is told the bound that will hold, not ``>= 0``."""
+    if getattr(obj, "is_transformer", False) and name in _TRANSFORMER_SIZES:
+        return 1
+    if getattr(obj, "family", None) == "gemm" and name in ("m", "k", "n"):
+        return 1
+    return 0
+
+
 def _parse_value(raw: str) -> Any:
+    """An override's value read as TOML, or the bare word as a string; a value that reads as
+    more than one key (``1\nbogus = 2``, refused before) is an error, not silently dropped."""
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
+        doc = tomllib.loads(f"v = {raw}")
     except tomllib.TOMLDecodeError:
         return raw
+    if list(doc) != ["v"]:
+        raise ConfigError("--set", raw, "one value (an override sets one field)")
+    return doc["v"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,6 +548,13 @@ def _validate_model(m: ModelConfig) -> None:
         for name in ("m", "k", "n"):
             if getattr(m, name) < 1:
                 raise ConfigError(f"model.{name}", getattr(m, name), "an integer >= 1")
+            if getattr(m, name) > MAX_GEMM_DIM:
+                raise ConfigError(
+                    f"model.{name}",
+                    getattr(m, name),
+                    f"at most {MAX_GEMM_DIM:,} for family gemm (the blocking search grows "
+                    "with its square root)",
+                )
         for i, name in enumerate(m.sram_resident):
             if name not in OPERANDS:
                 raise ConfigError(f"model.sram_resident[{i}]", name, "one of 'a', 'b', 'c'")
@@ -628,6 +664,19 @@ def _validate_moe_parallelism(config: SimConfig) -> None:
         )
 
 
+def _batch_hint(global_batch: int, micro_batch: int, dp: int) -> str:
+    """Which of the three a batch error comes from, when a change of one alone would fix it:
+    a ``dp`` that does not divide the micro-batches (a degree changed by hand), or a
+    ``micro_batch`` that does not divide the batch."""
+    if global_batch % micro_batch:
+        return f" (training.micro_batch = {micro_batch} does not divide it)"
+    per_replica = global_batch // micro_batch
+    return (
+        f" (parallelism.dp = {dp} does not divide global_batch / micro_batch = {per_replica};"
+        f" a dp among {_divisors(per_replica)} does)"
+    )
+
+
 #: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
 #: them a config is refused with a one-line error instead of running out of time or memory.
 MAX_LAYERS = 10_000
@@ -691,11 +740,29 @@ def validate(config: SimConfig) -> None:
         raise ConfigError(
             "parallelism.interleave", par.interleave, "1 unless schedule = 'interleaved-1f1b'"
         )
+    # the degrees before the batch: a wrong dp is a degree error, not a batch one
+    if isinstance(hw, Mesh2DHardware):
+        if par.devices != hw.device_count:
+            raise ConfigError(
+                "parallelism.tp*pp*dp",
+                f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
+                f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
+            )
+    elif hw.gpus and par.devices != hw.gpus:
+        names, values = ("tp*pp*dp", f"{par.tp}*{par.pp}*{par.dp}")
+        if par.cp > 1:
+            names, values = (names + "*cp", values + f"*{par.cp}")
+        raise ConfigError(
+            f"parallelism.{names}",
+            f"{values} = {par.devices}",
+            f"degrees whose product equals hardware.gpus = {hw.gpus}",
+        )
     if tr.global_batch % (par.dp * tr.micro_batch):
         raise ConfigError(
             "training.global_batch",
             tr.global_batch,
-            f"a multiple of dp x micro_batch = {par.dp * tr.micro_batch}",
+            f"a multiple of parallelism.dp x training.micro_batch = {par.dp} x {tr.micro_batch}"
+            f" = {par.dp * tr.micro_batch}{_batch_hint(tr.global_batch, tr.micro_batch, par.dp)}",
         )
     micro_batches = tr.global_batch // (par.dp * tr.micro_batch)
     if par.chunks > 1 and micro_batches % par.pp:
@@ -713,22 +780,6 @@ def validate(config: SimConfig) -> None:
     if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4", "fp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
-        )
-    if isinstance(hw, Mesh2DHardware):
-        if par.devices != hw.device_count:
-            raise ConfigError(
-                "parallelism.tp*pp*dp",
-                f"{par.tp}*{par.pp}*{par.dp} = {par.devices}",
-                f"degrees whose product equals the {hw.device_count} cores of {hw.name}",
-            )
-    elif hw.gpus and par.devices != hw.gpus:
-        names, values = ("tp*pp*dp", f"{par.tp}*{par.pp}*{par.dp}")
-        if par.cp > 1:
-            names, values = (names + "*cp", values + f"*{par.cp}")
-        raise ConfigError(
-            f"parallelism.{names}",
-            f"{values} = {par.devices}",
-            f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
     if par.tp > 1 and not workload.transformer:
         for op in workload.ops:
@@ -921,7 +972,9 @@ def _validate_placement(config: SimConfig) -> None:
         raise ConfigError("placement.layout", pl.layout, "'line' or 's-shape' on a gpu-cluster")
     if len(pl.stage_tiles) != par.pp:
         raise ConfigError(
-            "placement.stage_tiles", len(pl.stage_tiles), f"one tile list per stage ({par.pp})"
+            "placement.stage_tiles",
+            [list(t) for t in pl.stage_tiles],
+            f"one tile list per stage ({par.pp} lists, one per pipeline stage)",
         )
     n_tiles = hw.tiles[0] * hw.tiles[1]
     seen: set[int] = set()

@@ -31,11 +31,37 @@ class ConfigError(PalmError, ValueError):
         self.field = field
         self.value = value
         self.allowed = allowed
-        shown = repr(value)
-        if len(shown) > 80:  # keep both ends: a path's file name is at its end
-            shown = shown[:30] + "..." + shown[-47:]
-        message = f"{field} = {shown} is not allowed: expected {allowed}"
-        super().__init__(" ".join(message.split()))
+        # a field (a table key the user wrote), a value and the allowed text are each shown
+        # abbreviated, so that the line stays a line whatever the input holds
+        message = (
+            f"{_abbreviated(' '.join(str(field).split()), 80)} = "
+            f"{_abbreviated(repr(value), 80)} is not allowed: "
+            f"expected {_abbreviated(allowed, _MAX_ALLOWED_CHARS)}"
+        )
+        super().__init__(_printable(" ".join(message.split())))
+
+
+def _printable(text: str) -> str:
+    """``text`` with characters a terminal would act on (escape sequences, other controls)
+    written as escapes: a key the user wrote is shown, never executed by the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
+
+
+#: the longest "expected ..." text shown (a list of divisors of a large number can be long)
+_MAX_ALLOWED_CHARS = 600
+
+
+def _abbreviated(text: str, limit: int) -> str:
+    """``text`` cut in its middle to ``limit`` characters, keeping both ends (a path's file
+    name is at its end, a dotted field's section at its start)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 3 // 8
+    return text[:head] + "..." + text[-(limit - 3 - head) :]
 
 
 class ConfigWarning(UserWarning):

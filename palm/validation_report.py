@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from palm.errors import ConfigError
-from palm.inputs import read_input
-from palm.validation import is_suite_file, run_cases
+from palm.validation import run_cases
 from palm.validation_modern import load_modern_cases
 
 __all__ = [
@@ -36,18 +35,14 @@ def generation(preset: str) -> str:
 
 
 def is_modern_file(path: str | Path) -> bool:
-    """Whether ``path`` has the modern set's shape (a ``cases`` list) rather than
-    ``gpu_training``; unreadable files are left to the Megatron loader's error."""
+    """Whether ``path`` has the modern set's shape (recognised in
+    :mod:`palm.validation_files`); unreadable files are not."""
+    from palm.validation_files import validation_file_kind
+
     try:
-        data = json.loads(read_input(path, field="validation file", kind="JSON file"))
-    except (ConfigError, ValueError, RecursionError):
+        return validation_file_kind(path) == "modern"
+    except ConfigError:
         return False
-    return (
-        isinstance(data, dict)
-        and "cases" in data
-        and "gpu_training" not in data
-        and not is_suite_file(data)
-    )
 
 
 def _stats(errors: list[float]) -> dict[str, float]:

@@ -84,18 +84,14 @@ def _read(path: Path) -> Any:
 
 
 def is_tiled_file(path: str | Path) -> bool:
-    """Whether ``path`` has the tiled shape (``cases`` of kind ``gemm`` or ``dram``);
-    unreadable files are left to the other loaders' errors."""
+    """Whether ``path`` has the tiled shape (``cases`` of kind ``gemm`` or ``dram``;
+    recognised in :mod:`palm.validation_files`); unreadable files are not."""
+    from palm.validation_files import validation_file_kind
+
     try:
-        data = json.loads(read_input(path, field="validation file", kind="JSON file"))
-    except (ConfigError, ValueError, RecursionError):
+        return validation_file_kind(path) == "tiled"
+    except ConfigError:
         return False
-    cases = data.get("cases") if isinstance(data, dict) else None
-    return (
-        isinstance(cases, list)
-        and bool(cases)
-        and all(isinstance(c, dict) and c.get("kind") in ("gemm", "dram") for c in cases)
-    )
 
 
 def _source(case: dict[str, Any]) -> str:

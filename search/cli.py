@@ -36,7 +36,12 @@ import contextlib  # noqa: E402
 import palm  # noqa: E402
 from palm.cli import add_commands as add_simulator_commands  # noqa: E402
 from palm.errors import ConfigError  # noqa: E402
-from search.failures import WorkersFailed, os_error, storage_failure  # noqa: E402
+from search.failures import (  # noqa: E402
+    WorkersFailed,
+    mask_credentials,
+    os_error,
+    storage_failure,
+)
 from search.lifecycle import (  # noqa: E402
     Terminated,
     install_sigterm,
@@ -118,13 +123,25 @@ def _broken_pipe() -> int:
     return 128 + signal.SIGPIPE
 
 
-def _stopped(stop: type[KeyboardInterrupt]) -> int:
-    """The one line and exit code of a stop: 143 for SIGTERM, 130 for Ctrl-C."""
+def _stopped(stop: type[KeyboardInterrupt], *, trials: bool) -> int:
+    """The one line and exit code of a stop: 143 for SIGTERM, 130 for Ctrl-C; ``trials``: the
+    command ran trials (``tune``), which the stop marked failed."""
     if issubclass(stop, Terminated):
-        print("palm-tune: terminated (SIGTERM); running trials marked failed", file=sys.stderr)
+        marked = "; running trials marked failed" if trials else ""
+        print(f"palm-tune: terminated (SIGTERM){marked}", file=sys.stderr)
         return 143
     print("palm-tune: interrupted", file=sys.stderr)
     return 130
+
+
+def _error(message: str) -> None:
+    """The one line of a failure, with any password in it masked."""
+    print(f"palm-tune: error: {mask_credentials(' '.join(message.split()))}", file=sys.stderr)
+
+
+def _runs_trials(args: argparse.Namespace | None) -> bool:
+    """Whether the command (parsed, else not yet started) runs trials."""
+    return getattr(args, "command", None) == "tune"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -135,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
     one_line_warnings()
     quiet_thread_errors()
+    args: argparse.Namespace | None = None
     try:  # from the moment the handlers raise, everything runs inside this try
         install_sigterm()
         parser = build_parser(tuner=_tuner_needed(argv))
@@ -155,41 +173,40 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _broken_pipe()
         raise
     except ConfigError as exc:
-        print(f"palm-tune: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
-        return _stopped(type(exc))
+        return _stopped(type(exc), trials=_runs_trials(args))
     except RecursionError:
-        print("palm-tune: error: input nested too deeply to read", file=sys.stderr)
+        _error("input nested too deeply to read")
         return 2
     except BrokenPipeError:
         return _broken_pipe()
     except MemoryError:
-        print(
-            "palm-tune: error: out of memory (an input too large for this machine?)",
-            file=sys.stderr,
-        )
+        _error("out of memory (an input too large for this machine?)")
         return 1
     except OSError as exc:
-        print(f"palm-tune: error: {os_error(exc)}", file=sys.stderr)
+        _error(os_error(exc))
         return 1
     except WorkersFailed as exc:
-        print(f"palm-tune: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 1
     except Exception as exc:  # noqa: BLE001 - last line of defence: one line, exit 1
         if os.environ.get("PALM_TUNE_DEBUG"):
             traceback.print_exc()
         stop = stop_received()
         if stop is not None:  # its exception was swallowed on the way: this is its consequence
-            return _stopped(stop)
+            return _stopped(stop, trials=_runs_trials(args))
         storage = storage_failure(exc)
         if storage:
-            print(f"palm-tune: error: {storage}", file=sys.stderr)
+            _error(storage)
             return 1
         message = " ".join(str(exc).split()) or type(exc).__name__
         print(
-            f"palm-tune: internal error: {type(exc).__name__}: {message} "
-            "(set PALM_TUNE_DEBUG=1 for the traceback)",
+            mask_credentials(
+                f"palm-tune: internal error: {type(exc).__name__}: {message} "
+                "(set PALM_TUNE_DEBUG=1 for the traceback)"
+            ),
             file=sys.stderr,
         )
         return 1

@@ -19,6 +19,7 @@ from optuna.trial import TrialState
 from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
 from search.artifacts import ArtifactStore, Stores, artifact_location, artifact_note
+from search.failures import mask_credentials
 from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
 from search.once import is_lock
@@ -269,7 +270,7 @@ def _cmd_tune(args: argparse.Namespace, out: TextIO | None = None) -> int:
         workers=args.workers,
         progress=not args.no_progress,
     )
-    shown = printed_url(storage)
+    shown = mask_credentials(printed_url(storage))  # never the storage's password
     c = counts(study)
     out.write(f"\nstudy      {study.study_name} in {shown}: {_run_trials(study)} trials\n")
     out.write(_run_line(study.last_run))
@@ -304,7 +305,7 @@ def _open(args: argparse.Namespace) -> optuna.Study:
     file = storage_file(url)
     if file is not None and not file.is_file():  # opening would create an empty storage
         raise ConfigError("--storage", url, "an existing study storage (run palm-tune tune first)")
-    backend = open_storage(url)
+    backend = open_storage(url, read_only=True)  # best and report only read
     names = _study_names(backend)
     name = args.study_name
     if name is None:
@@ -458,8 +459,8 @@ def _cmd_dashboard(args: argparse.Namespace, out: TextIO | None = None) -> int:
             store.root.mkdir(parents=True, exist_ok=True)
     (out or sys.stdout).write(
         f"optuna-dashboard on http://{args.host}:{args.port}/ "
-        f"(storage {printed_url(args.storage)}, artifacts {', '.join(locations)}); "
-        "Ctrl-C stops\n"
+        f"(storage {mask_credentials(printed_url(args.storage))}, "
+        f"artifacts {', '.join(locations)}); Ctrl-C stops\n"
     )
     (out or sys.stdout).flush()
     run_server(
@@ -503,7 +504,8 @@ def _cmd_storage_proxy(args: argparse.Namespace, out: TextIO | None = None) -> i
     _check_address(args.host, args.port)
     storage = open_storage(args.storage)
     (out or sys.stdout).write(
-        f"gRPC storage proxy on grpc://{args.host}:{args.port} for {printed_url(args.storage)}: "
+        f"gRPC storage proxy on grpc://{args.host}:{args.port} for "
+        f"{mask_credentials(printed_url(args.storage))}: "
         f"workers take --storage grpc://{args.host}:{args.port}; Ctrl-C stops\n"
     )
     (out or sys.stdout).flush()

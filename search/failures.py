@@ -5,8 +5,18 @@ processes that failed. Used by the command (:mod:`search.cli`) and by each worke
 from __future__ import annotations
 
 import errno
+import re
 
-__all__ = ["WorkersFailed", "os_error", "storage_failure", "failure_line"]
+__all__ = ["WorkersFailed", "os_error", "storage_failure", "failure_line", "mask_credentials"]
+
+#: ``scheme://user:password@host``: the password of a database URL
+_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)[^@\s]*@")
+
+
+def mask_credentials(text: str) -> str:
+    """``text`` with the password of every URL in it replaced by ``***``
+    (``postgresql://postgres:***@host/db``): what palm-tune prints or logs never shows one."""
+    return _PASSWORD.sub(r"\1***@", text)
 
 
 class WorkersFailed(RuntimeError):
@@ -42,9 +52,12 @@ def storage_failure(exc: BaseException) -> str | None:
             "the storage's disk is full (or failed to write); the trials committed before "
             "are kept: free space and run again"
         )
-    if type(exc).__name__ == "StorageInternalError":
+    # Optuna wraps a failed commit in StorageInternalError; what reaches us may be a later
+    # exception raised while handling it (Optuna's own UnboundLocalError when the database
+    # went away during a trial's tell), so the whole chain is searched
+    if any(type(e).__name__ == "StorageInternalError" for e in chain):
         root = chain[-1]
-        message = " ".join(str(root).split())[:200]
+        message = mask_credentials(" ".join(str(root).split())[:200])
         return f"the storage failed: {type(root).__name__}: {message}"
     return None
 
@@ -55,5 +68,5 @@ def failure_line(exc: BaseException) -> str:
     storage = storage_failure(exc)
     if storage:
         return storage
-    message = " ".join(str(exc).split()) or type(exc).__name__
+    message = mask_credentials(" ".join(str(exc).split())) or type(exc).__name__
     return f"{type(exc).__name__}: {message}"

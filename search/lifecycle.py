@@ -203,7 +203,10 @@ def trial_signals() -> Iterator[None]:
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
     """Warnings as one line on stderr, like errors (no file name, no source line)."""
-    print(f"palm-tune: warning: {' '.join(str(message).split())}", file=sys.stderr)
+    from search.failures import mask_credentials
+
+    text = mask_credentials(" ".join(str(message).split()))
+    print(f"palm-tune: warning: {text}", file=sys.stderr)
 
 
 def one_line_warnings() -> None:
@@ -240,7 +243,8 @@ def install_sigterm() -> None:
 
 
 class _OneLine(logging.Filter):
-    """Drop the traceback of a log record, keep the first line of its message."""
+    """Drop the traceback of a log record, keep the first line of its message (Optuna's
+    warnings may span lines: the SQL of a failed query), with any password masked."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.exc_info and isinstance(record.exc_info[1], KeyboardInterrupt):
@@ -248,11 +252,13 @@ class _OneLine(logging.Filter):
         text = str(record.msg)
         if "StorageInternalError" in text or "failed with value None" in text:
             return False  # the command names the storage failure; the second line repeats
-        if record.exc_info or record.exc_text:
-            record.exc_info = None
-            record.exc_text = None
-            message = record.getMessage().splitlines()[0] if record.getMessage() else ""
-            record.msg, record.args = message, None
+        from search.failures import mask_credentials
+
+        record.exc_info = None
+        record.exc_text = None
+        message = record.getMessage()
+        message = message.splitlines()[0] if message else ""
+        record.msg, record.args = mask_credentials(message), None
         return True
 
 

@@ -27,7 +27,7 @@ import optuna
 from optuna.exceptions import DuplicatedStudyError
 from optuna.study import StudyDirection
 
-from search.storage import _alive  # a process of this host that still exists
+from search.journal import pid_alive  # a process of this host that still exists
 
 __all__ = ["once_per_study", "lock_name", "is_lock", "BEAT_S", "STALE_S", "LOCK_MARK"]
 
@@ -135,7 +135,7 @@ def _break_if_stale(
     stale = now - (beat if isinstance(beat, (int, float)) else seen) > STALE_S
     if isinstance(holder, str) and ":" in holder:
         host, pid = holder.rsplit(":", 1)
-        if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+        if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
             stale = True
     if stale:
         with contextlib.suppress(KeyError):

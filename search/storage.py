@@ -24,7 +24,6 @@ heartbeat in Optuna 5, so every trial records its worker (host and process id) a
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -32,14 +31,16 @@ import time
 import warnings
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import optuna
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
-from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from palm.errors import ConfigError
-from search.lifecycle import signals_deferred
+from search.failures import mask_credentials
+from search.journal import JournalLock, ReadOnlyJournal, pid_alive, whole_record
 
 __all__ = [
     "DEFAULT_STORAGE",
@@ -59,6 +60,7 @@ __all__ = [
     "grpc_address",
     "JOURNAL_SUFFIXES",
     "WORKER_ATTR",
+    "foreign_database",
 ]
 
 DEFAULT_STORAGE = "sqlite:///palm-tune.db"
@@ -78,19 +80,6 @@ def worker_id(pid: int | None = None) -> str:
     """``host:pid`` of this process (or of process ``pid`` of this host): what every trial
     records as its worker (:data:`WORKER_ATTR`)."""
     return f"{socket.gethostname()}:{os.getpid() if pid is None else pid}"
-
-
-class _SignalSafeLock(JournalFileSymlinkLock):
-    """Optuna's journal lock whose acquire and release a stop signal never cuts in half
-    (see :func:`search.lifecycle.signals_deferred`)."""
-
-    def acquire(self) -> bool:
-        with signals_deferred():
-            return super().acquire()
-
-    def release(self) -> None:
-        with signals_deferred():
-            super().release()
 
 
 def _journal_path(url: str) -> Path | None:
@@ -163,17 +152,27 @@ def check_workers(url: str | BaseStorage | None, workers: int) -> None:
         )
 
 
-def open_storage(url: str | BaseStorage | None) -> BaseStorage:
-    """The Optuna storage behind ``url`` (see module docstring); errors name the URL. An
-    Optuna storage object is returned as it is."""
+def open_storage(url: str | BaseStorage | None, *, read_only: bool = False) -> BaseStorage:
+    """The Optuna storage behind ``url`` (see module docstring); errors name the URL, with
+    any password masked. An Optuna storage object is returned as it is. ``read_only``
+    (``best``, ``report``): the store is opened so that nothing can be written to it, a journal
+    without its lock (:class:`ReadOnlyJournal`) and SQLite in read-only mode
+    (:func:`_read_only_rdb`), so a store the user can read but not write (a read-only file,
+    folder or file system) can be read. A database of another program (not Optuna's tables)
+    is refused before anything is written to it."""
     if isinstance(url, BaseStorage):
         return url
-    url = url or DEFAULT_STORAGE
+    url = given = url or DEFAULT_STORAGE
     journal = _journal_path(url)
     try:
         if journal is not None:
+            # absolute: Optuna's lock links to the path as given, which dangles from inside
+            # the journal's folder when the path is relative (search/journal.py)
+            journal = journal.absolute()
+            if read_only:
+                return JournalStorage(ReadOnlyJournal(journal))
             journal.parent.mkdir(parents=True, exist_ok=True)
-            lock = _SignalSafeLock(str(journal), grace_period=GRACE_PERIOD_S)
+            lock = JournalLock(journal, grace_period=GRACE_PERIOD_S)
             note = repair_journal(journal, lock)
             if note:
                 sys.stderr.write(f"palm-tune: {note}\n")
@@ -181,7 +180,14 @@ def open_storage(url: str | BaseStorage | None) -> BaseStorage:
         if url.startswith("grpc://"):
             return _grpc_storage(url)
         if url.startswith(("sqlite:", "postgresql", "mysql")):
-            return _rdb_storage(url)
+            foreign = foreign_database(url)
+            if foreign is not None:
+                raise ConfigError(
+                    "--storage",
+                    mask_credentials(given),
+                    f"an Optuna study database ({foreign}; it was left unchanged)",
+                )
+            return _read_only_rdb(url) if read_only else _rdb_storage(url)
     except ConfigError:
         raise
     except ImportError as exc:
@@ -189,13 +195,19 @@ def open_storage(url: str | BaseStorage | None) -> BaseStorage:
         extra = _EXTRA.get(scheme)
         hint = f"; pip install 'palm-tune[{extra}]'" if extra and " " not in extra else ""
         raise ConfigError(
-            "--storage", url, f"a storage whose driver is installed ({exc}{hint})"
+            "--storage",
+            mask_credentials(given),
+            f"a storage whose driver is installed ({exc}{hint})",
         ) from None
     except Exception as exc:  # noqa: BLE001 - a database that does not answer, a bad path...
-        message = " ".join(str(exc).split())[:200]
-        raise ConfigError("--storage", url, f"a reachable storage ({message})") from None
+        message = mask_credentials(" ".join(str(exc).split())[:200])
+        raise ConfigError(
+            "--storage", mask_credentials(given), f"a reachable storage ({message})"
+        ) from None
     raise ConfigError(
-        "--storage", url, "sqlite:///FILE, FILE.journal, postgresql://... or grpc://HOST:PORT"
+        "--storage",
+        mask_credentials(given),
+        "sqlite:///FILE, FILE.journal, postgresql://... or grpc://HOST:PORT",
     )
 
 
@@ -229,6 +241,81 @@ def _grpc_storage(url: str) -> BaseStorage:
             "(start one with palm-tune storage-proxy)",
         ) from None
     return proxy
+
+
+def _sqlite_uri(url: str, flags: str) -> str:
+    """A SQLAlchemy URL opening the SQLite file of ``url`` as a URI with ``flags``
+    (https://www.sqlite.org/uri.html), by its absolute path."""
+    path = Path(url[len("sqlite:///") :]).absolute()
+    return f"sqlite:///file:{quote(str(path))}?{flags}&uri=true"
+
+
+def _read_only_rdb(url: str) -> RDBStorage:
+    """An RDB storage that cannot write: no table creation, SQLite opened ``mode=ro``. A
+    database in write-ahead-log mode needs its ``-shm`` file; where it cannot be made (a
+    read-only folder or file system), the file is opened ``immutable=1``, which SQLite allows
+    for a file nobody writes (https://www.sqlite.org/wal.html, "Read-Only Databases")."""
+    if not url.startswith("sqlite:///"):
+        return RDBStorage(url, skip_table_creation=True)
+    try:
+        return RDBStorage(_sqlite_uri(url, "mode=ro"), skip_table_creation=True)
+    except Exception as exc:  # noqa: BLE001 - sqlalchemy's OperationalError, wrapped by Optuna
+        if not _cannot_open_read_only(exc):
+            raise
+    return RDBStorage(_sqlite_uri(url, "immutable=1"), skip_table_creation=True)
+
+
+def _cannot_open_read_only(exc: BaseException) -> bool:
+    """Whether SQLite refused a read-only open of a write-ahead-log database for want of its
+    ``-shm`` file (SQLite says "unable to open database file" or "attempt to write a readonly
+    database"), anywhere in the exception's chain."""
+    node: BaseException | None = exc
+    seen = 0
+    while node is not None and seen < 20:
+        if any(w in str(node) for w in ("unable to open database", "readonly database")):
+            return True
+        node, seen = node.__cause__ or node.__context__, seen + 1
+    return False
+
+
+def foreign_database(url: str) -> str | None:
+    """Why the database at ``url`` is not an Optuna study database, or None when it is one
+    or is empty (a new store). Only reads: SQLite is opened ``mode=ro``. Optuna's tables, in
+    a store being created by another process at this moment, may be only some of them; each
+    present must have Optuna's key columns, and at least one must be there."""
+    import sqlalchemy
+    from optuna.storages._rdb.models import BaseModel
+
+    probe = url
+    if url.startswith("sqlite:///"):
+        path = Path(url[len("sqlite:///") :])
+        if not path.is_file() or path.stat().st_size == 0:
+            return None
+        probe = _sqlite_uri(url, "mode=ro")
+    engine = sqlalchemy.create_engine(probe)
+    try:
+        try:
+            inspector = sqlalchemy.inspect(engine)
+            tables = set(inspector.get_table_names())
+        except sqlalchemy.exc.OperationalError as exc:
+            if _cannot_open_read_only(exc):  # a WAL store in a read-only folder: opened later
+                return None
+            raise
+        except sqlalchemy.exc.DatabaseError as exc:  # "file is not a database"
+            return f"this file is not a SQLite database: {' '.join(str(exc.orig).split())}"
+        optuna_tables = BaseModel.metadata.tables
+        known = tables & (set(optuna_tables) | {"alembic_version"})
+        if tables and not known:
+            shown = ", ".join(sorted(tables)[:6])
+            return f"its tables ({shown}) are none of Optuna's"
+        for name in sorted(tables & set(optuna_tables)):
+            columns = {c["name"] for c in inspector.get_columns(name)}
+            for key in optuna_tables[name].primary_key.columns:
+                if key.name not in columns:
+                    return f"its table {name} has no column {key.name}: another program's"
+        return None
+    finally:
+        engine.dispose()
 
 
 def _rdb_storage(url: str) -> RDBStorage:
@@ -275,27 +362,22 @@ def _fewer_syncs(storage: RDBStorage) -> None:
     storage.engine.dispose()  # pooled connections were opened before the listener
 
 
-def repair_journal(path: Path, lock: JournalFileSymlinkLock | None = None) -> str | None:
+def repair_journal(path: Path, lock: JournalLock | None = None) -> str | None:
     """Make a journal file safe to append to after a crash or a full disk.
 
     Optuna appends one JSON record per line and ignores a last line without its newline; but
     the next append would continue that torn line and make the journal unreadable from there
-    on. Under the journal's lock (a writer may be mid-append): a stale lock older than
-    :data:`GRACE_PERIOD_S` is removed, a torn last record is cut off, and a line that an
-    earlier version poisoned (torn record + whole record) keeps its whole record. Returns one
-    line saying what was done, or None."""
-    lock_file = Path(str(path) + ".lock")
+    on. Under the journal's lock (a writer may be mid-append): a stale lock (its holder gone,
+    or older than :data:`GRACE_PERIOD_S`) is removed, a torn last record is cut off, and a
+    line that an earlier version poisoned (torn record + whole record) keeps its whole
+    record. Returns one line saying what was done, or None."""
+    lock = lock or JournalLock(path, grace_period=GRACE_PERIOD_S)
     notes = []
-    try:
-        age = time.time() - os.lstat(lock_file).st_mtime
-    except FileNotFoundError:
-        age = None
-    if age is not None and age > GRACE_PERIOD_S:
-        lock_file.unlink(missing_ok=True)
-        notes.append(f"removed a stale lock {lock_file.name} ({age:.0f} s old)")
+    why = lock.stale()
+    if why is not None and lock.take_over():
+        notes.append(f"removed a stale lock {path.name}.lock ({why})")
     if not path.exists() or path.stat().st_size == 0:
         return f"journal {path}: " + "; ".join(notes) if notes else None
-    lock = lock or _SignalSafeLock(str(path), grace_period=GRACE_PERIOD_S)
     lock.acquire()
     try:
         notes += _repair_records(path)
@@ -315,20 +397,14 @@ def _repair_records(path: Path) -> list[str]:
     lines = data[:keep].splitlines(keepends=True)
     fixed = 0
     for i, line in enumerate(lines):
-        try:
-            json.loads(line)
-            continue
-        except ValueError:
-            pass
-        start = line.rfind(b'{"op_code"')
-        try:
-            json.loads(line[start:]) if start > 0 else json.loads(b"x")
-        except ValueError:
+        record = whole_record(line)
+        if record is None:
             raise ConfigError(
                 "--storage", str(path), f"a readable journal (line {i + 1} is corrupt)"
-            ) from None
-        lines[i] = line[start:]
-        fixed += 1
+            )
+        if record is not line:
+            lines[i] = record
+            fixed += 1
     if fixed:
         notes.append(f"dropped {fixed} torn record(s) inside the file")
     if notes:
@@ -351,16 +427,6 @@ def artifact_dir(url: str | None) -> Path:
     return Path("palm-tune-artifacts")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale_trials(study: optuna.Study) -> list[int]:
     """Fail the RUNNING trials whose worker process on this host no longer exists; returns
     their numbers. Trials of other hosts are left to the storage's heartbeat."""
@@ -375,7 +441,7 @@ def sweep_stale_trials(study: optuna.Study) -> list[int]:
             worker_host == host
             and pid.isdigit()
             and int(pid) != os.getpid()
-            and not _alive(int(pid))
+            and not pid_alive(int(pid))
         ):
             study._storage.set_trial_system_attr(  # noqa: SLF001 - the public API has no setter
                 trial._trial_id,

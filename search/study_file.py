@@ -63,6 +63,7 @@ __all__ = [
     "check_sampler",
     "check_seed",
     "MAX_SEED",
+    "MAX_SCREEN",
 ]
 
 #: objective name -> (direction, what it measures)
@@ -89,6 +90,9 @@ _STUDY_KEYS = (
 DEFAULT_SCREEN = 200
 DEFAULT_SCREEN_MESH = 100
 DEFAULT_SCREEN_TOP = 10
+#: the largest screening (docs/tuning.md): it draws up to 20 configurations per one screened,
+#: keeps the distinct ones in memory and prices each one it keeps (search/screen.py)
+MAX_SCREEN = 1000
 
 
 def default_screen(base: SimConfig, *, trials: int) -> int:
@@ -199,6 +203,13 @@ def study_from_tables(
         _count(study, "screen", default_screen(base, trials=trials), 0),
         _count(study, "screen_top", DEFAULT_SCREEN_TOP, 1),
     )
+    if screen > MAX_SCREEN:
+        raise ConfigError(
+            "study.screen",
+            screen,
+            f"an integer in 0..{MAX_SCREEN:,} (configurations screened analytically; "
+            "the screening's time and memory grow with it)",
+        )
     name = study.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise ConfigError("study.name", name, "a non-empty string")

@@ -121,6 +121,12 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
                 or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
             ):
                 raise ConfigError(f"space.parallelism.{k}", v, "tp or pp with an array of degrees")
+            if not v:  # as every other choice list: an empty one is refused, not read as "all"
+                raise ConfigError(
+                    f"space.parallelism.{k}",
+                    v,
+                    f"a non-empty array of degrees (leave {k} out to search every valid one)",
+                )
         parts.append(Parallelism(tp=tuple(par.get("tp", ())), pp=tuple(par.get("pp", ()))))
     elif par is not False:
         raise ConfigError("space.parallelism", par, "true, false or a table with tp / pp")

@@ -3,9 +3,12 @@ a subprocess with real files, bounded in time and memory, and the study files an
 those tests share.
 
 ``run`` sets ``RLIMIT_AS`` (address space) in the child before it starts, so input that makes
-work grow with a value fails the test by running out of memory or time instead of taking the
-machine down; ``file_bytes`` sets ``RLIMIT_FSIZE`` (with ``SIGXFSZ`` ignored), so every write
-past it fails with ``EFBIG`` part-way through, as on a full disk. ``assert_usage_error`` is the
+work grow with a value fails the test by running out of memory instead of taking the machine
+down; its ``timeout_s`` is a hang guard, multiplied by :data:`HANG_GUARD` (a command that
+blocks for ever fails the test instead of stalling the suite), never a check of speed: no test
+asserts on wall-clock time (speed is measured by benchmarks/, e.g. benchmarks/bounds_cost.py);
+``file_bytes`` sets ``RLIMIT_FSIZE`` (with ``SIGXFSZ`` ignored), so every write past it fails
+with ``EFBIG`` part-way through, as on a full disk. ``assert_usage_error`` is the
 one-line error contract (exit 2, one stderr line ``palm-tune: error: ...`` naming the field, no
 traceback). ``trial_states`` counts a study's trials by state, for "nothing lost" checks.
 """
@@ -19,7 +22,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,12 @@ __all__ = [
     "tune",
     "spawn",
     "env",
+    "unprivileged",
+    "read_only_mount",
+    "wait_for_import",
+    "spawn_long_simulation",
+    "wait_for_cpu",
+    "HANG_GUARD",
     "assert_usage_error",
     "assert_clean",
     "trial_states",
@@ -82,12 +91,16 @@ hardware = {{ inter_tile_link_gbps = {{ low = 128, high = 512 }} }}
 """
 
 
+#: how many times its stated time a command may take before the test calls it hung (the
+#: suite runs on two shared cores, under load in CI); ``PALM_TEST_HANG_GUARD`` changes it
+HANG_GUARD = float(os.environ.get("PALM_TEST_HANG_GUARD", "5"))
+
+
 @dataclass(frozen=True)
 class Run:
     code: int
     stdout: str
     stderr: str
-    wall_s: float
 
 
 def _limits(memory_bytes: int, file_bytes: int | None) -> Callable[[], None]:
@@ -117,20 +130,22 @@ def run(
     memory_bytes: int = MEMORY_LIMIT_BYTES,
     file_bytes: int | None = None,
     stdin: str | None = None,
+    prefix: Sequence[str] = (),
 ) -> Run:
-    """``python -m search.cli ARGS`` in ``cwd``; fails the test if it outlives ``timeout_s``."""
-    start = time.perf_counter()
+    """``python -m search.cli ARGS`` in ``cwd``; fails the test if it outlives ``timeout_s``
+    times :data:`HANG_GUARD` (hung). ``prefix``: a command that runs it (e.g.
+    :func:`unprivileged`)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "search.cli", *args],
+        [*prefix, sys.executable, "-m", "search.cli", *args],
         cwd=cwd,
         env=env(),
         capture_output=True,
         text=True,
-        timeout=timeout_s,
+        timeout=timeout_s * HANG_GUARD,
         input=stdin,
         preexec_fn=_limits(memory_bytes, file_bytes),
     )
-    return Run(proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - start)
+    return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
 def tune(
@@ -158,11 +173,14 @@ def tune(
     )
 
 
-def spawn(*args: str, cwd: Path | str = REPO, group: bool = True) -> subprocess.Popen[str]:
+def spawn(
+    *args: str, cwd: Path | str = REPO, group: bool = True, python: Sequence[str] = ()
+) -> subprocess.Popen[str]:
     """Start ``palm-tune ARGS`` in the background (for signals and races); stdout/stderr are
-    pipes. ``group``: its own process group, as a shell job (``killpg`` = Ctrl-C)."""
+    pipes. ``group``: its own process group, as a shell job (``killpg`` = Ctrl-C).
+    ``python``: interpreter options (``-X importtime`` prints a readiness line per module)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "search.cli", *args],
+        [sys.executable, *python, "-m", "search.cli", *args],
         cwd=cwd,
         env=env(),
         stdout=subprocess.PIPE,
@@ -171,6 +189,81 @@ def spawn(*args: str, cwd: Path | str = REPO, group: bool = True) -> subprocess.
         start_new_session=group,
         preexec_fn=_limits(MEMORY_LIMIT_BYTES, None),
     )
+
+
+def spawn_long_simulation(cwd: Path) -> subprocess.Popen[str]:
+    """``palm-tune simulate`` of about 20 s (every mesh link a resource of its own), started
+    with ``-X importtime`` (a readiness line per module: :func:`wait_for_import`), in the
+    process group of the test (a signal goes to it alone)."""
+    return spawn(
+        "simulate",
+        str(WAFER),
+        "--set",
+        "training.global_batch=2048",
+        "--set",
+        'communication.noc_granularity="link"',
+        cwd=cwd,
+        group=False,
+        python=["-X", "importtime"],
+    )
+
+
+def wait_for_import(proc: subprocess.Popen[str], module: str) -> str:
+    """Read the stderr of ``proc`` (started with ``python=["-X", "importtime"]``) up to the
+    line that says ``module`` finished importing: a readiness line, where a test would
+    otherwise sleep and hope. Returns what was read."""
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("import time:") and line.rsplit("|", 1)[-1].strip() == module:
+            return "".join(seen)
+    raise AssertionError(f"{module} was never imported: {''.join(seen)[-2000:]}")
+
+
+def wait_for_cpu(proc: subprocess.Popen[str], cpu_s: float) -> None:
+    """Wait until ``proc`` has used ``cpu_s`` seconds of CPU (its own progress, whatever the
+    load: user + system time from /proc/PID/stat); a signal sent then lands in the work that
+    follows its start-up, which takes a fraction of that."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    for _ in range(int(20 * 600 * HANG_GUARD)):  # a hang guard, not a measure: 0.05 s a poll
+        assert proc.poll() is None, proc.communicate()
+        with open(f"/proc/{proc.pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / ticks >= cpu_s:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the process never used {cpu_s} s of CPU")
+
+
+def unprivileged() -> list[str]:
+    """A command prefix that runs a process without the privilege to ignore file modes: as
+    root (CI), a user namespace in which this user is ``nobody`` (files keep their owner,
+    so a mode without ``w`` refuses writing, as for any user); otherwise nothing. Skips the
+    test, saying why, where user namespaces are not allowed."""
+    import pytest
+
+    if os.geteuid() != 0:
+        return []
+    prefix = ["unshare", "--map-user=65534", "--map-group=65534"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"running as root and no user namespace to drop it: {probe.stderr.strip()}")
+    return prefix
+
+
+def read_only_mount(folder: Path) -> list[str]:
+    """A command prefix that runs a process in a mount namespace where ``folder`` is a
+    read-only file system (a read-only bind mount; writes fail with EROFS, also for root).
+    Skips the test, saying why, where mount namespaces are not allowed."""
+    import pytest
+
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && shift && exec "$@"'
+    prefix = ["unshare", "--map-root-user", "--mount", "sh", "-c", script, str(folder), "--"]
+    probe = subprocess.run([*prefix, "true"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespace for a read-only file system: {probe.stderr.strip()}")
+    return prefix
 
 
 def assert_clean(r: Run) -> None:

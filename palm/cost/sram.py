@@ -97,11 +97,12 @@ def allocate_sram(
     weights = sum(op.weights for op in ops)
     state = sum(op.weights + op.states for op in ops) if training else weights
     acts = sum(op.inputs for op in ops)
+    largest_output = max((x.outputs for x in ops), default=0.0)
     out: list[SramAllocation] = []
     for op in ops:
         w, i, o = op.weights, op.inputs, op.outputs
         update = w * update_bytes_per_weight_byte if training else 0.0
-        if state + acts + max((x.outputs for x in ops), default=0.0) <= s:
+        if state + acts + largest_output <= s:
             out.append(SramAllocation(op.name, "on-chip", 0.0, 0.0, 0.0))
         elif state <= s:
             out.append(

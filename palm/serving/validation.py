@@ -121,20 +121,14 @@ def default_inference_file() -> Path:
 
 
 def is_inference_file(path: str | Path) -> bool:
-    """Whether ``path`` holds rows of the inference shape (cases with ``setup`` and
-    ``measured``)."""
+    """Whether ``path`` holds rows of the inference shape (recognised in
+    :mod:`palm.validation_files`); unreadable files are not."""
+    from palm.validation_files import validation_file_kind
+
     try:
-        data = json.loads(read_input(path, field="validation file", kind="JSON file"))
-    except (ConfigError, ValueError, RecursionError):
+        return validation_file_kind(path) == "inference"
+    except ConfigError:
         return False
-    cases = data.get("cases") if isinstance(data, dict) else None
-    return bool(
-        isinstance(cases, list)
-        and cases
-        and isinstance(cases[0], dict)
-        and "setup" in cases[0]
-        and "measured" in cases[0]
-    )
 
 
 def load_inference_cases(path: str | Path | None = None) -> InferenceCases:

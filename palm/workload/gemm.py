@@ -48,12 +48,20 @@ from palm.workload.ops import Linear, Op
 __all__ = [
     "AUTO_BLOCK_TILES",
     "MATMUL_CONFIGS",
+    "MAX_GEMM_DIM",
     "OPERANDS",
     "GemmSplit",
     "auto_program_kind",
     "gemm_ops",
     "split_product",
 ]
+
+MAX_GEMM_DIM = 2**24
+"""Largest ``m``, ``k`` or ``n`` of a ``family = "gemm"`` product (16,777,216: a 2^24-square
+bf16 operand is 512 TiB, far past any chip's DRAM). The blocking search
+(``palm.cost.blocking``) tries about ``2 sqrt(m)`` block heights, so its arrays, its time and
+how soon a stop signal is acted on grow with ``sqrt(m)``; at the bound they are 8,193 values,
+where ``m = 2^53`` needed about 10^8 (out of memory)."""
 
 OPERANDS: tuple[str, ...] = ("a", "b", "c")
 """Names of the operands of ``C = A B`` (for ``model.sram_resident``)."""

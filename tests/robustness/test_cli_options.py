@@ -190,7 +190,6 @@ def test_help_texts_cite_no_file_outside_the_repository() -> None:
     [
         (["plot", "{dgx}", "--out", "{file}"], "--out"),
         (["simulate", "{dgx}", "--trace", "{dir}"], "--trace"),
-        (["simulate", "{dgx}", "--trace", "/dev/full"], "--trace"),
         (["simulate", "{dgx}", "--set", "training.global_batch=nan"], "training.global_batch"),
         (["simulate", "{dgx}", "--set", "parallelism.dp_bucket_mib=-inf"], "dp_bucket_mib"),
         (["simulate", "{dgx}", "--set", "model"], "--set"),

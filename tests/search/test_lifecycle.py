@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from search import storage
+from search.journal import JournalLock
 from search.lifecycle import (
     guarded,
     interruptible,
@@ -40,7 +41,7 @@ def test_a_signal_as_the_journal_lock_is_released_still_releases_it(
 ) -> None:
     journal = tmp_path / "s.journal"
     journal.touch()
-    lock = storage._SignalSafeLock(str(journal), grace_period=storage.GRACE_PERIOD_S)
+    lock = JournalLock(journal, grace_period=storage.GRACE_PERIOD_S)
     real_rename = os.rename
 
     def ctrl_c_then_rename(src: str, dst: str) -> None:
