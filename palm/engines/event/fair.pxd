@@ -21,7 +21,7 @@ cdef class _Filler:
     cdef public list capacity, room, weight, unfrozen, on, loaded
 
     @cython.locals(
-        inf=double, level=double, current=double, a=double, cap=double, left=Py_ssize_t,
+        inf=double, level=double, current=double, a=double, cap=double, left=Py_ssize_t, stale=Py_ssize_t,
         i=Py_ssize_t, r=Py_ssize_t, q=Py_ssize_t, rates=list, room=list, weight=list,
         unfrozen=list, on=list, capacity=list, loaded=list, heap=list,
     )
@@ -72,5 +72,5 @@ cdef class FairNetwork:
     cpdef bint _class_change(self, object flow, double now, bint started)
 
 
-@cython.locals(end=double, ends=Py_ssize_t, queue=list)
+@cython.locals(end=double, now=double, ends=Py_ssize_t, idle=Py_ssize_t, limit=Py_ssize_t, queue=list)
 cpdef _run_with_network(object env, FairNetwork net)
