@@ -152,12 +152,16 @@ def split_product(
         kind = auto_program_kind(m=m, n=n, grid=grid) if matmul_config == "auto" else "2d"
         if kind != "2d":
             return _one_d(m=m, n=n, k=k, cores=grid[0] * grid[1], kind=kind)
+    # parts that get no tiles do not take part (tt-metal sizes the cores a 2-D multicast
+    # program runs on as ceil(Mt / per_core_M) x ceil(Nt / per_core_N)): they neither receive
+    # multicasts nor write C nor add partial sums
+    tm, tn, tk = (math.ceil(_tiles(size) / p) for size, p in ((m, mp), (n, np_), (k, kp)))
     return GemmSplit(
-        m_parts=mp,
-        n_parts=np_,
-        k_parts=kp,
-        tiles_m=math.ceil(_tiles(m) / mp),
-        tiles_n=math.ceil(_tiles(n) / np_),
-        tiles_k=math.ceil(_tiles(k) / kp),
+        m_parts=math.ceil(_tiles(m) / tm),
+        n_parts=math.ceil(_tiles(n) / tn),
+        k_parts=math.ceil(_tiles(k) / tk),
+        tiles_m=tm,
+        tiles_n=tn,
+        tiles_k=tk,
         kind=kind,
     )

@@ -9,7 +9,7 @@ sorted rates, lexicographically, and, for flows of one bottleneck class starting
 times, every flow's end. The counter-examples for the rest are pinned here too.
 
 10,000 cases in all under the ``palm-ci`` profile (a fixed seed); more with
-``python benchmarks/fair_properties.py``. tests/palm/test_fair_properties_compiled.py runs
+``python benchmarks/property_tests.py``. tests/palm/test_fair_properties_compiled.py runs
 them again on the compiled build."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ frozen yet sits at one level ``L``; resource ``r`` fills when ``used_r + W_r L =
 :mod:`palm.network.flows`.
 
 Profiles: ``palm-ci`` (the default: a fixed seed, ``derandomize``, so CI runs the same cases
-every time) and ``palm-bench`` (a random seed, for ``benchmarks/fair_properties.py``); the
+every time) and ``palm-bench`` (a random seed, for ``benchmarks/property_tests.py``); the
 environment variable ``PALM_HYPOTHESIS_PROFILE`` picks one and ``PALM_PROPERTY_SCALE``
 multiplies every test's number of examples.
 """
