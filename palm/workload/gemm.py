@@ -12,7 +12,9 @@ the ``ceil(Mt / rows) x ceil(Nt / cols)`` output tiles of block ``(i, j)`` over 
 receiving its rows of A by multicast along its grid row and its columns of B along its grid
 column. ``linear_split = [b, m, n, k]`` (paper Table III) replaces it with ``m x n x k`` parts
 (``b`` must be 1: one product); ``k > 1`` splits the depth and adds a reduction of partial sums.
-The busiest core, with ``ceil`` of each share, sets the time (tile quantisation).
+The busiest core, with ``ceil`` of each share, sets the time (tile quantisation); parts left
+without tiles (16 tile rows over 5 grid rows of 4 each fill 4) take no part, as tt-metal runs
+the program on ``ceil(Mt / per_core_M) x ceil(Nt / per_core_N)`` cores.
 
 **Out-of-box program configs** (``hardware.matmul_config = "auto"``). Called without a program
 config on interleaved tensors, ttnn picks one itself (tt-metal

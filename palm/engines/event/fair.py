@@ -479,11 +479,14 @@ class FlowEnvironment(simpy.Environment):
         net = self.network
         queue, pop = self._queue, heapq.heappop
         if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
-            idle, limit = 0, self.stall_limit  # events since the clock last moved
+            # events since the clock last moved, and when it did (the clock is written only
+            # when it moves)
+            idle, limit, last = 0, self.stall_limit, self._now
             while queue:
                 now, _, _, event = pop(queue)
-                if now != self._now:
-                    self._now, idle = now, 0
+                if now != last:
+                    self._now = last = now
+                    idle = 0
                 else:
                     idle += 1
                     if idle > limit:
@@ -504,7 +507,9 @@ def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
     methods)."""
     queue, pop, heappush = env._queue, heapq.heappop, heapq.heappush  # noqa: SLF001
     ends = 0  # flow ends, added to ``flow_events`` when the run stops
-    idle, limit = 0, env.stall_limit  # SimPy events since the clock moved or a flow ended
+    # SimPy events since the clock moved or a flow ended, and the clock (written only when it
+    # moves)
+    idle, limit, last = 0, env.stall_limit, env._now  # noqa: SLF001
     try:
         while True:
             end = net.next_end
@@ -512,8 +517,9 @@ def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
                 # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
                 # per event
                 now, _, _, event = pop(queue)
-                if now != env._now:  # noqa: SLF001
-                    env._now, idle = now, 0  # noqa: SLF001
+                if now != last:
+                    env._now = last = now  # noqa: SLF001
+                    idle = 0
                 else:
                     idle += 1
                     if idle > limit:
@@ -524,7 +530,7 @@ def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
                 if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
                     raise _failure(event)
             elif end < _INF:
-                env._now = end
+                env._now = last = end
                 ends += 1
                 idle = 0
                 if net._cls is None:  # noqa: SLF001
