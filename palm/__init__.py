@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names as a type checker and a reader see them
     from palm.api import ENGINES, simulate
     from palm.config import apply_overrides, config_to_dict, load_config, parse_config
-    from palm.errors import ConfigError, PalmError, SimulationError
+    from palm.errors import ConfigError, NoProgressError, PalmError, SimulationError
     from palm.result import Result
     from palm.strategy import (
         CommunicationConfig,
@@ -37,6 +37,7 @@ _HOMES = {
     "load_config": "palm.config",
     "parse_config": "palm.config",
     "ConfigError": "palm.errors",
+    "NoProgressError": "palm.errors",
     "PalmError": "palm.errors",
     "SimulationError": "palm.errors",
     "Result": "palm.result",
@@ -51,6 +52,7 @@ __all__ = [
     "ENGINES",
     "CommunicationConfig",
     "ConfigError",
+    "NoProgressError",
     "PalmError",
     "ParallelismConfig",
     "PlacementConfig",

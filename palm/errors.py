@@ -11,7 +11,7 @@ Memory overflow is *not* an error: it is a field of the result (``fits_memory``,
 
 from __future__ import annotations
 
-__all__ = ["PalmError", "ConfigError", "ConfigWarning", "SimulationError"]
+__all__ = ["PalmError", "ConfigError", "ConfigWarning", "SimulationError", "NoProgressError"]
 
 
 class PalmError(Exception):
@@ -71,3 +71,10 @@ class ConfigWarning(UserWarning):
 
 class SimulationError(PalmError):
     """The simulator reached a state it cannot handle (a bug, not a user mistake)."""
+
+
+class NoProgressError(SimulationError):
+    """A simulation stopped making progress (a bug, not a user mistake): its clock stayed at
+    one instant for more events than the run can schedule, flows in flight can never end, a
+    stage waits for an event nothing will fire, or the fair network's progressive filling
+    went round without freezing a flow. The message names what is stuck."""

@@ -141,7 +141,12 @@ def gemm_times(config: SimConfig) -> GemmTimes:
     core_s = max(max(math_s, feed_s) / hw.matmul_efficiency, noc_s, send_s) + reduce_s
     tail = output_tail_bytes(split, e, hw.sram_per_core_mib * 2**20, traffic.dram_write_bytes)
     dram_s = (traffic.dram_bytes - tail) / (hw.dram_bandwidth_gbps * GB * hw.memory_efficiency)
-    tail_s = tail / output_write_Bps(hw, split.m_parts * split.n_parts) if tail > 0 else 0.0
+    writers = (split.m_parts, split.n_parts) if split.kind in ("2d", "linear") else None
+    tail_s = (
+        tail / output_write_Bps(hw, split.m_parts * split.n_parts, grid=writers)
+        if tail > 0
+        else 0.0
+    )
     launch_s = hw.launch_us * 1e-6
     total = launch_s + max(core_s, dram_s) + tail_s
     if hw.dispatch == "host":
@@ -167,16 +172,20 @@ def output_tail_bytes(split: GemmSplit, e: float, sram_bytes: float, c_write_byt
     return min(c_write_bytes, split.m_parts * split.n_parts * block * tile)
 
 
-def output_write_Bps(hw: Mesh2DHardware, cores: int) -> float:
+def output_write_Bps(
+    hw: Mesh2DHardware, cores: int, *, grid: tuple[int, int] | None = None
+) -> float:
     """Rate at which ``cores`` cores write an interleaved output: on a chip with the Wormhole B0
     floorplan (``noc_floorplan``) the route-level NoC model of the writer's NoC
-    (:func:`palm.network.tensix_noc.interleaved_write_Bps`), elsewhere the achievable DRAM
-    bandwidth."""
+    (:func:`palm.network.tensix_noc.interleaved_write_Bps`) for the first ``cores`` cores, row by
+    row, of ``grid`` (default: the compute grid; a 2-D split's writers are its own
+    ``m_parts x n_parts`` corner of it), elsewhere the achievable DRAM bandwidth."""
     dram = hw.dram_bandwidth_gbps * GB * hw.memory_efficiency
     if hw.noc_floorplan != "wormhole-b0":
         return dram
+    grid = grid or hw.core_grid
     rate = interleaved_write_Bps(
-        grid=hw.core_grid, cores=min(cores, hw.core_grid[0] * hw.core_grid[1]), noc=_WRITER_NOC,
+        grid=grid, cores=min(cores, grid[0] * grid[1]), noc=_WRITER_NOC,
         link_gbps=hw.intra_tile_link_gbps, channel_gbps=hw.dram_channel_bandwidth_gbps
         * hw.memory_efficiency,
     )  # fmt: skip

@@ -12,7 +12,9 @@ the ``ceil(Mt / rows) x ceil(Nt / cols)`` output tiles of block ``(i, j)`` over 
 receiving its rows of A by multicast along its grid row and its columns of B along its grid
 column. ``linear_split = [b, m, n, k]`` (paper Table III) replaces it with ``m x n x k`` parts
 (``b`` must be 1: one product); ``k > 1`` splits the depth and adds a reduction of partial sums.
-The busiest core, with ``ceil`` of each share, sets the time (tile quantisation).
+The busiest core, with ``ceil`` of each share, sets the time (tile quantisation); parts left
+without tiles (16 tile rows over 5 grid rows of 4 each fill 4) take no part, as tt-metal runs
+the program on ``ceil(Mt / per_core_M) x ceil(Nt / per_core_N)`` cores.
 
 **Out-of-box program configs** (``hardware.matmul_config = "auto"``). Called without a program
 config on interleaved tensors, ttnn picks one itself (tt-metal
@@ -160,12 +162,16 @@ def split_product(
         kind = auto_program_kind(m=m, n=n, grid=grid) if matmul_config == "auto" else "2d"
         if kind != "2d":
             return _one_d(m=m, n=n, k=k, cores=grid[0] * grid[1], kind=kind)
+    # parts that get no tiles do not take part (tt-metal sizes the cores a 2-D multicast
+    # program runs on as ceil(Mt / per_core_M) x ceil(Nt / per_core_N)): they neither receive
+    # multicasts nor write C nor add partial sums
+    tm, tn, tk = (math.ceil(_tiles(size) / p) for size, p in ((m, mp), (n, np_), (k, kp)))
     return GemmSplit(
-        m_parts=mp,
-        n_parts=np_,
-        k_parts=kp,
-        tiles_m=math.ceil(_tiles(m) / mp),
-        tiles_n=math.ceil(_tiles(n) / np_),
-        tiles_k=math.ceil(_tiles(k) / kp),
+        m_parts=math.ceil(_tiles(m) / tm),
+        n_parts=math.ceil(_tiles(n) / tn),
+        k_parts=math.ceil(_tiles(k) / tk),
+        tiles_m=tm,
+        tiles_n=tn,
+        tiles_k=tk,
         kind=kind,
     )

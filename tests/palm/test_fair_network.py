@@ -5,6 +5,8 @@ progressive filling is memoised. Hand-worked cases on one or two links."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from collections.abc import Generator, Hashable, Mapping
 from typing import Any
 
@@ -14,6 +16,7 @@ import simpy
 from palm.engines.event import fair
 from palm.engines.event.fair import FairNetwork, FlowEnvironment, Route
 from palm.engines.event.shared import Arrival
+from palm.errors import NoProgressError
 
 
 def _start(
@@ -433,3 +436,69 @@ def test_a_memo_shared_by_two_networks_changes_no_end() -> None:
     assert again == first
     alone, _ = run({})
     assert alone == first
+
+
+def test_a_filling_beside_a_class_that_fills_a_resource_exactly_ends() -> None:
+    # the state that made progressive filling go round forever (T-145B on the wafer, link
+    # mode, strided TP): a class at level 256e9 / 10.6 takes 10.6 x level of a 256 GB/s link,
+    # which rounds to 3.05e-5 B/s more than the link has. No room is left there (rate 0 for
+    # the flow on it, which then ends the class), and the other flow fills its own link. Run
+    # in a child process: on a filling that does not end, the test fails instead of hanging
+    code = (
+        "import importlib\n"
+        f"fair = importlib.import_module({fair.__name__!r})\n"
+        "cap = [256e9, 1e9]\n"
+        "routes = [fair.Route([0, 1], [5.8, 1.0], cap), fair.Route([1], [1.0], cap)]\n"
+        "filler = fair._Filler(cap)\n"
+        "print(filler.fill(routes, {0: 10.6}, 256e9 / 10.6), 256e9 - 10.6 * (256e9 / 10.6))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["[0.0,", "1000000000.0]", "-3.0517578125e-05"]
+
+
+def test_a_filling_that_makes_no_progress_raises_instead_of_spinning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a stuck state built on purpose: a staleness test that every entry fails (a negative
+    # slack), so that the filling would push the same entries back forever; the filling
+    # stops after the pushes its termination proof allows and names the resource
+    routes = [Route([0, 1], [1.0, 1.0], [2.0, 3.0]), Route([1], [1.0], [2.0, 3.0])]
+    monkeypatch.setattr(fair, "_TIGHT", -1e-9)
+    with pytest.raises(NoProgressError, match=r"progressive filling of 2 flows .* resource 1 "):
+        fair.fair_rates(routes, [2.0, 3.0])
+    monkeypatch.undo()
+    assert fair.fair_rates(routes, [2.0, 3.0]) == [1.5, 1.5]
+
+
+@pytest.mark.parametrize("with_network", [True, False])
+def test_a_run_stuck_at_one_instant_raises_naming_the_process(with_network: bool) -> None:
+    # a process that waits on zero-delay timeouts forever keeps the clock at one instant:
+    # past ``stall_limit`` events there without a flow ending, the run raises
+    env = FlowEnvironment()
+    env.stall_limit = 1000
+    if with_network:
+        net = FairNetwork(env, [1.0])
+        _start(env, net, net.route([0], [1.0]), 2.0, {}, "a")
+
+    def spinning() -> Generator[simpy.Event, None, None]:
+        yield env.timeout(0.5)
+        while True:
+            yield env.timeout(0.0)
+
+    env.process(spinning())
+    with pytest.raises(NoProgressError, match=r"1001 events at t = 0.5 s .* resumes spinning"):
+        env.run()
+
+
+def test_a_run_with_flows_that_can_never_end_raises() -> None:
+    # a capacity that is not a number gives a flow a rate and an end that are not numbers:
+    # the clock can never reach its end, and the run says so instead of ending without it
+    env = FlowEnvironment()
+    net = FairNetwork(env, [float("nan"), 1.0])
+    ends: dict[str, float] = {}
+    _start(env, net, net.route([1], [1.0]), 1.0, ends, "fine")
+    _start(env, net, net.route([0, 1], [1.0, 1.0]), 1.0, ends, "stuck")
+    with pytest.raises(NoProgressError, match=r"1 flows in flight can never end.* \[0, 1\]"):
+        env.run()

@@ -115,7 +115,7 @@ def _finish(procs: list[subprocess.Popen[str]]) -> list[Run]:
     out = []
     for p in procs:
         stdout, stderr = p.communicate(timeout=300)
-        out.append(Run(p.returncode, stdout, stderr, 0.0))
+        out.append(Run(p.returncode, stdout, stderr))
         assert p.returncode == 0, stderr[-2000:]
         assert "Traceback" not in stderr, stderr
     return out

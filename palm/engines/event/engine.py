@@ -49,6 +49,7 @@ from palm.engines.event.fabric import Fabric, Flow, FlowTable, build_fabric
 from palm.engines.event.networks import ExclusiveNet, FairNet, Net
 from palm.engines.event.schedules import Operation, stage_program
 from palm.engines.event.shared import PENDING, Arrival
+from palm.errors import NoProgressError
 from palm.plan import Plan
 from palm.result import LinkResult, Result
 from palm.workload.ops import Collective
@@ -110,6 +111,12 @@ _BUFFER = 2
 _STEADY_EXTRA = 96
 #: inference: fewest exits before the drain for the steady-state window to use them only
 _STEADY_MIN = 8
+#: most SimPy events one operation of a stage's program (a pass, a gradient bucket, the
+#: optimizer step) schedules: its waits (inbox, back-pressure), the data fetch, compute, the
+#: weight stream and its NoC tail, collectives, ZeRO-3, the hand-off and its arrival, each
+#: one or two; ``_Run.operations()`` times this bounds the events of a run, and so those of
+#: one instant (tests/palm/test_no_progress.py checks it on every shipped example)
+_EVENTS_PER_OPERATION = 16
 
 
 def _fabric(plan: Plan, granularity: str, noc_model: str) -> tuple[Fabric, FlowTable]:
@@ -190,10 +197,27 @@ def run_event(
         run = _Run(
             plan, granularity=granularity or comm.noc_granularity, noc_model=model, record=record
         )
-        for s in range(run.p):
-            run.env.process(run.stage(s))
+        stages = [run.env.process(run.stage(s)) for s in range(run.p)]
+        run.env.stall_limit = max(fair.STALL_LIMIT, _EVENTS_PER_OPERATION * run.operations())
         run.env.run()
+        stuck = [s for s, process in enumerate(stages) if process.is_alive]
+        if stuck:
+            raise NoProgressError(
+                f"event engine: stage(s) {stuck} of {run.p} never finished: each waits for an "
+                "event nothing is left to fire (the simulation ran out of events); "
+                + "; ".join(_waiting_at(s, stages[s]) for s in stuck[:3])
+            )
         return run.result(wall), run.timeline
+
+
+def _waiting_at(s: int, process: simpy.Process) -> str:
+    """Where stage ``s``'s process waits: the pass of its program it is in (its generator's
+    locals, read for the error message only)."""
+    frame = getattr(process._generator, "gi_frame", None)  # noqa: SLF001
+    where = frame.f_locals if frame is not None else {}
+    if "kind" not in where:
+        return f"stage {s} waits after its passes"
+    return f"stage {s} waits in {where['kind']} of chunk {where['g']}, micro-batch {where['mb']}"
 
 
 @contextmanager
@@ -254,6 +278,14 @@ class _Run:
         self.done_last: list[float] = []
         self.group = par.tp * par.data_ranks
         self.forward, self.backward = self._pass_params()
+
+    def operations(self) -> int:
+        """The operations of the run's programs: every stage's passes (two per chunk and
+        micro-batch in training, one in inference), its gradient buckets, and per stage its
+        start, end, optimizer step and weight gather."""
+        passes = (2 if self.training else 1) * self.n_chunks * self.m
+        buckets = sum(stage.dp_buckets for stage in self.plan.stages)
+        return passes + buckets + 4 * self.p
 
     def _pass_params(self) -> tuple[list[_PassParams], list[_PassParams]]:
         """Per chunk and direction: compute, weight stream, collectives, ZeRO-3 gather, the

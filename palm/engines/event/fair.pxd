@@ -22,8 +22,8 @@ cdef class _Filler:
 
     @cython.locals(
         inf=double, level=double, current=double, a=double, cap=double, left=Py_ssize_t,
-        i=Py_ssize_t, r=Py_ssize_t, q=Py_ssize_t, rates=list, room=list, weight=list,
-        unfrozen=list, on=list, capacity=list, loaded=list, heap=list,
+        stale=Py_ssize_t, i=Py_ssize_t, r=Py_ssize_t, q=Py_ssize_t, rates=list, room=list,
+        weight=list, unfrozen=list, on=list, capacity=list, loaded=list, heap=list,
     )
     cpdef list fill(self, routes, dict taken=*, double class_level=*)
 
@@ -72,5 +72,8 @@ cdef class FairNetwork:
     cpdef bint _class_change(self, object flow, double now, bint started)
 
 
-@cython.locals(end=double, ends=Py_ssize_t, queue=list)
+@cython.locals(
+    end=double, now=double, last=double, ends=Py_ssize_t, idle=Py_ssize_t, limit=Py_ssize_t,
+    queue=list,
+)
 cpdef _run_with_network(object env, FairNetwork net)

@@ -40,9 +40,10 @@ import numpy as np
 import simpy
 
 from palm.engines.event.shared import Arrival, Timer
+from palm.errors import NoProgressError
 from palm.network.flows import fill
 
-__all__ = ["FairNetwork", "FlowEnvironment", "Route", "fair_rates"]
+__all__ = ["FairNetwork", "FlowEnvironment", "Route", "STALL_LIMIT", "fair_rates"]
 
 #: relative slack when deciding that a resource is full (rounding of the filling levels)
 _TIGHT = 1e-12
@@ -62,6 +63,11 @@ _CLASS_MIN = 4
 _REBASE = 256
 #: a resource loaded up to this much of its capacity (rounding of the level) is not over it
 _OVER = 1.0 + _TIGHT
+
+
+#: most SimPy events a run takes at one instant without a flow ending, unless its caller
+#: sets its own (``FlowEnvironment.stall_limit``)
+STALL_LIMIT = 1_000_000
 
 
 _ROUTES_MADE = itertools.count()
@@ -141,7 +147,16 @@ class _Filler:
     ) -> list[float]:
         """:func:`fair_rates` (:meth:`used` then tells the capacity they use). With ``taken``,
         resource ``r`` has ``taken[r] x class_level`` of its capacity taken already (by a
-        :class:`_Class` of flows frozen at ``class_level``)."""
+        :class:`_Class` of flows frozen at ``class_level``); where that rounds below zero (a
+        resource the class fills exactly, as it fills its bottleneck) no room is left, and
+        the flows there get rate 0.
+
+        It always ends (docs/model.md sec. 7, "Termination"): the heap holds at most one entry
+        per resource, every key is ``>= 0`` (room is never below zero at the start, and an
+        entry is pushed again only at a level above its key), so an entry popped with its
+        resource unchanged since its push is not stale; a resource changes only when a flow
+        on it freezes, so it is pushed again at most once per flow on it. More pushes than
+        that are a broken invariant: :class:`~palm.errors.NoProgressError`."""
         inf = _INF
         rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
         room, weight, unfrozen, on, capacity = (
@@ -168,6 +183,8 @@ class _Filler:
                         if taken is None
                         else capacity[r] - taken.get(r, 0.0) * class_level
                     )
+                    if cap < 0.0:  # the class's use of a resource it fills, rounded up
+                        cap = 0.0
                     room[r], weight[r], unfrozen[r], on[r] = cap, a, 1, [i]
                     loaded.append(r)
         # a freeze only raises the level at which another resource fills ((room - a L) /
@@ -176,12 +193,16 @@ class _Filler:
         heap = [(room[r] / weight[r], r) for r in loaded]
         heapq.heapify(heap)
         pop, push = heapq.heappop, heapq.heappush
+        stale = len(loaded) * len(routes)  # pushes again the proof allows (see above)
         while left:
             level, r = pop(heap)
             if not unfrozen[r]:
                 continue
             current = room[r] / weight[r]
             if current > level * (1.0 + _TIGHT):  # stale: a freeze took load off r
+                stale -= 1
+                if stale < 0:
+                    raise _stuck_filling(r, level, current, room[r], weight[r], len(routes))
                 push(heap, (current, r))
                 continue
             for i in on[r]:
@@ -200,6 +221,18 @@ class _Filler:
         (``taken``'s part included), by resource."""
         capacity, room = self.capacity, self.room
         return {r: capacity[r] - room[r] for r in self.loaded}
+
+
+def _stuck_filling(
+    r: int, level: float, current: float, room: float, weight: float, flows: int
+) -> NoProgressError:
+    """The error of a progressive filling that pushed a resource back more often than its
+    flows could have changed it (:meth:`_Filler.fill`)."""
+    return NoProgressError(
+        f"fair network: progressive filling of {flows} flows made no progress: resource {r} "
+        f"(room {room!r} B/s, load {weight!r} per unit of level) stays stale at level "
+        f"{level!r} (now {current!r})"
+    )
 
 
 def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
@@ -418,6 +451,10 @@ class FlowEnvironment(simpy.Environment):
         super().__init__(initial_time)
         self.network: FairNetwork | None = None
         self.flow_events = 0
+        #: most SimPy events ``run`` takes at one instant without a flow ending: beyond it
+        #: the run is stuck (a zero-delay loop) and raises :class:`NoProgressError`. The
+        #: engine sets it to what the run's whole program can schedule
+        self.stall_limit = STALL_LIMIT
 
     def process(self, generator: simpy.events.ProcessGenerator) -> simpy.Process:
         """``simpy.Process(self, generator)``, with the leaner resume of :class:`_Process`."""
@@ -442,8 +479,18 @@ class FlowEnvironment(simpy.Environment):
         net = self.network
         queue, pop = self._queue, heapq.heappop
         if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
+            # events since the clock last moved, and when it did (the clock is written only
+            # when it moves)
+            idle, limit, last = 0, self.stall_limit, self._now
             while queue:
-                self._now, _, _, event = pop(queue)
+                now, _, _, event = pop(queue)
+                if now != last:
+                    self._now = last = now
+                    idle = 0
+                else:
+                    idle += 1
+                    if idle > limit:
+                        raise _stalled(self, event, idle)
                 callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
                 for callback in callbacks:
                     callback(event)
@@ -460,21 +507,32 @@ def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
     methods)."""
     queue, pop, heappush = env._queue, heapq.heappop, heapq.heappush  # noqa: SLF001
     ends = 0  # flow ends, added to ``flow_events`` when the run stops
+    # SimPy events since the clock moved or a flow ended, and the clock (written only when it
+    # moves)
+    idle, limit, last = 0, env.stall_limit, env._now  # noqa: SLF001
     try:
         while True:
             end = net.next_end
             if queue and queue[0][0] < end:
                 # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
                 # per event
-                env._now, _, _, event = pop(queue)
+                now, _, _, event = pop(queue)
+                if now != last:
+                    env._now = last = now  # noqa: SLF001
+                    idle = 0
+                else:
+                    idle += 1
+                    if idle > limit:
+                        raise _stalled(env, event, idle)
                 callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
                 for callback in callbacks:
                     callback(event)
                 if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
                     raise _failure(event)
             elif end < _INF:
-                env._now = end
+                env._now = last = end
                 ends += 1
+                idle = 0
                 if net._cls is None:  # noqa: SLF001
                     net._fire()  # noqa: SLF001
                 else:  # FairNetwork._fire's first test, taken here: one call less
@@ -492,10 +550,36 @@ def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
                         callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
                         for callback in callbacks:
                             callback(ready)
+            elif net.rates():  # flows in flight whose end is not a time (NaN rates)
+                raise _never_ending(net)
             else:
                 return
     finally:
         env.flow_events += ends
+
+
+def _stalled(env: simpy.Environment, event: simpy.Event, idle: int) -> NoProgressError:
+    """The error of a run whose clock stays at one instant: ``idle`` events there without a
+    flow ending, the last ``event``."""
+    waiting = [getattr(getattr(c, "__self__", None), "name", None) for c in event.callbacks or ()]
+    who = ", ".join(w for w in waiting if w) or "no process"
+    return NoProgressError(
+        f"simulation made no progress: {idle} events at t = {env.now!r} s without the clock "
+        f"moving or a flow ending (more than the run can schedule); the last, "
+        f"{type(event).__name__}, resumes {who}"
+    )
+
+
+def _never_ending(net: FairNetwork) -> NoProgressError:
+    """The error of a run that has no event left but flows in flight (their ends are not
+    times: NaN rates)."""
+    flows = net.rates()
+    first = next(iter(flows))
+    return NoProgressError(
+        f"fair network: {len(flows)} flows in flight can never end; the first, on resources "
+        f"{list(first.route.resources)}, moves at {flows[first]!r} B/s with "
+        f"{first.remaining!r} B left (ends at {first.end!r} s)"
+    )
 
 
 class FairNetwork:
