@@ -45,12 +45,21 @@ import sampler_spaces  # noqa: E402
 from _docblock import write_section  # noqa: E402 - a sibling module of this script
 from sampler_spaces import SPACES, Row, exhaustive, spec_of, stored  # noqa: E402
 
+from palm.api import MemoryCheck  # noqa: E402
 from palm.config import config_to_dict, parse_config  # noqa: E402
-from search.dedup import DUPLICATE_ATTR, STALL_AFTER, Unrepeating, config_key  # noqa: E402
+from search.dedup import (  # noqa: E402
+    DUPLICATE_ATTR,
+    STALL_AFTER,
+    Unrepeating,
+    config_key,
+    configuration_counts,
+)
+from search.guided import GuidedSampler, Pricing  # noqa: E402
 from search.metrics import report_overflow  # noqa: E402
 from search.objective import RESULT_FIELDS, Objective, run_engine  # noqa: E402
 from search.samplers import learns_from_pruned, make_sampler  # noqa: E402
 from search.screen import Screening, screen  # noqa: E402
+from search.study_file import StudySpec, default_sampler  # noqa: E402
 from spaces import enumerate_space  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,32 +74,40 @@ def _tpe(seed: int, **kw: Any) -> optuna.samplers.BaseSampler:
     return optuna.samplers.TPESampler(seed=seed, **kw)
 
 
+#: a sampler made for one seed and space (the study's spec, and the pricing that replays the
+#: table's memory checks and analytical values for the guided sampler)
+Factory = Callable[[int, StudySpec, Pricing], optuna.samplers.BaseSampler]
+
 #: name -> (sampler factory, screening budget: 0 none, -1 the whole space)
-SAMPLERS: dict[str, tuple[Callable[[int], optuna.samplers.BaseSampler], int]] = {
-    "tpe-plain": (lambda s: _tpe(s), 0),
-    "tpe-multivariate": (lambda s: _tpe(s, multivariate=True, group=True), 0),
-    "tpe-plain+screen50": (lambda s: _tpe(s), 50),
-    "tpe-plain+screen100": (lambda s: _tpe(s), 100),
-    "tpe-plain+screen200": (lambda s: _tpe(s), 200),
-    "tpe-multivariate+screen200": (lambda s: _tpe(s, multivariate=True, group=True), 200),
-    "tpe-plain+screen-all": (lambda s: _tpe(s), -1),
-    "random": (lambda s: optuna.samplers.RandomSampler(seed=s), 0),
-    "nsga2": (lambda s: optuna.samplers.NSGAIISampler(seed=s), 0),
-    "gp": (lambda s: optuna.samplers.GPSampler(seed=s), 0),
+SAMPLERS: dict[str, tuple[Factory, int]] = {
+    "guided": (lambda s, spec, price: GuidedSampler(spec, seed=s, price=price), 0),
+    "tpe-plain": (lambda s, *_: _tpe(s), 0),
+    "tpe-multivariate": (lambda s, *_: _tpe(s, multivariate=True, group=True), 0),
+    "tpe-plain+screen50": (lambda s, *_: _tpe(s), 50),
+    "tpe-plain+screen100": (lambda s, *_: _tpe(s), 100),
+    "tpe-plain+screen200": (lambda s, *_: _tpe(s), 200),
+    "tpe-multivariate+screen200": (lambda s, *_: _tpe(s, multivariate=True, group=True), 200),
+    "tpe-plain+screen-all": (lambda s, *_: _tpe(s), -1),
+    "random": (lambda s, *_: optuna.samplers.RandomSampler(seed=s), 0),
+    "nsga2": (lambda s, *_: optuna.samplers.NSGAIISampler(seed=s), 0),
+    "gp": (lambda s, *_: optuna.samplers.GPSampler(seed=s), 0),
 }
 
 
 #: samplers the benchmark runs only when --samplers names them
-OPTIONAL = ("gp", "tpe-plain+screen-all")
+OPTIONAL = ("gp", "tpe-plain+screen-all", "tpe-multivariate", "tpe-multivariate+screen200")
 
 
 def default_name(space: str) -> str:
     """The entry of :data:`SAMPLERS` that ``palm-tune tune`` uses by default on ``space``
-    (its TPE settings and the study's screening budget)."""
+    (the guided sampler for one objective; else the TPE settings and the study's screening
+    budget)."""
+    spec = spec_of(space, sampler=default_sampler(1))
+    if spec.sampler == "guided":
+        return "guided"
     tpe = make_sampler("tpe", seed=0, objectives=1)
     kind = "tpe-multivariate" if getattr(tpe, "_group", False) else "tpe-plain"
-    screen_n = spec_of(space).screen
-    return kind + (f"+screen{screen_n}" if screen_n else "")
+    return kind + (f"+screen{spec.screen}" if spec.screen else "")
 
 
 class _Replay:
@@ -109,29 +126,47 @@ class _Replay:
 
 
 class _Lookup:
-    """The engine replaced by the exhaustive table; adds up the stored wall times."""
+    """The engines replaced by the exhaustive table; adds up the stored wall times. Called
+    with an engine it replays a simulation; :meth:`price` replays the guided sampler's
+    pricing (memory check and analytical value)."""
 
     def __init__(self, table: dict[str, Row], factor: float = 1.0) -> None:
         self.table, self.event_s, self.screen_s = table, 0.0, 0.0
         self.factor = factor  # scales the live (sampler) time to the table's load
         self.values: list[float] = []
         self.keys: list[str] = []
-        self.elapsed: list[float] = []  # per simulation: stored event time so far + sampler
+        #: per simulation: stored event and pricing time so far + the sampler's own
+        self.elapsed: list[float] = []
+        self.priced = 0
         self.started = time.perf_counter()
 
-    def __call__(self, config: Any, engine: str) -> Any:
+    def _row(self, config: Any) -> tuple[str, Row]:
         key = config_key(config_to_dict(config))
         row = self.table.get(key)
         if row is None:  # not stored yet (a table still being completed): evaluate it now
             row = self.table[key] = sampler_spaces.evaluate(config)
+        return key, row
+
+    def __call__(self, config: Any, engine: str) -> Any:
+        key, row = self._row(config)
         if engine == "analytical":
             self.screen_s += row["analytical_s"]
             return _Replay(row["analytical"])
         self.event_s += row["event_s"]
         self.values.append(row["event"])
         self.keys.append(key)
-        self.elapsed.append(self.event_s + self.factor * (time.perf_counter() - self.started))
+        live = self.factor * (time.perf_counter() - self.started)
+        self.elapsed.append(self.event_s + self.screen_s + live)
         return _Replay(row["event"])
+
+    def price(self, config: Any) -> tuple[MemoryCheck, float | None]:
+        """The stored memory verdict and analytical throughput, with their stored times."""
+        _, row = self._row(config)
+        capacity = float(config.hardware.device_memory_bytes)
+        memory = MemoryCheck(peak_bytes=capacity + row["overflow"], capacity_bytes=capacity)
+        self.priced += 1
+        self.screen_s += row["memory_s"] + row.get("analytical_s", 0.0)
+        return memory, row.get("analytical")
 
 
 _SCREENINGS: dict[tuple[str, int, int], tuple[Screening, float]] = {}
@@ -189,12 +224,15 @@ def load_factor(space: str, table: dict[str, Row]) -> float:
 class Run:
     values: list[float]  # event-simulated values, in order
     keys: list[str]  # their configurations
-    elapsed: list[float]  # study time at each simulation, screening excluded
+    elapsed: list[float]  # study time at each simulation, a screening before it excluded
     trials: int
     duplicates: int
+    overflows: int
+    invalid: int
     event_s: float
-    screen_s: float
-    screened: int
+    screen_s: float  # memory checks and analytical runs: before the study and during it
+    upfront_s: float  # the screening before the study
+    screened: int  # configurations priced analytically (memory checked)
     sampler_s: float
 
 
@@ -212,7 +250,11 @@ def run_one(
     factory, budget = SAMPLERS[sampler]
     spec = spec_of(space, seed=seed)
     lookup = _Lookup(table, factor)
-    study = optuna.create_study(direction="maximize", sampler=Unrepeating(factory(seed), seed=seed))
+    made = factory(seed, spec, lookup.price)
+    # as `palm-tune tune` runs it (search.api): the guided sampler steers itself off what
+    # the study has, the others are steered off duplicates by search.dedup.Unrepeating
+    wrapped_sampler = made if isinstance(made, GuidedSampler) else Unrepeating(made, seed=seed)
+    study = optuna.create_study(direction="maximize", sampler=wrapped_sampler)
     screened, screen_wall = 0, 0.0
     if budget:
         record, screen_wall = live_screening(
@@ -227,30 +269,30 @@ def run_one(
     wrapped = report_overflow(
         objective, spec.objectives, complete=not learns_from_pruned(study.sampler)
     )
-    in_row = [0]
+    in_row, trials = [0], [0]
 
     def stop(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         in_row[0] = in_row[0] + 1 if DUPLICATE_ATTR in trial.user_attrs else 0
-        if (
-            objective.simulations >= budget_sims
-            or in_row[0] >= STALL_AFTER
-            or len(study.trials) > 5000
-        ):
+        trials[0] += 1
+        if objective.simulations >= budget_sims or in_row[0] >= STALL_AFTER or trials[0] > 5000:
             study.stop()
 
     started = lookup.started = time.perf_counter()
     study.optimize(wrapped, callbacks=[stop], gc_after_trial=False)
     wall = time.perf_counter() - started
-    dups = sum(1 for t in study.trials if DUPLICATE_ATTR in t.user_attrs)
+    counted = configuration_counts(study)
     return Run(
         values=lookup.values,
         keys=lookup.keys,
         elapsed=lookup.elapsed,
         trials=len(study.trials),
-        duplicates=dups,
+        duplicates=counted["duplicate"],
+        overflows=counted["overflow"],
+        invalid=counted["invalid"],
         event_s=lookup.event_s,
         screen_s=lookup.screen_s + screen_wall,
-        screened=screened,
+        upfront_s=screen_wall,
+        screened=screened + lookup.priced,
         sampler_s=wall * factor,
     )
 
@@ -324,7 +366,8 @@ def space_report(space: str, seeds: int, samplers: list[str], *, complete: bool 
     lines, target, opt = space_header(space, table)
     lines += [
         "| sampler | sims to within 1% (seeds) | median | best at 20 / 50 / 100 | "
-        "s to within 1% (median) | duplicates | screening (configs, s) | event sims (s) | "
+        "s to within 1% (median) | trials: overflow / duplicate / invalid | "
+        "screening (configs, s) | event sims (s) | "
         "sampler (s) | total (s) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -340,14 +383,15 @@ def space_report(space: str, seeds: int, samplers: list[str], *, complete: bool 
 
         total = mean(lambda r: r.screen_s + r.event_s + r.sampler_s)
         secs = [
-            r.screen_s + r.elapsed[h - 1] if h is not None else float("inf")
+            r.upfront_s + r.elapsed[h - 1] if h is not None else float("inf")
             for r, h in zip(runs, hits, strict=True)
         ]
         label = f"**default**: {sampler}" if sampler == default_name(space) else sampler
         lines.append(
             f"| {label} | {per_seed} | {_median_hits(hits)} | "
             f"{' / '.join(f'{a:.1%}' for a in at)} | {statistics.median(secs):.1f} | "
-            f"{mean(lambda r: r.duplicates):.0f} of {mean(lambda r: r.trials):.0f} trials | "
+            f"{mean(lambda r: r.trials):.0f}: {mean(lambda r: r.overflows):.0f} / "
+            f"{mean(lambda r: r.duplicates):.0f} / {mean(lambda r: r.invalid):.0f} | "
             f"{mean(lambda r: r.screened):.0f}, {mean(lambda r: r.screen_s):.1f} | "
             f"{mean(lambda r: r.event_s):.1f} | {mean(lambda r: r.sampler_s):.1f} | {total:.1f} |"
         )
@@ -370,7 +414,10 @@ def main() -> int:
         # order of a set of parameter names (search.dedup.Unrepeating): pin it, so that a
         # seed gives the same study in every run
         os.execve(
-            sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"}
+            sys.executable,
+            [sys.executable, *sys.argv],
+            # one BLAS thread, as palm-tune runs (search/cli.py)
+            {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"},
         )
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=5)

@@ -29,6 +29,7 @@ from palm.strategy import SimConfig
 from search.artifacts import attach_when_best
 from search.dedup import NewConfigBudget, Unrepeating
 from search.failures import WorkersFailed
+from search.guided import GuidedSampler
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.metrics import is_overflow, memory_unit_bytes, metric_names, report_overflow
 from search.objective import Objective, TrialFailed
@@ -36,7 +37,7 @@ from search.progress import Progress, watch
 from search.samplers import learns_from_pruned, make_sampler
 from search.screen import screen
 from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
-from search.study_file import StudySpec, check_sampler, load_study
+from search.study_file import StudySpec, check_sampler, load_study, with_sampler
 from spaces import count_configurations
 
 __all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial", "counts"]
@@ -44,6 +45,7 @@ __all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial
 _FINGERPRINT = "palm_tune_fingerprint"
 #: spaces of at most this many draws are counted, so a run stops when it has them all
 _COUNT_LIMIT = 2000
+_SIZE_ATTR = "space_size"
 
 
 @dataclass
@@ -78,10 +80,8 @@ def create_study(
     spec = study if isinstance(study, StudySpec) else load_study(study)
     custom = sampler if isinstance(sampler, optuna.samplers.BaseSampler) else None
     if (sampler is not None and custom is None) or seed is not None:
-        from dataclasses import replace
-
         name_of = sampler if isinstance(sampler, str) else spec.sampler
-        spec = replace(spec, sampler=name_of, seed=seed if seed is not None else spec.seed)
+        spec = with_sampler(spec, name_of, seed if seed is not None else spec.seed)
         check_sampler(spec.space, spec.sampler)
     url = storage or DEFAULT_STORAGE
     backend = open_storage(url)
@@ -90,7 +90,9 @@ def create_study(
     existing = {s.study_name: s for s in optuna.get_all_study_summaries(backend)}
 
     def new_sampler() -> optuna.samplers.BaseSampler:
-        return custom or make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives))
+        return custom or make_sampler(
+            spec.sampler, seed=spec.seed, objectives=len(spec.objectives), spec=spec
+        )
 
     if name in existing and not load_if_exists:
         raise ConfigError(
@@ -172,10 +174,11 @@ def _optimize_here(
     if progress:
         bar = Progress(total=n_trials, first=len(tuning.study.trials), stream=sys.stderr)
         callbacks.append(bar)
-    size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
+    size = _space_size(tuning)
     simulator = Objective(tuning.spec)
     callbacks.append(NewConfigBudget(n_trials, size=size, seen=simulator.seen))
-    if not isinstance(tuning.study.sampler, Unrepeating):
+    if not isinstance(tuning.study.sampler, (Unrepeating, GuidedSampler)):
+        # the guided sampler never proposes a configuration the study has
         tuning.study.sampler = Unrepeating(tuning.study.sampler, seed=tuning.spec.seed)
     objective = attach_when_best(
         report_overflow(
@@ -236,10 +239,10 @@ def optimize(
     n = tuning.spec.trials if n_trials is None and timeout is None else n_trials
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
-    if tuning.spec.screen:  # once per study, before any worker starts
+    if tuning.spec.screen and not _guided(tuning):  # once per study, before any worker starts
         # no more enqueued than this run simulates (none left waiting after it)
         top = tuning.spec.screen_top if n is None else min(tuning.spec.screen_top, n)
-        screen(tuning.study, tuning.spec, budget=tuning.spec.screen, top=top)
+        screen(tuning.study, tuning.spec, budget=tuning.spec.screen, top=top, seed=tuning.spec.seed)
     if workers == 1:
         _optimize_here(tuning, n, timeout, progress)
         return [os.getpid()]
@@ -287,6 +290,29 @@ def optimize(
         sweep_stale_trials(tuning.study)  # a worker killed outright left its trial RUNNING
         raise WorkersFailed(f"{len(bad)} of {len(codes)} worker(s) failed (exit codes {bad})")
     return [p.pid for p in procs if p.pid is not None]
+
+
+def _space_size(tuning: TuningStudy) -> int | None:
+    """The space's distinct configurations when it is small enough to list (None: not, or a
+    continuous knob): the guided sampler's pool when it lists the whole space, else counted
+    once per study (up to ``_COUNT_LIMIT`` draws) and kept in the study's user attribute
+    ``space_size``, so a resumed run does not enumerate again."""
+    sampler = tuning.study.sampler
+    sampler = getattr(sampler, "base", sampler)
+    if isinstance(sampler, GuidedSampler):
+        return sampler.space_size()
+    stored = tuning.study.user_attrs.get(_SIZE_ATTR)
+    if isinstance(stored, dict) and "size" in stored:
+        return None if stored["size"] is None else int(stored["size"])
+    size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
+    tuning.study.set_user_attr(_SIZE_ATTR, {"size": size})
+    return size
+
+
+def _guided(tuning: TuningStudy) -> bool:
+    """The study's sampler prices configurations analytically itself (search.guided)."""
+    sampler = tuning.study.sampler
+    return isinstance(getattr(sampler, "base", sampler), GuidedSampler)
 
 
 def best_trial(study: TuningStudy | optuna.Study) -> FrozenTrial:

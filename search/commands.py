@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 from palm.errors import ConfigError
 from search.api import best_config, best_trial, counts, create_study, optimize
 from search.artifacts import ArtifactStore, artifact_note
-from search.dedup import DUPLICATE_ATTR, configuration_counts
+from search.dedup import configuration_counts, simulated
 from search.metrics import display_names, is_overflow
 from search.objective import RESULT_FIELDS
 from search.plots import write_study_plots
@@ -165,16 +165,15 @@ def _describe(config_tables: dict[str, Any]) -> str:
 
 
 def _ours(study: optuna.Study, before: int, pids: list[int]) -> int:
-    """New configurations this run added: trials numbered after the start, run by one of its
-    processes (other machines or processes may add trials to the same study meanwhile), not
-    duplicate proposals (answered from the storage, see search.dedup)."""
+    """Event simulations this run added (what ``--trials`` buys): trials numbered after the
+    start, run by one of its processes (other machines or processes may add trials to the
+    same study meanwhile), not duplicate proposals (answered from the storage), memory
+    overflows or invalid draws (search.dedup.simulated)."""
     mine = {f"{socket.gethostname()}:{pid}" for pid in pids}
     return sum(
         1
         for t in study.get_trials(deepcopy=False)
-        if t.number >= before
-        and t.user_attrs.get(WORKER_ATTR) in mine
-        and DUPLICATE_ATTR not in t.user_attrs
+        if t.number >= before and t.user_attrs.get(WORKER_ATTR) in mine and simulated(t)
     )
 
 
