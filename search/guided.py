@@ -67,18 +67,21 @@ __all__ = ["GuidedSampler", "FidelityStats", "Pricing", "price_config", "RESIDUA
 RESIDUAL_SCALE = 0.05
 #: pricings at most per trial before the best priced candidate is taken
 PER_TRIAL = 12
-#: pricings (memory checks, and analytical runs of the candidates that fit) allowed per
-#: event simulation over the study, after the ``screen`` random ones: what keeps their cost a
-#: fraction of the simulations'
-PER_SIMULATION = 2
+#: pricings (memory checks, and analytical runs of the candidates that fit) per event
+#: simulation over the study, after the ``screen`` random ones: as many as cost this share
+#: of a simulation's time (GuidedSampler._rate), within MIN_RATE .. MAX_RATE
+PRICING_SHARE = 0.5
+MIN_RATE = 1.0
+MAX_RATE = 4.0
 #: a candidate less likely than this to fit memory (by the model) is not priced
 MIN_FIT_CHANCE = 0.25
 #: candidates priced (those that fit) before the candidates are ranked again
 BATCH = 4
 #: memory checks at most before the candidates are ranked again
 CHECKS_PER_ROUND = 12
-#: candidates a ranking returns at most
-SHORTLIST = 256
+#: candidates (the best by expected improvement) weighed by their chance of fitting memory
+#: at a time: a ranking returns the first such block with a candidate (likely to fit)
+SHORTLIST = 512
 #: points a model is conditioned on at most (a stride sample of more)
 MAX_POINTS = 150
 #: points its hyperparameters are fitted on at most
@@ -86,9 +89,10 @@ FIT_POINTS = 80
 #: refit a model's hyperparameters once its data grew by this factor (else condition only)
 _REFIT_GROWTH = 1.3
 
-#: what pricing a configuration gives: its memory check and, when it fits, the study's
-#: objective under the analytical engine in natural units (samples/s, bytes, relative cost)
-Pricing = Callable[[SimConfig], tuple[MemoryCheck, "float | None"]]
+#: what pricing a configuration gives: its memory check, the study's objective under the
+#: analytical engine in natural units (samples/s, bytes, relative cost) when it fits (else
+#: None), and the seconds the pricing took
+Pricing = Callable[[SimConfig], tuple[MemoryCheck, "float | None", float]]
 
 
 def price_config(objective: str) -> Pricing:
@@ -96,18 +100,21 @@ def price_config(objective: str) -> Pricing:
     the memory check's context, :func:`palm.api.analytical_with_memory`); peak memory and
     hardware cost are exact without a plan."""
 
-    def price(config: SimConfig) -> tuple[MemoryCheck, float | None]:
+    def price(config: SimConfig) -> tuple[MemoryCheck, float | None, float]:
+        started = time.perf_counter()
+        value: float | None = None
         if objective == "throughput":
             memory, result = analytical_with_memory(config)
-            return memory, None if result is None else result.throughput_samples_per_s
-        memory = memory_check(config)
-        if memory.overflow_bytes > 0:
-            return memory, None
-        if objective == "memory":
-            return memory, memory.peak_bytes
-        from search.objective import hardware_cost
+            value = None if result is None else result.throughput_samples_per_s
+        else:
+            memory = memory_check(config)
+            if memory.overflow_bytes <= 0 and objective == "memory":
+                value = memory.peak_bytes
+            elif memory.overflow_bytes <= 0:
+                from search.objective import hardware_cost
 
-        return memory, hardware_cost(config)
+                value = hardware_cost(config)
+        return memory, value, time.perf_counter() - started
 
     return price
 
@@ -183,6 +190,7 @@ class GuidedSampler(optuna.samplers.BaseSampler):
         self._memory: dict[int, float] = {}  # log2(peak / capacity) of checked candidates
         self._analytical: dict[int, float] = {}  # y_a of priced candidates that fit
         self._event: dict[int, float] = {}  # y_e of simulated candidates
+        self._event_s: list[float] = []  # their simulations' seconds (sim_wall_s)
         self._taken: set[int] = set()  # failed or duplicate: never proposed again
         self._done: set[int] = set()  # finished trial numbers already read
         self._proposals: dict[int, dict[str, Any]] = {}
@@ -288,6 +296,9 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 self._fits[i] = y is not None
                 if y is not None:
                     self._event[i] = y
+                    seconds = t.user_attrs.get("result", {}).get("sim_wall_s")
+                    if isinstance(seconds, (int, float)) and seconds > 0:
+                        self._event_s.append(float(seconds))
         return running
 
     def _y(self, value: float, unit: float = 1.0) -> float | None:
@@ -300,14 +311,13 @@ class GuidedSampler(optuna.samplers.BaseSampler):
 
     def _price(self, i: int) -> bool:
         """Memory check and analytical value of candidate ``i``; whether it fits."""
-        started = time.perf_counter()
         memory, value = None, None
         try:
             config = parse_config(self._candidates().drafts[i])
-            memory, value = self._price_config(config)
+            memory, value, seconds = self._price_config(config)
+            self.stats.pricing_s += seconds
         except Exception:  # noqa: BLE001 - the event engine would record it; skip the plan
             self._taken.add(i)
-        self.stats.pricing_s += time.perf_counter() - started
         self.stats.memory_checks += 1
         if memory is not None and memory.capacity_bytes > 0 and memory.peak_bytes > 0:
             self._memory[i] = math.log2(memory.peak_bytes / memory.capacity_bytes)
@@ -333,7 +343,8 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 self._price(i)  # simulated elsewhere (a resumed run, another worker)
             allowance = min(
                 self._per_trial,
-                self._screen + PER_SIMULATION * (len(self._event) + 1) - self.stats.memory_checks,
+                int(self._screen + self._rate() * (len(self._event) + 1))
+                - self.stats.memory_checks,
             )
             while allowance > 0:
                 ranked = self._ranking(running, likely=True)
@@ -351,6 +362,19 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 self._price_some(ranked[:CHECKS_PER_ROUND], 1)
                 best = self._ranking(running, priced_only=True)
         return dict(pool.params[best[0]])
+
+    def _rate(self) -> float:
+        """Pricings allowed per event simulation: as many as cost :data:`PRICING_SHARE` of
+        a simulation (the mean pricing against the mean ``sim_wall_s`` of the study's
+        simulations), within :data:`MIN_RATE` .. :data:`MAX_RATE`; :data:`MIN_RATE` until
+        both are known."""
+        if not self._event_s or not self.stats.memory_checks:
+            return MIN_RATE
+        pricing = self.stats.pricing_s / self.stats.memory_checks
+        event = sum(self._event_s) / len(self._event_s)
+        if pricing <= 0:
+            return MAX_RATE
+        return min(MAX_RATE, max(MIN_RATE, PRICING_SHARE * event / pricing))
 
     def _price_some(self, candidates: list[int], most: int) -> int:
         """Price ``candidates`` in order until ``most`` of them fit; returns how many fit."""
@@ -393,14 +417,20 @@ class GuidedSampler(optuna.samplers.BaseSampler):
         score = expected_improvement(mean, var, incumbent)
         if float(score.max()) <= 1e-12:  # no improvement expected anywhere: an optimistic bound
             score = mean + 2.0 * np.sqrt(var) - float((mean + 2.0 * np.sqrt(var)).min()) + 1e-9
-        chance = self._fit_chance(cand)
-        weighed = score * chance
-        if likely:
-            weighed = np.where(chance >= MIN_FIT_CHANCE, weighed, -1.0)
-        order = np.argsort(-weighed, kind="stable")[:SHORTLIST]
-        self._chance = {int(cand[j]): float(chance[j]) for j in order}
+        by_score = np.argsort(-score, kind="stable")
+        ranked: list[int] = []
+        for start in range(0, len(by_score), SHORTLIST):  # the best by improvement first
+            part = by_score[start : start + SHORTLIST]
+            chance = self._fit_chance(cand[part])
+            weighed = score[part] * chance
+            keep = chance >= MIN_FIT_CHANCE if likely else np.ones(len(part), dtype=bool)
+            order = np.argsort(-weighed, kind="stable")
+            self._chance.update({int(cand[part[j]]): float(chance[j]) for j in order})
+            ranked = [int(cand[part[j]]) for j in order if keep[j]]
+            if ranked:
+                break
         self.stats.model_s += time.perf_counter() - started
-        return [int(cand[j]) for j in order if weighed[j] >= 0]
+        return ranked
 
     def _fit_chance(self, cand: NDArray[np.int64]) -> NDArray[np.float64]:
         """P(peak <= capacity) of each candidate: 1 or 0 where checked, else from the model

@@ -122,8 +122,8 @@ def test_event_results_correct_a_biased_fidelity() -> None:
     real = price_config("throughput")
 
     def doubled(config: Any) -> Any:
-        memory, value = real(config)
-        return memory, None if value is None else 2 * value
+        memory, value, seconds = real(config)
+        return memory, None if value is None else 2 * value, seconds
 
     sampler = GuidedSampler(spec, seed=0, price=doubled)
     study = optuna.create_study(direction="maximize", sampler=sampler)
