@@ -15,9 +15,10 @@ Usage:
 2. Each sampler runs the real objective (``search.objective.Objective``: invalid draws and
    memory overflows pruned, duplicates answered from the study's storage) with the event
    engine replaced by a look-up of the stored value, until 100 event simulations. The
-   guided sampler's pricing (memory check and analytical engine) is looked up the same way,
-   with the stored times; a ``+screen`` sampler first runs ``search.screen`` live and its
-   best configurations are enqueued.
+   guided sampler's pricing (memory check and analytical engine) runs live and is checked
+   against the table; a ``+screen`` sampler first runs ``search.screen`` live and its best
+   configurations are enqueued. Times measured live are scaled to the load under which the
+   table's times were stored (:func:`load_factor`).
 3. Reported per space and sampler, over ``--seeds`` seeds: event simulations until one is
    within 1% of the exhaustive optimum (per seed and median; ">100" when none), the best
    value after 20 / 50 / 100 simulations as a fraction of the optimum (median over seeds),
@@ -61,7 +62,7 @@ from search.dedup import (  # noqa: E402
     config_key,
     configuration_counts,
 )
-from search.guided import GuidedSampler, Pricing  # noqa: E402
+from search.guided import GuidedSampler, Pricing, price_config  # noqa: E402
 from search.metrics import report_overflow  # noqa: E402
 from search.objective import RESULT_FIELDS, Objective, run_engine  # noqa: E402
 from search.samplers import learns_from_pruned, make_sampler  # noqa: E402
@@ -75,6 +76,9 @@ BUDGET = 100  # event simulations per run
 CHECKPOINTS = (20, 50, 100)
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+_LIVE_PRICE = price_config("throughput")
 
 
 def _tpe(seed: int, **kw: Any) -> optuna.samplers.BaseSampler:
@@ -146,6 +150,7 @@ class _Lookup:
         #: per simulation: stored event and pricing time so far + the sampler's own
         self.elapsed: list[float] = []
         self.priced = 0
+        self.live_s = 0.0  # of the live pricing (counted in screen_s, scaled)
         self.started = time.perf_counter()
 
     def _row(self, config: Any) -> tuple[str, Row]:
@@ -163,19 +168,27 @@ class _Lookup:
         self.event_s += row["event_s"]
         self.values.append(row["event"])
         self.keys.append(key)
-        live = self.factor * (time.perf_counter() - self.started)
+        live = self.factor * (time.perf_counter() - self.started - self.live_s)
         self.elapsed.append(self.event_s + self.screen_s + live)
         return _Replay(row["event"], row["event_s"])
 
     def price(self, config: Any) -> tuple[MemoryCheck, float | None, float]:
-        """The stored memory verdict and analytical throughput, and their stored time."""
-        _, row = self._row(config)
-        capacity = float(config.hardware.device_memory_bytes)
-        memory = MemoryCheck(peak_bytes=capacity + row["overflow"], capacity_bytes=capacity)
-        seconds = row["memory_s"] + row.get("analytical_s", 0.0)
+        """The guided sampler's pricing, run live (its cost depends on what the sampler
+        priced before: the plans share their routes, palm/network/memo.py) and timed live,
+        scaled by the load factor; its values must be the table's (else the table is stale:
+        ``python benchmarks/sampler_tables.py --redo``)."""
+        key, row = self._row(config)
+        memory, value, seconds = _LIVE_PRICE(config)
+        if (memory.overflow_bytes, value) != (row["overflow"], row.get("analytical")):
+            raise SystemExit(
+                f"stored row {key} is stale ({row['overflow']}, {row.get('analytical')} "
+                f"against {memory.overflow_bytes}, {value} now): run "
+                "python benchmarks/sampler_tables.py --redo"
+            )
         self.priced += 1
-        self.screen_s += seconds
-        return memory, row.get("analytical"), seconds
+        self.live_s += seconds
+        self.screen_s += seconds * self.factor
+        return memory, value, seconds
 
 
 _SCREENINGS: dict[tuple[str, int, int], tuple[Screening, float]] = {}
@@ -302,7 +315,7 @@ def run_one(
         screen_s=lookup.screen_s + screen_wall,
         upfront_s=screen_wall,
         screened=screened + lookup.priced,
-        sampler_s=wall * factor,
+        sampler_s=(wall - lookup.live_s) * factor,
     )
 
 

@@ -6,6 +6,7 @@ Usage:
                                                            # change to the simulator)
     python benchmarks/sampler_tables.py --check 20         # re-simulate 20 rows per space
     python benchmarks/sampler_tables.py --spaces llama3-70b-h100,wafer-t39b-design --redo
+    python benchmarks/sampler_tables.py --agreement        # analytical vs event, per space
 
 Each configuration of a space gets its memory check, analytical and event-engine throughput
 and the wall time of each (``sampler_spaces.evaluate``), one line of
@@ -13,6 +14,8 @@ and the wall time of each (``sampler_spaces.evaluate``), one line of
 one and replaces it only when it is complete (an interrupted run keeps the old table and
 continues where it stopped when run again). ``--check N`` re-simulates N rows per space
 (seeded) and prints the largest relative change of each value: 0 means the table is current.
+``--agreement`` prints, from the stored tables alone, how the analytical engine ranks the
+configurations that fit against the event engine, per space (a markdown table).
 Run it single-process under ``nice`` on a shared machine; it prints each space's wall time
 (docs/results.md lists what it took).
 """
@@ -85,16 +88,45 @@ def check(name: str, rows: int) -> dict[str, float]:
     return worst
 
 
+def agreement(names: list[str]) -> str:
+    """Rank agreement of the two engines per space, with what each engine cost in all."""
+    from sampler_efficiency import rank_agreement
+
+    lines = [
+        "| space | configurations | fit | within 1% | Spearman | event top 1% in analytical "
+        "top 1% / 5% | best of analytical top 10 | event / analytical / memory (s, all) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names:
+        table = stored(name)
+        fits = {k: r for k, r in table.items() if "event" in r}
+        opt = max(r["event"] for r in fits.values())
+        a = rank_agreement(fits)
+        seconds = [sum(r.get(f, 0.0) for r in table.values()) for f in ("event_s", "analytical_s")]
+        memory = sum(r["memory_s"] for r in table.values())
+        lines.append(
+            f"| {name} | {len(table)} | {len(fits)} | "
+            f"{sum(r['event'] >= 0.99 * opt for r in fits.values())} | {a['spearman']:.3f} | "
+            f"{a['top1_in_1']:.0%} / {a['top1_in_5']:.0%} | {a['top10_best']:.1%} | "
+            f"{seconds[0]:.0f} / {seconds[1]:.0f} / {memory:.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--spaces", default=",".join(SPACES))
     ap.add_argument("--redo", action="store_true", help="re-evaluate every row")
     ap.add_argument("--check", type=int, metavar="N", help="re-simulate N rows per space")
+    ap.add_argument("--agreement", action="store_true", help="print the engines' agreement")
     args = ap.parse_args()
     names = args.spaces.split(",")
     for name in names:
         if name not in SPACES:
             raise SystemExit(f"unknown space {name!r} (one of {', '.join(SPACES)})")
+    if args.agreement:
+        print(agreement(names))
+        return 0
     for name in names:
         started = time.perf_counter()
         if args.check:

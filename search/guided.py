@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +56,14 @@ from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT
 from search.gp import GaussianProcess, expected_improvement, normal_cdf
 from search.metrics import is_overflow, memory_unit_bytes
-from search.pool import Candidates, candidate_pool, params_key, replay_draft
+from search.pool import (
+    POOL_SAMPLE,
+    Candidates,
+    candidate_pool,
+    neighbours,
+    params_key,
+    replay_draft,
+)
 from search.study_file import DEFAULT_SCREEN_GUIDED, StudySpec
 
 __all__ = ["GuidedSampler", "FidelityStats", "Pricing", "price_config", "RESIDUAL_SCALE"]
@@ -67,12 +74,11 @@ __all__ = ["GuidedSampler", "FidelityStats", "Pricing", "price_config", "RESIDUA
 RESIDUAL_SCALE = 0.05
 #: pricings at most per trial before the best priced candidate is taken
 PER_TRIAL = 12
-#: pricings (memory checks, and analytical runs of the candidates that fit) per event
-#: simulation over the study, after the ``screen`` random ones: as many as cost this share
-#: of a simulation's time (GuidedSampler._rate), within MIN_RATE .. MAX_RATE
-PRICING_SHARE = 0.5
-MIN_RATE = 1.0
-MAX_RATE = 4.0
+#: pricings (memory checks, and analytical runs of the candidates that fit) allowed per
+#: event simulation over the study, after the ``screen`` random ones: a fixed number, so
+#: that a seed gives the same study on any machine (a pricing costs a fifth to a half of a
+#: simulation: docs/tuning.md)
+PER_SIMULATION = 2
 #: a candidate less likely than this to fit memory (by the model) is not priced
 MIN_FIT_CHANCE = 0.25
 #: candidates priced (those that fit) before the candidates are ranked again
@@ -86,6 +92,12 @@ SHORTLIST = 512
 MAX_POINTS = 150
 #: points its hyperparameters are fitted on at most
 FIT_POINTS = 80
+#: a sampled pool (a space too large or continuous to list) grows by the neighbours of its
+#: best GROW_FROM candidates, up to GROWTH times its first size (search.pool.neighbours)
+GROW_FROM = 4
+GROWTH = 3
+#: entries of the pricing's geometry memo kept across trials (palm.network.memo)
+MEMO_ENTRIES = 20_000
 #: refit a model's hyperparameters once its data grew by this factor (else condition only)
 _REFIT_GROWTH = 1.3
 
@@ -190,13 +202,14 @@ class GuidedSampler(optuna.samplers.BaseSampler):
         self._memory: dict[int, float] = {}  # log2(peak / capacity) of checked candidates
         self._analytical: dict[int, float] = {}  # y_a of priced candidates that fit
         self._event: dict[int, float] = {}  # y_e of simulated candidates
-        self._event_s: list[float] = []  # their simulations' seconds (sim_wall_s)
         self._taken: set[int] = set()  # failed or duplicate: never proposed again
         self._done: set[int] = set()  # finished trial numbers already read
         self._proposals: dict[int, dict[str, Any]] = {}
         self._models: dict[str, _Model] = {}
         self._unit = 1.0  # bytes per unit of the memory objective in the study
         self._chance: dict[int, float] = {}  # P(fits) of the last ranking's shortlist
+        self._grown: set[int] = set()  # candidates whose neighbours joined a sampled pool
+        self._geometry: dict[Hashable, object] = {}  # the pricing's memo, kept across trials
         self.stats = FidelityStats()
 
     # -- Optuna's sampler interface ---------------------------------------------------------
@@ -296,9 +309,6 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 self._fits[i] = y is not None
                 if y is not None:
                     self._event[i] = y
-                    seconds = t.user_attrs.get("result", {}).get("sim_wall_s")
-                    if isinstance(seconds, (int, float)) and seconds > 0:
-                        self._event_s.append(float(seconds))
         return running
 
     def _y(self, value: float, unit: float = 1.0) -> float | None:
@@ -335,7 +345,10 @@ class GuidedSampler(optuna.samplers.BaseSampler):
     def _propose(self, study: optuna.Study, number: int) -> dict[str, Any] | None:
         pool = self._candidates()
         running = self._read(study, number)
-        with shared_geometry():  # the priced plans share their routes (palm.network.memo)
+        if not pool.complete:
+            self._grow(study)
+        # the priced plans share their routes, over the study (palm.network.memo)
+        with shared_geometry(max_entries=MEMO_ENTRIES, store=self._geometry):
             if self.stats.memory_checks == 0:
                 for i in np.random.default_rng(self._seed).permutation(len(pool))[: self._screen]:
                     self._price(int(i))
@@ -343,8 +356,7 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 self._price(i)  # simulated elsewhere (a resumed run, another worker)
             allowance = min(
                 self._per_trial,
-                int(self._screen + self._rate() * (len(self._event) + 1))
-                - self.stats.memory_checks,
+                self._screen + PER_SIMULATION * (len(self._event) + 1) - self.stats.memory_checks,
             )
             while allowance > 0:
                 ranked = self._ranking(running, likely=True)
@@ -363,18 +375,22 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 best = self._ranking(running, priced_only=True)
         return dict(pool.params[best[0]])
 
-    def _rate(self) -> float:
-        """Pricings allowed per event simulation: as many as cost :data:`PRICING_SHARE` of
-        a simulation (the mean pricing against the mean ``sim_wall_s`` of the study's
-        simulations), within :data:`MIN_RATE` .. :data:`MAX_RATE`; :data:`MIN_RATE` until
-        both are known."""
-        if not self._event_s or not self.stats.memory_checks:
-            return MIN_RATE
-        pricing = self.stats.pricing_s / self.stats.memory_checks
-        event = sum(self._event_s) / len(self._event_s)
-        if pricing <= 0:
-            return MAX_RATE
-        return min(MAX_RATE, max(MIN_RATE, PRICING_SHARE * event / pricing))
+    def _grow(self, study: optuna.Study) -> None:
+        """A sampled pool gains the neighbours of its best simulated candidates (or, before
+        the first simulation, its best priced ones), up to :data:`GROWTH` times its size."""
+        pool = self._candidates()
+        known = self._event or self._analytical
+        limit = GROWTH * POOL_SAMPLE
+        if not known or len(pool) >= limit:
+            return
+        distributions: dict[str, BaseDistribution] = {}
+        for t in study.get_trials(deepcopy=False):
+            distributions.update(t.distributions)
+        for i in sorted(known, key=lambda j: -known[j])[:GROW_FROM]:
+            if i not in self._grown:
+                self._grown.add(i)
+                found = neighbours(self._spec, pool.params[i], distributions)
+                pool.extend(found[: max(0, limit - len(pool))])
 
     def _price_some(self, candidates: list[int], most: int) -> int:
         """Price ``candidates`` in order until ``most`` of them fit; returns how many fit."""

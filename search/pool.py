@@ -27,12 +27,25 @@ from typing import Any
 import numpy as np
 import optuna
 from numpy.typing import NDArray
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 
 from search.study_file import StudySpec
 from spaces import ContinuousSpace, Infeasible, enumerate_space
 from spaces.parts import Draft
 
-__all__ = ["Candidates", "Encoder", "candidate_pool", "params_key", "replay_draft"]
+__all__ = [
+    "Candidates",
+    "Encoder",
+    "candidate_pool",
+    "neighbours",
+    "params_key",
+    "replay_draft",
+]
 
 #: draws enumerated before a space counts as too large to list (about 0.2 ms a draw)
 POOL_LIMIT = 20_000
@@ -178,14 +191,23 @@ class Candidates:
 
     def add(self, params: dict[str, Any], draft: Draft) -> int:
         """Append a configuration met outside the pool (a trial's); returns its index."""
-        key = params_key(params)
-        if key in self.index:
-            return self.index[key]
-        self.params.append(params)
-        self.drafts.append(draft)
-        self.features = np.vstack([self.features, self.encoder.row(draft, params)[None, :]])
-        self.index[key] = len(self.params) - 1
-        return self.index[key]
+        self.extend([(params, draft)])
+        return self.index[params_key(params)]
+
+    def extend(self, items: Sequence[tuple[dict[str, Any], Draft]]) -> None:
+        """Append the configurations of ``items`` that the pool does not hold."""
+        new: list[tuple[dict[str, Any], Draft]] = []
+        for params, draft in items:
+            key = params_key(params)
+            if key not in self.index:
+                self.index[key] = len(self.params) + len(new)
+                new.append((params, draft))
+        if not new:
+            return
+        self.params.extend(p for p, _ in new)
+        self.drafts.extend(d for _, d in new)
+        rows = self.encoder.rows([d for _, d in new], [p for p, _ in new])
+        self.features = np.vstack([self.features, rows])
 
 
 def _distinct(
@@ -266,3 +288,39 @@ def replay_draft(spec: StudySpec, params: Mapping[str, Any]) -> Draft | None:
         return spec.space.sample(_Fixed(params), spec.context)  # type: ignore[arg-type]
     except (Infeasible, KeyError):
         return None
+
+
+def _moves(value: Any, dist: BaseDistribution) -> list[Any]:
+    """The values next to ``value`` in ``dist``: every other choice of a categorical, the
+    next integers, a float moved by a tenth of its range (a factor 1.25 on a log scale)."""
+    if isinstance(dist, CategoricalDistribution):
+        return [c for c in dist.choices if c != value]
+    if isinstance(dist, IntDistribution):
+        step = dist.step or 1
+        return [v for v in (value - step, value + step) if dist.low <= v <= dist.high]
+    if isinstance(dist, FloatDistribution):
+        if dist.log:
+            moved = [value / 1.25, value * 1.25]
+        else:
+            moved = [value - (dist.high - dist.low) / 10, value + (dist.high - dist.low) / 10]
+        return [min(dist.high, max(dist.low, v)) for v in moved if v != value]
+    return []
+
+
+def neighbours(
+    spec: StudySpec, params: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]
+) -> list[tuple[dict[str, Any], Draft]]:
+    """The valid draws that differ from ``params`` in one parameter moved to a value next to
+    it (:func:`_moves`): how a pool that samples a large or continuous space reaches the
+    configurations near its best (a move that changes which parameters are drawn is left
+    out)."""
+    out = []
+    for name in sorted(params):
+        if name not in distributions:
+            continue
+        for value in _moves(params[name], distributions[name]):
+            moved = {**params, name: value}
+            draft = replay_draft(spec, moved)
+            if draft is not None:
+                out.append((moved, draft))
+    return out

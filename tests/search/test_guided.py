@@ -218,3 +218,29 @@ def test_the_space_is_counted_once_per_study(
     _run(tmp_path, spec, name="r")
     _run(tmp_path, spec, name="r")
     assert len(calls) == 1
+
+
+def test_a_sampled_pool_grows_towards_its_best(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A space too large to list (here: more than 40 draws) is searched from a sample of 30
+    configurations that gains the neighbours of the best ones: the study reaches plans that
+    were not in the sample."""
+    import search.guided as guided
+    import search.pool as pool
+
+    monkeypatch.setattr(pool, "POOL_LIMIT", 40)
+    monkeypatch.setattr(pool, "POOL_SAMPLE", 30)
+    monkeypatch.setattr(guided, "POOL_SAMPLE", 30)
+    real = pool.candidate_pool
+    monkeypatch.setattr(
+        guided, "candidate_pool", lambda spec, seed=0: real(spec, seed=seed, limit=40, sample=30)
+    )
+    tuning = _run(tmp_path, _spec(trials=12), name="grown")
+    sampler = tuning.study.sampler
+    assert isinstance(sampler, GuidedSampler)
+    first = {pool.params_key(p) for p in real(_spec(), seed=0, limit=40, sample=30).params}
+    trials = tuning.study.trials
+    assert all(t.state == TrialState.COMPLETE for t in trials)
+    assert any(pool.params_key(t.params) not in first for t in trials)
+    assert sampler.space_size() is None  # a sample: the space's size is not known
