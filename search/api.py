@@ -36,16 +36,26 @@ from search.objective import Objective, TrialFailed
 from search.progress import Progress, watch
 from search.samplers import learns_from_pruned, make_sampler
 from search.screen import screen
-from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials
+from search.storage import DEFAULT_STORAGE, open_storage, sweep_stale_trials, worker_id
 from search.study_file import StudySpec, check_sampler, load_study, with_sampler
 from spaces import count_configurations
 
-__all__ = ["TuningStudy", "create_study", "optimize", "best_config", "best_trial", "counts"]
+__all__ = [
+    "TuningStudy",
+    "create_study",
+    "optimize",
+    "best_config",
+    "best_trial",
+    "counts",
+    "pricing",
+]
 
 _FINGERPRINT = "palm_tune_fingerprint"
 #: spaces of at most this many draws are counted, so a run stops when it has them all
 _COUNT_LIMIT = 2000
 _SIZE_ATTR = "space_size"
+#: prefix of the user attributes that record the guided sampler's pricing (one per process)
+PRICING_ATTR = "pricing"
 
 
 @dataclass
@@ -203,6 +213,7 @@ def _optimize_here(
     finally:
         if bar is not None:
             bar.close()
+        _record_pricing(tuning)
 
 
 def _run(
@@ -307,6 +318,28 @@ def _space_size(tuning: TuningStudy) -> int | None:
     size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
     tuning.study.set_user_attr(_SIZE_ATTR, {"size": size})
     return size
+
+
+def _record_pricing(tuning: TuningStudy) -> None:
+    """The guided sampler's memory checks and analytical runs of this process, as the
+    study's user attribute ``pricing:<host>:<pid>`` (one per process: workers never write
+    the same attribute); :func:`pricing` adds them up."""
+    sampler = tuning.study.sampler
+    sampler = getattr(sampler, "base", sampler)
+    if isinstance(sampler, GuidedSampler) and sampler.stats.memory_checks:
+        tuning.study.set_user_attr(f"{PRICING_ATTR}:{worker_id()}", sampler.stats.as_dict())
+
+
+def pricing(study: TuningStudy | optuna.Study) -> dict[str, float]:
+    """What the guided sampler spent besides event simulations in every run of ``study``:
+    memory checks (``overflows`` of them did not fit), analytical runs, their seconds and
+    its modelling seconds (:class:`search.guided.FidelityStats`); empty when none ran."""
+    total: dict[str, float] = {}
+    for name, value in _optuna_study(study).user_attrs.items():
+        if name.startswith(f"{PRICING_ATTR}:") and isinstance(value, dict):
+            for k, v in value.items():
+                total[k] = total.get(k, 0.0) + float(v)
+    return total
 
 
 def _guided(tuning: TuningStudy) -> bool:

@@ -113,7 +113,9 @@ def test_a_continuous_knob_is_searched_from_a_sampled_pool(tmp_path: Path) -> No
     assert all(10.0 <= t.params["hardware.inter_node_bandwidth_gbps"] <= 100.0 for t in trials)
 
 
-def test_event_results_correct_a_biased_fidelity() -> None:
+def test_event_results_correct_a_biased_fidelity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A fidelity that prices every plan at twice its analytical throughput: before any
     event result the prediction of a priced candidate is that price (log 2 high); after a
     few event results the residual model has learnt the factor and predicts within a few
@@ -125,6 +127,7 @@ def test_event_results_correct_a_biased_fidelity() -> None:
         memory, value, seconds = real(config)
         return memory, None if value is None else 2 * value, seconds
 
+    monkeypatch.chdir(tmp_path)  # the artifacts of an in-memory study go to the working dir
     sampler = GuidedSampler(spec, seed=0, price=doubled)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     tuning = search.TuningStudy(spec, study, "memory")
@@ -244,3 +247,25 @@ def test_a_sampled_pool_grows_towards_its_best(
     assert all(t.state == TrialState.COMPLETE for t in trials)
     assert any(pool.params_key(t.params) not in first for t in trials)
     assert sampler.space_size() is None  # a sample: the space's size is not known
+
+
+def test_tune_reports_what_the_guided_sampler_priced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from search.cli import main
+
+    path = tmp_path / "g.toml"
+    path.write_text(
+        f'[study]\nbase = "{DGX}"\ntrials = 3\nseed = 0\n\n[space]\nmicro_batch = [1, 2, 4]\n'
+        'recompute = ["none", "full"]\nzero = [0, 1]\n',
+        encoding="utf-8",
+    )
+    url = f"sqlite:///{tmp_path}/g.db"
+    assert main(["tune", str(path), "--storage", url, "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "(3 new)" in out  # three event simulations
+    assert "3 distinct configurations simulated; not simulated: 0 over memory" in out
+    line = next(x for x in out.splitlines() if x.startswith("pricing "))
+    totals = search.api.pricing(optuna.load_study(study_name="g", storage=url))
+    assert f"{totals['memory_checks']:.0f} configurations memory-checked" in line
+    assert totals["analytical_runs"] + totals["overflows"] == totals["memory_checks"] > 0
