@@ -1,7 +1,7 @@
 """The default sampler: the analytical engine as a cheap fidelity that event results correct.
 
 :class:`GuidedSampler` chooses every trial's configuration from the space's candidates
-(:mod:`search.pool`) with two Gaussian processes (:mod:`search.gp`) over their features, in
+(:mod:`search.pool`) with Gaussian processes (:mod:`search.gp`) over their features, in
 the spirit of multi-fidelity Bayesian optimisation with an additive correction (Kennedy &
 O'Hagan 2000, the autoregressive model with its scale fixed to 1):
 
@@ -15,11 +15,14 @@ O'Hagan 2000, the autoregressive model with its scale fixed to 1):
 Their sum predicts each candidate's event value with an uncertainty; the candidate of largest
 expected improvement over the best event value so far (Jones et al. 1998) is the next trial,
 once it has been priced analytically. A candidate chosen without an analytical price is first
-priced (the memory check, then the analytical engine, at a fraction of an event simulation's
-cost: docs/tuning.md) and the choice is made again, at most ``per_trial`` times a trial; a
-study starts with ``screen`` candidates priced at random (seeded). So the analytical engine
-is spent where the model expects the best plans, not on a fixed random sample, and its
-systematic errors are learnt from the event results instead of being trusted.
+priced (the memory check, then the analytical engine, at a fifth to a half of an event
+simulation's cost: docs/tuning.md) and the choice is made again. A study starts with
+``screen`` candidates priced at random (seeded), then allows :data:`PER_SIMULATION` pricings
+per event simulation, at most ``per_trial`` in one trial. So the analytical engine is spent
+where the model expects the best plans, not on a fixed random sample, and its systematic
+errors are learnt from the event results instead of being trusted. The pricing's geometry
+memo (:func:`palm.network.memo.shared_geometry`) is kept over the study, so that on a mesh
+a pricing costs what it costs in a batch.
 
 Memory is exact and cheap (:func:`palm.api.memory_check`): a candidate that does not fit is
 struck from the pool when it is priced, so no trial is spent on a memory overflow. A third
@@ -30,7 +33,11 @@ study has (finished, running in another worker, or failed) is proposed again, so
 a duplicate; failed trials are not retried by this sampler.
 
 Seeded, the sampler is deterministic: the random initial pricing is drawn from ``seed`` and
-every later choice is a deterministic function of the results.
+every later choice is a deterministic function of the results (no measured time enters it).
+
+A space of at most :data:`search.pool.POOL_LIMIT` draws is the pool whole; a larger or
+continuous one is a seeded sample that gains the one-parameter neighbours of its best
+candidates as the study goes (:func:`search.pool.neighbours`).
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ SPACES: dict[str, tuple[str, dict[str, Any]]] = {
     "llama3-70b-h100": (
         "dense GPU plan: a Llama-3-70B-shaped model on 512 H100s, global batch 1024 x 8192 tokens",
         {
-            "study": {"base": str(HERE / "llama3-70b-h100.toml")},
+            "study": {"base": str(ROOT / "examples" / "llama3-70b-h100.toml")},
             "space": {
                 "parallelism": {"tp": [2, 4, 8], "pp": [1, 2, 4, 8]},
                 "cp": [1, 2, 4],
