@@ -26,6 +26,7 @@ __all__ = [
     "simulate_plan",
     "memory_check",
     "analytical_if_fits",
+    "analytical_with_memory",
     "MemoryCheck",
     "ENGINES",
     "DEFAULT_ENGINE",
@@ -152,15 +153,23 @@ def analytical_if_fits(config: SimConfig) -> Result | None:
     """The analytical engine's result of ``config``, or ``None`` when it does not fit in
     memory (:func:`memory_check`): the check and the plan share one
     :func:`~palm.plan.context.plan_context` (for a screening of many configurations)."""
-    if config.training.mode == "serve":
-        fits = memory_check(config).overflow_bytes <= 0
-        return simulate(config, engine="analytical") if fits else None
+    return analytical_with_memory(config)[1]
+
+
+def analytical_with_memory(config: SimConfig) -> tuple[MemoryCheck, Result | None]:
+    """:func:`memory_check` of ``config`` and, when it fits, the analytical engine's result
+    (else ``None``), sharing one plan context as :func:`analytical_if_fits` does."""
+    if config.training.mode == "serve":  # LLM serving prices itself (palm.serving)
+        memory = memory_check(config)
+        fits = memory.overflow_bytes <= 0
+        return memory, simulate(config, engine="analytical") if fits else None
     ctx = _context(config)
-    if _memory_check(ctx).overflow_bytes > 0:
-        return None
+    memory = _memory_check(ctx)
+    if memory.overflow_bytes > 0:
+        return memory, None
     start = time.perf_counter()
     plan = build_plan(config, context=ctx)
-    return simulate_plan(plan, engine="analytical", started=start)[0]
+    return memory, simulate_plan(plan, engine="analytical", started=start)[0]
 
 
 def simulate_plan(

@@ -22,7 +22,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ from palm.strategy import SimConfig
 from search.artifacts import ArtifactStore, artifact_location, attach_when_best, record_location
 from search.dedup import NewConfigBudget, Unrepeating
 from search.failures import WorkersFailed
+from search.guided import GuidedSampler
 from search.lifecycle import guarded, stop_if_signalled, supervise, trial_signals, worker_main
 from search.metrics import is_overflow, memory_unit_bytes, metric_names, report_overflow
 from search.objective import Objective, TrialFailed
@@ -52,7 +52,7 @@ from search.storage import (
     sweep_stale_trials,
     worker_id,
 )
-from search.study_file import StudySpec, check_sampler, load_study
+from search.study_file import StudySpec, check_sampler, load_study, with_sampler
 from spaces import count_configurations
 
 __all__ = [
@@ -63,11 +63,15 @@ __all__ = [
     "best_trial",
     "counts",
     "screen_once",
+    "pricing",
 ]
 
 _FINGERPRINT = "palm_tune_fingerprint"
 #: spaces of at most this many draws are counted, so a run stops when it has them all
 _COUNT_LIMIT = 2000
+_SIZE_ATTR = "space_size"
+#: prefix of the user attributes that record the guided sampler's pricing (one per process)
+PRICING_ATTR = "pricing"
 
 
 class TuningStudy(optuna.Study):
@@ -133,7 +137,7 @@ def create_study(
     custom = sampler if isinstance(sampler, optuna.samplers.BaseSampler) else None
     if (sampler is not None and custom is None) or seed is not None:
         name_of = sampler if isinstance(sampler, str) else spec.sampler
-        spec = replace(spec, sampler=name_of, seed=seed if seed is not None else spec.seed)
+        spec = with_sampler(spec, name_of, seed if seed is not None else spec.seed)
         check_sampler(spec.space, spec.sampler)
     where: str | BaseStorage = storage if storage is not None else DEFAULT_STORAGE
     shown = where if isinstance(where, str) else type(where).__name__
@@ -156,7 +160,9 @@ def create_study(
             storage=where,
             backend=backend,
             sampler=custom
-            or make_sampler(spec.sampler, seed=spec.seed, objectives=len(spec.objectives)),
+            or make_sampler(
+                spec.sampler, seed=spec.seed, objectives=len(spec.objectives), spec=spec
+            ),
             custom_sampler=custom is not None,
             artifacts=artifacts,
         )
@@ -250,10 +256,11 @@ def _optimize_here(
     callbacks: list[Callable[[optuna.Study, FrozenTrial], None]] = []
     if bar is not None:
         callbacks.append(bar)
-    size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
+    size = _space_size(tuning)
     simulator = Objective(tuning.spec)
     callbacks.append(NewConfigBudget(n_trials, size=size, seen=simulator.seen))
-    if not isinstance(tuning.sampler, Unrepeating):
+    if not isinstance(tuning.sampler, (Unrepeating, GuidedSampler)):
+        # the guided sampler never proposes a configuration the study has
         tuning.sampler = Unrepeating(tuning.sampler, seed=tuning.spec.seed)
     objective = attach_when_best(
         report_overflow(
@@ -265,16 +272,19 @@ def _optimize_here(
         store=tuning.artifacts,
         objectives=tuning.spec.objectives,
     )
-    with trial_signals():  # a stop signal fails the running trial, never orphans one
-        optuna.Study.optimize(
-            tuning,
-            guarded(objective),
-            n_trials=None,
-            timeout=timeout,
-            catch=(TrialFailed,),
-            callbacks=[*callbacks, stop_if_signalled],
-            gc_after_trial=False,
-        )
+    try:
+        with trial_signals():  # a stop signal fails the running trial, never orphans one
+            optuna.Study.optimize(
+                tuning,
+                guarded(objective),
+                n_trials=None,
+                timeout=timeout,
+                catch=(TrialFailed,),
+                callbacks=[*callbacks, stop_if_signalled],
+                gc_after_trial=False,
+            )
+    finally:
+        _record_pricing(tuning)
 
 
 def _run(
@@ -314,7 +324,7 @@ def screen_once(tuning: TuningStudy, *, top: int) -> tuple[Screening, bool]:
         tuning,
         purpose="screening",
         done=done,
-        work=lambda: screen(tuning, spec, budget=spec.screen, top=top),
+        work=lambda: screen(tuning, spec, budget=spec.screen, top=top, seed=spec.seed),
     )
 
 
@@ -337,7 +347,7 @@ def optimize(
     if workers < 1:
         raise ConfigError("--workers", workers, "an integer >= 1")
     check_workers(tuning.storage_arg, workers)  # before any work
-    if tuning.spec.screen:  # once per study, before any worker starts
+    if tuning.spec.screen and not _guided(tuning):  # once per study, before any worker starts
         # no more enqueued than this run simulates (none left waiting after it)
         top = tuning.spec.screen_top
         if progress and SCREEN_ATTR not in tuning.user_attrs:  # seconds before the bar shows
@@ -406,6 +416,51 @@ def _workers(
         for i, share in enumerate(shares)
         if share != 0
     ]
+
+
+def _space_size(tuning: TuningStudy) -> int | None:
+    """The space's distinct configurations when it is small enough to list (None: not, or a
+    continuous knob): the guided sampler's pool when it lists the whole space, else counted
+    once per study (up to ``_COUNT_LIMIT`` draws) and kept in the study's user attribute
+    ``space_size``, so a resumed run does not enumerate again."""
+    sampler = tuning.sampler
+    sampler = getattr(sampler, "base", sampler)
+    if isinstance(sampler, GuidedSampler):
+        return sampler.space_size()
+    stored = tuning.user_attrs.get(_SIZE_ATTR)
+    if isinstance(stored, dict) and "size" in stored:
+        return None if stored["size"] is None else int(stored["size"])
+    size = count_configurations(tuning.spec.space, tuning.spec.context, limit=_COUNT_LIMIT)
+    tuning.set_user_attr(_SIZE_ATTR, {"size": size})
+    return size
+
+
+def _record_pricing(tuning: TuningStudy) -> None:
+    """The guided sampler's memory checks and analytical runs of this process, as the
+    study's user attribute ``pricing:<host>:<pid>`` (one per process: workers never write
+    the same attribute); :func:`pricing` adds them up."""
+    sampler = tuning.sampler
+    sampler = getattr(sampler, "base", sampler)
+    if isinstance(sampler, GuidedSampler) and sampler.stats.memory_checks:
+        tuning.set_user_attr(f"{PRICING_ATTR}:{worker_id()}", sampler.stats.as_dict())
+
+
+def pricing(study: optuna.Study) -> dict[str, float]:
+    """What the guided sampler spent besides event simulations in every run of ``study``:
+    memory checks (``overflows`` of them did not fit), analytical runs, their seconds and
+    its modelling seconds (:class:`search.guided.FidelityStats`); empty when none ran."""
+    total: dict[str, float] = {}
+    for name, value in study.user_attrs.items():
+        if name.startswith(f"{PRICING_ATTR}:") and isinstance(value, dict):
+            for k, v in value.items():
+                total[k] = total.get(k, 0.0) + float(v)
+    return total
+
+
+def _guided(tuning: TuningStudy) -> bool:
+    """The study's sampler prices configurations analytically itself (search.guided)."""
+    sampler = tuning.sampler
+    return isinstance(getattr(sampler, "base", sampler), GuidedSampler)
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial:

@@ -23,6 +23,11 @@ def _interrupted_early(signum: int, frame: object) -> None:
 _SCRIPT = __name__ == "__main__" or os.path.basename(sys.argv[0]) == "palm-tune"
 _MASKABLE = hasattr(signal, "pthread_sigmask")
 if _SCRIPT:  # pragma: no cover
+    # one BLAS thread (unless the user sets one): the tuner's models are small matrices,
+    # parallelism comes from --workers, and OpenBLAS threads on busy cores made a 100 x 3000
+    # product 20-40 times slower than one thread (docs/tuning.md)
+    for _blas in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_blas, "1")
     signal.signal(signal.SIGINT, _interrupted_early)
     if _MASKABLE:
         # the threads that libraries start while they load (OpenBLAS under numpy) inherit

@@ -17,7 +17,7 @@ import optuna
 from optuna.trial import TrialState
 
 from palm.errors import ConfigError
-from search.api import best_config, best_trial, counts, create_study, optimize
+from search.api import best_config, best_trial, counts, create_study, optimize, pricing
 from search.artifacts import ArtifactStore, Stores, artifact_location, artifact_note
 from search.failures import mask_credentials
 from search.metrics import display_names, is_overflow
@@ -224,6 +224,13 @@ def _configs_line(study: optuna.Study, screened_here: bool | None = None) -> str
             f"in {screened['wall_s']:.1f} s, the best {len(screened['enqueued'])} simulated first"
             + {True: " (by this run)", False: " (by another run)", None: ""}[screened_here]
             + "\n"
+        )
+    priced = pricing(study)
+    if priced:
+        line += (
+            f"pricing    {priced['memory_checks']:.0f} configurations memory-checked "
+            f"({priced['overflows']:.0f} did not fit), {priced['analytical_runs']:.0f} priced "
+            f"by the analytical engine, {priced['pricing_s']:.1f} s (guided sampler)\n"
         )
     return line
 

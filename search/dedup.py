@@ -26,6 +26,8 @@ from typing import Any, cast
 import optuna
 from optuna.trial import FrozenTrial
 
+from search.metrics import is_overflow
+
 __all__ = [
     "config_key",
     "SeenConfigs",
@@ -35,6 +37,8 @@ __all__ = [
     "NewConfigBudget",
     "configuration_counts",
     "STALL_AFTER",
+    "IDLE_AFTER",
+    "simulated",
     "Unrepeating",
     "PerTrialView",
     "INVALID_CONSTRAINT",
@@ -116,13 +120,27 @@ class SeenConfigs:
 #: consecutive duplicate proposals after which a run stops: the sampler finds nothing new
 #: (a space smaller than the budget, or a sampler that has converged)
 STALL_AFTER = 50
+#: consecutive trials that simulated nothing (duplicates, memory overflows, invalid draws)
+#: after which a run stops: a sampler that keeps proposing plans that cannot run
+IDLE_AFTER = 10 * STALL_AFTER
+
+
+def simulated(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` cost an event simulation: it completed and fits memory, or it
+    failed (a failure is counted, so that a configuration that keeps failing cannot keep a
+    run going)."""
+    if trial.state == optuna.trial.TrialState.FAIL:
+        return True
+    return trial.state == optuna.trial.TrialState.COMPLETE and not is_overflow(trial)
 
 
 class NewConfigBudget:
-    """Optuna callback: stop ``optimize`` once ``n`` new configurations (trials that are
-    not duplicates) were evaluated in this process, once the study holds every one of the
-    space's ``size`` configurations (when known), or after :data:`STALL_AFTER` duplicate
-    proposals in a row. ``n = None``: only the other two rules (a run bounded by a timeout).
+    """Optuna callback: stop ``optimize`` once ``n`` event simulations ran in this process
+    (:func:`simulated`: duplicates, memory overflows and invalid draws are not counted), once
+    the study holds every one of the space's ``size`` configurations (when known), after
+    :data:`STALL_AFTER` duplicate proposals in a row, or after :data:`IDLE_AFTER` trials in a
+    row that simulated nothing. ``n = None``: only the other rules (a run bounded by a
+    timeout). ``new`` counts the trials that were not duplicates.
 
     ``seen``: the objective's :class:`SeenConfigs` (its look-up already indexed the trials
     of every worker as the trial began, so the count costs no storage read; another worker's
@@ -133,6 +151,7 @@ class NewConfigBudget:
         self, n: int | None, *, size: int | None = None, seen: SeenConfigs | None = None
     ) -> None:
         self.n, self.size, self.new, self.duplicates, self._in_row = n, size, 0, 0, 0
+        self.simulations = self._idle = 0
         self.stalled = self.exhausted = False
         self._own = seen is None
         self.seen = SeenConfigs() if seen is None else seen
@@ -144,7 +163,12 @@ class NewConfigBudget:
         else:
             self.new += 1
             self._in_row = 0
-        self.stalled = self._in_row >= STALL_AFTER
+        if simulated(trial):
+            self.simulations += 1
+            self._idle = 0
+        else:
+            self._idle += 1
+        self.stalled = self._in_row >= STALL_AFTER or self._idle >= IDLE_AFTER
         if self.size is not None:
             if self._own:
                 for t in _trials(study):
@@ -152,19 +176,23 @@ class NewConfigBudget:
                         self.seen.add(t)
             self.seen.add(trial)
             self.exhausted = len(self.seen.keys) >= self.size
-        if self.stalled or self.exhausted or (self.n is not None and self.new >= self.n):
+        if self.stalled or self.exhausted or (self.n is not None and self.simulations >= self.n):
             study.stop()
 
 
 def configuration_counts(study: optuna.Study) -> dict[str, int]:
     """Trials by what they cost: ``simulated`` (distinct configurations the engine ran:
-    completed trials, each a configuration no earlier trial had), ``overflow`` (pruned by the
-    memory check, no plan built), ``invalid`` (contradictory choices), ``duplicate``
-    (answered from the storage, no simulation), ``failed``."""
+    completed trials that fit memory, each a configuration no earlier trial had),
+    ``overflow`` (stopped by the memory check, no plan built: pruned, or COMPLETE and
+    infeasible for the samplers that read completed trials only), ``invalid``
+    (contradictory choices), ``duplicate`` (answered from the storage, no simulation),
+    ``failed``."""
     out = {"simulated": 0, "overflow": 0, "invalid": 0, "duplicate": 0, "failed": 0}
     for t in study.get_trials(deepcopy=False):
         if DUPLICATE_ATTR in t.user_attrs:
             out["duplicate"] += 1
+        elif is_overflow(t):  # pruned, or COMPLETE and infeasible (NSGA-II, GP, CMA-ES)
+            out["overflow"] += 1
         elif t.state == optuna.trial.TrialState.COMPLETE:
             out["simulated"] += 1
         elif t.state == optuna.trial.TrialState.FAIL:

@@ -3,8 +3,9 @@ prints (the same numbers).
 
 The bar counts finished trials of the whole study: it starts at the trials finished before the
 run (a continued study) and ends at the trials the run asks for, ``before + budget +
-duplicates``: the budget counts new configurations (:class:`search.dedup.NewConfigBudget`), so
-each duplicate proposal of the run, answered from the storage, adds one trial to ask. A run
+not simulated``: the budget counts event simulations (:class:`search.dedup.NewConfigBudget`),
+so each trial of the run that simulated nothing (a duplicate proposal answered from the
+storage, a memory overflow, an invalid draw) adds one trial to ask. A run
 that stops before (the space exhausted, the sampler stalled, a timeout) closes its bar at the
 trials it did. The run's trials are the finished trials that one of its processes ran (their
 worker, :data:`search.storage.WORKER_ATTR`), whatever their number: so the trials that a
@@ -100,8 +101,14 @@ class RunCounts:
 
     @property
     def new(self) -> int:
-        """Trials that count against the budget: all but the duplicates."""
+        """Trials that were not duplicates."""
         return self.done - self.duplicate
+
+    @property
+    def extra(self) -> int:
+        """Trials that do not count against the budget (event simulations,
+        :func:`search.dedup.simulated`): duplicates, memory overflows and invalid draws."""
+        return self.duplicate + self.overflow + self.invalid
 
     def kinds(self, *, short: bool = False) -> str:
         """``30 simulated, 5 cached duplicates, ...``: every kind, zeros included (``short``:
@@ -164,7 +171,7 @@ def _finished(study: optuna.Study) -> set[int]:
 
 
 class Progress:
-    """The bar of a run on ``study`` with a budget of ``budget`` new configurations (None:
+    """The bar of a run on ``study`` with a budget of ``budget`` event simulations (None:
     a run bounded by time). ``ours`` gives the run's workers (``host:pid``). Call it as an
     Optuna callback (``study.optimize(callbacks=[...])``) or :meth:`update` it."""
 
@@ -214,8 +221,9 @@ class Progress:
         self.counts = run_counts(study, self.ours(), before=self.before)
         n = len(self.before) + self.counts.done
         if self.budget is not None:
-            # each duplicate is one more trial to ask: the budget counts new configurations
-            self.bar.total = max(n, len(self.before) + self.budget + self.counts.duplicate)
+            # each trial that simulated nothing is one more to ask: the budget counts
+            # event simulations
+            self.bar.total = max(n, len(self.before) + self.budget + self.counts.extra)
         self.bar.set_postfix_str(self._postfix(study), refresh=False)
         if n == self.bar.n:
             self.bar.refresh()

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.distributions import BaseDistribution, FloatDistribution, IntDistribution
 
 from palm.errors import ConfigError
+
+if TYPE_CHECKING:
+    from search.study_file import StudySpec
 
 __all__ = ["make_sampler", "learns_from_pruned", "NumericCmaEsSampler", "GP_PACKAGES"]
 
@@ -98,12 +101,22 @@ def learns_from_pruned(sampler: optuna.samplers.BaseSampler) -> bool:
     return not isinstance(inner, complete_only)
 
 
-def make_sampler(name: str, *, seed: int | None, objectives: int) -> optuna.samplers.BaseSampler:
-    """``tpe`` (Bergstra et al. 2011; Watanabe 2023, arXiv:2304.11127), ``random``, ``cmaes``
+def make_sampler(
+    name: str, *, seed: int | None, objectives: int, spec: StudySpec | None = None
+) -> optuna.samplers.BaseSampler:
+    """``guided`` (the default for one objective: the analytical engine as a cheap fidelity
+    corrected by the event results, :mod:`search.guided`; needs the study's ``spec``),
+    ``tpe`` (Bergstra et al. 2011; Watanabe 2023, arXiv:2304.11127), ``random``, ``cmaes``
     (Hansen 2016, numeric knobs only: :class:`NumericCmaEsSampler`), ``nsga2`` (Deb et al.
     2002, constrained domination), ``gp`` (Gaussian-process BO with constrained log-EI;
     Gardner et al. 2014), ``bruteforce`` (every combination, for exhaustive baselines on small
     spaces)."""
+    if name == "guided":
+        if spec is None:
+            raise ValueError("the guided sampler needs the study's spec")
+        from search.guided import GuidedSampler
+
+        return GuidedSampler(spec, seed=seed, screen=spec.screen)
     if name == "tpe":
         # Optuna 5's default (multivariate, no group): as good as or better than
         # multivariate + group on benchmarks/sampler_efficiency.py's spaces (docs/results.md)

@@ -6,13 +6,16 @@ name = "quickstart"            # default study name in the storage
 base = "../examples/wafer-t18b.toml"   # simulation config, relative to this file
 set = ["training.global_batch=32"]     # overrides of the base (optional)
 objectives = ["throughput"]    # throughput (max), memory (min), cost (min)
-sampler = "tpe"                # tpe, random, cmaes, nsga2, gp, bruteforce
+sampler = "guided"             # guided (default for one objective), tpe (default for
+                               # several), random, cmaes, nsga2, gp, bruteforce
 trials = 40                    # new configurations (duplicate proposals are not counted)
 seed = 0
 engine = "event"
-screen = 200                   # analytical screening first (default 200 on GPUs; on meshes
-                               # min(100, trials), none under 20 trials)
-screen_top = 10                # screened configurations simulated first
+screen = 20                    # guided: configurations priced analytically at random first
+                               # (default 20); other samplers: an analytical screening first
+                               # (default 200 on GPUs; on meshes min(100, trials), none under
+                               # 20 trials)
+screen_top = 10                # screened configurations simulated first (not guided)
 
 [space]                        # see spaces.space_from_table
 parallelism = true
@@ -42,6 +45,7 @@ from spaces.parts import (
     Choice,
     ContextParallel,
     ExpertParallelism,
+    Fsdp,
     HardwareKnob,
     MicroBatch,
     Parallelism,
@@ -64,11 +68,13 @@ __all__ = [
     "check_seed",
     "MAX_SEED",
     "MAX_SCREEN",
+    "default_sampler",
+    "with_sampler",
 ]
 
 #: objective name -> (direction, what it measures)
 OBJECTIVES: dict[str, str] = {"throughput": "maximize", "memory": "minimize", "cost": "minimize"}
-SAMPLERS: tuple[str, ...] = ("tpe", "random", "cmaes", "nsga2", "gp", "bruteforce")
+SAMPLERS: tuple[str, ...] = ("guided", "tpe", "random", "cmaes", "nsga2", "gp", "bruteforce")
 _STUDY_KEYS = (
     "name",
     "base",
@@ -93,13 +99,25 @@ DEFAULT_SCREEN_TOP = 10
 #: the largest screening (docs/tuning.md): it draws up to 20 configurations per one screened,
 #: keeps the distinct ones in memory and prices each one it keeps (search/screen.py)
 MAX_SCREEN = 1000
+#: the guided sampler (search.guided) prices this many configurations at random before its
+#: first trial and the rest where its model expects the best plans
+DEFAULT_SCREEN_GUIDED = 20
 
 
-def default_screen(base: SimConfig, *, trials: int) -> int:
-    """Configurations screened analytically when the study file does not say. On a mesh none
+def default_sampler(objectives: int) -> str:
+    """The sampler of a study file that names none: ``guided`` for one objective (the
+    analytical engine as a cheap fidelity, :mod:`search.guided`), ``tpe`` for several."""
+    return "guided" if objectives == 1 else "tpe"
+
+
+def default_screen(base: SimConfig, *, trials: int, sampler: str = "tpe") -> int:
+    """Configurations screened analytically when the study file does not say: for the guided
+    sampler its random start (:data:`DEFAULT_SCREEN_GUIDED`). For the others, on a mesh none
     for a study of fewer than ``2 * DEFAULT_SCREEN_TOP`` trials: its screening (one
     configuration per trial) would be little more than an order for the enqueued half of
     its budget."""
+    if sampler == "guided":
+        return DEFAULT_SCREEN_GUIDED
     if base.hardware.topology != "mesh2d":
         return DEFAULT_SCREEN
     return min(DEFAULT_SCREEN_MESH, trials) if trials >= 2 * DEFAULT_SCREEN_TOP else 0
@@ -121,6 +139,8 @@ class StudySpec:
     fingerprint: str
     screen: int = DEFAULT_SCREEN
     screen_top: int = DEFAULT_SCREEN_TOP
+    #: the study file set ``screen`` (else it follows the sampler: :func:`default_screen`)
+    screen_set: bool = False
 
     @property
     def directions(self) -> list[str]:
@@ -181,15 +201,10 @@ def study_from_tables(
         raise ConfigError(
             "study.objectives", objectives, f"distinct names among {', '.join(OBJECTIVES)}"
         )
-    sampler = study.get("sampler", "tpe")
+    sampler = study.get("sampler", default_sampler(len(objectives)))
     if sampler not in SAMPLERS:
         raise ConfigError("study.sampler", sampler, f"one of {', '.join(SAMPLERS)}")
-    if sampler == "cmaes" and len(objectives) > 1:
-        raise ConfigError(
-            "study.sampler",
-            sampler,
-            "a multi-objective sampler (nsga2, tpe, random, gp) for several objectives",
-        )
+    check_objectives(sampler, len(objectives))
     trials = study.get("trials", 20)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ConfigError("study.trials", trials, "an integer >= 1")
@@ -200,7 +215,7 @@ def study_from_tables(
     if engine not in ENGINES:
         raise ConfigError("study.engine", engine, f"one of {', '.join(ENGINES)}")
     screen, screen_top = (
-        _count(study, "screen", default_screen(base, trials=trials), 0),
+        _count(study, "screen", default_screen(base, trials=trials, sampler=sampler), 0),
         _count(study, "screen_top", DEFAULT_SCREEN_TOP, 1),
     )
     if screen > MAX_SCREEN:
@@ -241,7 +256,30 @@ def study_from_tables(
         fingerprint=fingerprint,
         screen=screen if len(objectives) == 1 else 0,
         screen_top=screen_top,
+        screen_set="screen" in study,
     )
+
+
+def check_objectives(sampler: str, objectives: int) -> None:
+    """CMA-ES and the guided sampler take one objective."""
+    if sampler in ("cmaes", "guided") and objectives > 1:
+        raise ConfigError(
+            "study.sampler",
+            sampler,
+            "a multi-objective sampler (nsga2, tpe, random, gp) for several objectives",
+        )
+
+
+def with_sampler(spec: StudySpec, sampler: str, seed: int | None) -> StudySpec:
+    """``spec`` with another sampler (and seed): the screening default follows the sampler
+    unless the study file set ``screen``."""
+    from dataclasses import replace
+
+    check_objectives(sampler, len(spec.objectives))
+    screen = spec.screen
+    if not spec.screen_set and len(spec.objectives) == 1:
+        screen = default_screen(spec.base, trials=spec.trials, sampler=sampler)
+    return replace(spec, sampler=sampler, seed=seed, screen=screen)
 
 
 def _count(study: Mapping[str, Any], key: str, default: int, low: int) -> int:
@@ -290,6 +328,10 @@ def check_space(space: Space, ctx: SpaceContext, *, given: tuple[str, ...] = ())
             _check_schedule(part, draws, ctx, interleave_given="interleave" in given)
         elif isinstance(part, ExpertParallelism):
             _check_experts(part, draws, ctx)
+        elif isinstance(part, Choice) and part.field == "precision":
+            _check_precision(part, ctx)
+        elif isinstance(part, Fsdp):
+            _check_fsdp(space, ctx)
 
 
 def check_sampler(space: Space, sampler: str) -> None:
@@ -525,6 +567,33 @@ def _check_micro_batch(part: MicroBatch, dps: set[int], global_batch: int) -> No
                 f"choices one of which divides {global_batch // dp}, the per-replica batch "
                 f"at dp = {dp} (add 1, or restrict space.parallelism)",
             )
+
+
+def _check_precision(part: Choice, ctx: SpaceContext) -> None:
+    """Every precision choice must be one the base's hardware and mode run."""
+    tables = config_to_dict(ctx.base)
+    for value in part.choices:
+        tables["training"]["precision"] = value
+        try:
+            parse_config(tables)
+        except ConfigError as exc:
+            raise ConfigError("space.precision", value, exc.allowed) from None
+
+
+def _check_fsdp(space: Space, ctx: SpaceContext) -> None:
+    """``fsdp`` is drawn only at ZeRO 2 or 3 (:class:`spaces.parts.Fsdp`): some draw must
+    have one."""
+    zeros = next(
+        (p.choices for p in space.parts if isinstance(p, Choice) and p.field == "zero"),
+        (ctx.base.training.zero,),
+    )
+    if not {2, 3} & set(zeros):
+        raise ConfigError(
+            "space.fsdp",
+            "...",
+            f"choices only with ZeRO 2 or 3 among the zero choices {list(zeros)} "
+            "(FSDP shards at those stages; set space.zero)",
+        )
 
 
 def _check_knob(knob: HardwareKnob, ctx: SpaceContext) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "OpSplit",
     "ExpertParallelism",
     "ContextParallel",
+    "Fsdp",
     "pick_degree",
 ]
 
@@ -233,6 +234,22 @@ class Choice:
 
     def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
         draft[self.section][self.field] = _pick(trial, self.field, self.choices)
+
+
+@dataclass(frozen=True)
+class Fsdp:
+    """PyTorch FSDP or a distributed optimizer at the same ZeRO stage (palm
+    ``training.fsdp``): drawn only where the drawn (or the base's) ZeRO stage is 2 or 3, the
+    stages FSDP has (``SHARD_GRAD_OP`` and ``FULL_SHARD``); the jobs then differ in when
+    ZeRO-2 reduces and in how full recompute ends (docs/model.md). At ZeRO 0 and 1 it is
+    ``false`` (``fsdp = true`` there would mean ZeRO 3: the same configuration as the draw
+    with ``zero = 3``). Apply it after the part that draws ``zero``."""
+
+    choices: tuple[bool, ...]
+
+    def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
+        tr = draft["training"]
+        tr["fsdp"] = _pick(trial, "fsdp", self.choices) if tr["zero"] in (2, 3) else False
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from spaces.parts import (
     ContextParallel,
     Draft,
     ExpertParallelism,
+    Fsdp,
     HardwareKnob,
     Infeasible,
     InterGroup,
@@ -33,6 +34,9 @@ from spaces.parts import (
 __all__ = ["Space", "space_from_table", "SPACE_KEYS", "Infeasible"]
 
 ATTENTION_KERNELS = ("auto", "flash", "unfused")  # palm ModelConfig.attention
+#: compute precisions a space may search (palm TrainingConfig.precision; the hardware must
+#: have a peak rate for each, checked by search.study_file.check_space)
+PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4")
 
 SPACE_KEYS = (
     "parallelism",
@@ -44,6 +48,8 @@ SPACE_KEYS = (
     "interleave",
     "recompute",
     "zero",
+    "fsdp",
+    "precision",
     "sequence_parallel",
     "tp_group",
     "layout",
@@ -160,6 +166,10 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
         parts.append(Choice("training", "recompute", _choices(table, "recompute", RECOMPUTE_MODES)))
     if "zero" in table:
         parts.append(Choice("training", "zero", _choices(table, "zero", (0, 1, 2, 3))))
+    if "fsdp" in table:
+        parts.append(Fsdp(_choices(table, "fsdp", (True, False))))
+    if "precision" in table:
+        parts.append(Choice("training", "precision", _choices(table, "precision", PRECISIONS)))
     if "sequence_parallel" in table:
         parts.append(
             Choice(

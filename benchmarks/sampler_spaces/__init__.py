@@ -75,6 +75,60 @@ SPACES: dict[str, tuple[str, dict[str, Any]]] = {
             },
         },
     ),
+    "llama3-70b-h100": (
+        "dense GPU plan: a Llama-3-70B-shaped model on 512 H100s, global batch 1024 x 8192 tokens",
+        {
+            "study": {"base": str(ROOT / "examples" / "llama3-70b-h100.toml")},
+            "space": {
+                "parallelism": {"tp": [2, 4, 8], "pp": [1, 2, 4, 8]},
+                "cp": [1, 2, 4],
+                "micro_batch": [1, 2],
+                "schedule": ["1f1b", "interleaved-1f1b"],
+                "interleave": [2, 5],
+                "recompute": ["none", "selective", "full"],
+                "sequence_parallel": [True, False],
+                "zero": [0, 1, 3],
+            },
+        },
+    ),
+    "mixtral-8x22b-h100": (
+        "mixture of experts: Mixtral 8x22B on 256 H100s, global batch 512 x 4096 tokens, "
+        "expert and expert-tensor parallelism and the precision with the plan",
+        {
+            "study": {"base": str(HERE / "mixtral-8x22b-h100.toml")},
+            "space": {
+                "parallelism": {"tp": [1, 2, 4, 8], "pp": [1, 2, 4, 8]},
+                "micro_batch": [1, 2],
+                "schedule": ["1f1b", "interleaved-1f1b"],
+                "interleave": [2, 7],
+                "recompute": ["none", "selective", "full"],
+                "precision": ["bf16", "fp8"],
+                "ep": [1, 2, 4, 8],
+                "etp": [1, 2],
+            },
+        },
+    ),
+    "wafer-t39b-design": (
+        "wafer design: T-39B on the PALM wafer, plan, stage layout and TP placement with an "
+        "SRAM / inter-tile link / DRAM channel count grid",
+        {
+            "study": {
+                "base": WAFER,
+                "set": ["training.global_batch=64", 'model.preset="t-39b"'],
+            },
+            "space": {
+                "parallelism": True,
+                "recompute": ["full", "selective"],
+                "layout": ["line", "s-shape"],
+                "tp_group": ["compact", "strided"],
+                "hardware": {
+                    "sram_per_core_mib": {"values": [4, 8, 16]},
+                    "inter_tile_link_gbps": {"values": [128, 256, 512]},
+                    "dram_channels": {"values": [10, 20, 40]},
+                },
+            },
+        },
+    ),
 }
 
 

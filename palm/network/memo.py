@@ -33,15 +33,20 @@ _stats = [0, 0]
 
 
 @contextmanager
-def shared_geometry(*, max_entries: int = 100_000) -> Iterator[None]:
+def shared_geometry(
+    *, max_entries: int = 100_000, store: dict[Hashable, object] | None = None
+) -> Iterator[None]:
     """Remember geometric pricing inside the ``with`` block (nested blocks share the outer
     memo). The memo is dropped at the end of the outermost block; past ``max_entries``
-    entries it is cleared (bounded memory, same results)."""
+    entries it is cleared (bounded memory, same results). ``store``: remember in this dict
+    instead of a fresh one, so that a caller that prices plans in many short blocks (the
+    guided sampler, one block a trial) keeps what earlier blocks learnt; outside a block
+    nothing is remembered all the same."""
     global _memo
     if _memo is not None:
         yield
         return
-    _memo = {}
+    _memo = {} if store is None else store
     _stats[:] = [0, 0]
     _limit[0] = max_entries
     try:

@@ -43,7 +43,43 @@ def test_tables_are_complete_and_a_screened_study_replays_them(
     assert len(set(run.keys)) == len(run.keys)  # never the same configuration twice
 
 
-@pytest.mark.parametrize("name", ["gpt3-175b-a100", "wafer-t18b-mapping", "wafer-t18b-whatif"])
+def test_the_guided_sampler_replays_a_table_with_every_trial_a_simulation() -> None:
+    """The default on a new space: its pricing runs live and agrees with the table, and every
+    trial is an event simulation of a distinct configuration that fits."""
+    bench = _bench()
+    import sampler_spaces
+
+    space = "llama3-70b-h100"
+    assert bench.default_name(space) == "guided"
+    assert bench.previous_default(space) == "tpe-plain+screen200"
+    table = sampler_spaces.stored(space)
+    run = bench.run_one(space, table, "guided", 0, budget_sims=6)
+    assert run.trials == 6 and run.overflows == run.duplicates == run.invalid == 0
+    assert [table[k]["event"] for k in run.keys] == run.values and len(set(run.keys)) == 6
+    assert run.screened >= 20 and run.screen_s > 0  # its random start was priced
+
+
+def test_sampler_tables_check_and_agreement() -> None:
+    _bench()
+    import sampler_tables
+
+    worst = sampler_tables.check("wafer-t18b-whatif", 2)
+    assert worst["overflow"] == worst["analytical"] == 0.0 and worst["event"] < 1e-9
+    text = sampler_tables.agreement(["llama3-70b-h100"])
+    assert "| llama3-70b-h100 | 3240 | 1833 | 4 | 1.000 |" in text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpt3-175b-a100",
+        "wafer-t18b-mapping",
+        "wafer-t18b-whatif",
+        "llama3-70b-h100",
+        "mixtral-8x22b-h100",
+        "wafer-t39b-design",
+    ],
+)
 def test_stored_values_are_what_the_simulator_gives_now(name: str) -> None:
     """A sample of each table re-simulated: the memory verdict and the analytical value
     bit for bit, the event value to 1e-9 (the wafer tables were stored before the fair
@@ -72,6 +108,6 @@ def test_stored_values_are_what_the_simulator_gives_now(name: str) -> None:
             continue
         analytical, _ = simulate_plan(plan_for(config, engine="analytical"), engine="analytical")
         assert analytical.throughput_samples_per_s == row["analytical"], key
-        if i == 0 and name != "gpt3-175b-a100":  # one event run (a GPU-cluster one costs ~3 s)
+        if i == 0:  # one event run
             event, _ = simulate_plan(plan_for(config, engine="event"), engine="event")
             assert event.throughput_samples_per_s == pytest.approx(row["event"], rel=1e-9), key

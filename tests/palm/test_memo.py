@@ -4,6 +4,7 @@ gives the analytical engine's result of what fits and ``None`` for what does not
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,29 @@ def test_nothing_is_remembered_outside_a_block() -> None:
     assert len(calls) == 3
     assert remember(lambda: ("k",), compute) == 7  # dropped with the outer block
     assert len(calls) == 4
+
+
+def test_a_kept_store_carries_the_memo_across_blocks_with_every_value() -> None:
+    """``store``: blocks that price one plan each (the guided sampler's trials) share what
+    earlier blocks remembered, and give the values of the plans priced alone."""
+    configs = [_wafer(o) for o in WAFER_VARIANTS[:4]]
+    alone = [simulate(c, engine="analytical") for c in configs]
+    store: dict[Hashable, object] = {}
+    kept = []
+    for config in configs:
+        with shared_geometry(store=store):
+            kept.append(simulate(config, engine="analytical"))
+        hits, misses = memo_stats()
+    assert hits > misses  # the last block mostly found its routes in the store
+    for a, b in zip(alone, kept, strict=True):
+        assert a.iteration_time_s == b.iteration_time_s  # bit for bit
+    calls: list[int] = []
+    assert remember(lambda: ("k",), lambda: calls.append(1) or 1) == 1  # outside: nothing kept
+    with shared_geometry(store=store):
+        remember(lambda: ("k",), lambda: calls.append(1) or 1)
+    with shared_geometry(store=store):
+        remember(lambda: ("k",), lambda: calls.append(1) or 1)
+    assert len(calls) == 2  # the second block found it
 
 
 def test_outside_a_block_no_key_is_built() -> None:

@@ -105,10 +105,10 @@ seed = 1
         if t.state == TrialState.PRUNED and t not in duplicates and t not in invalid
     ]
     complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    assert len(trials) - len(duplicates) == 12  # the budget counts new configurations
+    assert len(complete) == 12  # the budget counts event simulations
     assert pruned, "no trial overflowed: the study no longer tests pruning"
     assert complete, "every trial overflowed: the study no longer tests feasible trials"
-    assert len(pruned) + len(complete) + len(invalid) == 12
+    assert len(pruned) + len(complete) + len(invalid) + len(duplicates) == len(trials)
     for t in invalid:  # tp x pp does not divide the cores, or dp the batch: no plan, no memory
         assert t.state == TrialState.PRUNED and t.constraints["invalid_choices"] > 0
         assert "config" not in t.user_attrs and "memory_overflow_bytes" not in t.constraints
@@ -421,12 +421,13 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     )
     assert run, out
     done, *kinds = map(int, run.groups())
-    # 8 new configurations were asked for; duplicates are extra trials, not counted
-    assert done == n == sum(kinds) and done - kinds[1] == 8
+    # 8 event simulations were asked for; the other trials are extra, not counted
+    assert done == n == sum(kinds) and kinds[0] == 8
     m = re.search(r"^trials\s+(\d+) completed, (\d+) pruned, (\d+) failed$", out, re.M)
     assert m, out
     assert sum(map(int, m.groups())) == n
-    # 8 new configurations were asked for; duplicate proposals are extra trials, not simulated
+    # 8 event simulations were asked for; duplicate proposals, memory overflows and invalid
+    # draws are extra trials, not simulated
     k = re.search(
         r"^configs\s+(\d+) distinct configurations simulated; not simulated: (\d+) over memory, "
         r"(\d+) invalid choices, (\d+) duplicate proposals$",
@@ -435,7 +436,7 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     )
     assert k, out
     simulated, overflow, invalid, dups = map(int, k.groups())
-    assert simulated + overflow + invalid == 8 and n == 8 + dups
+    assert simulated == 8 and n == simulated + overflow + invalid + dups
     assert simulated == int(m[1])
     assert re.search(r"^best\s+trial \d+: TP=\d+ PP=\d+ DP=\d+", out, re.M), out
     assert "samples/s" in out
@@ -475,10 +476,10 @@ def test_quickstart_tune_best_resume_reproduce_report(tmp_path: Path) -> None:
     assert again and this_run, proc.stdout
     total = int(again[1])
     study = optuna.load_study(study_name="quickstart", storage=f"sqlite:///{db}")
-    assert len(study.trials) == total and int(this_run[1]) - int(this_run[2]) == 2
-    # 2 new configurations; the same seed re-proposes earlier points, answered as duplicates
+    assert len(study.trials) == total
+    # 2 more simulations (the sampler may re-propose earlier points, answered as duplicates)
     resumed = study.trials[n:]
-    assert sum(1 for t in resumed if "duplicate_of" not in t.user_attrs) == 2
+    assert sum(1 for t in resumed if search.dedup.simulated(t)) == 2
     assert len(optuna.get_all_study_summaries(f"sqlite:///{db}")) == 1
 
     # the best trial as a configuration re-simulates identically
@@ -612,8 +613,32 @@ def test_a_mesh_study_screens_one_configuration_per_trial_by_default() -> None:
     ],
 )
 def test_the_default_screening_size(tmp_path: Path, base: str, trials: int, screen: int) -> None:
-    path = _study_file(tmp_path, "sized", f'base = "{REPO / "examples" / base}"\ntrials = {trials}')
+    study = f'base = "{REPO / "examples" / base}"\ntrials = {trials}\nsampler = "tpe"'
+    path = _study_file(tmp_path, "sized", study)
     assert search.study_file.load_study(path).screen == screen
+
+
+@pytest.mark.parametrize("base", ["wafer-t18b.toml", "t18b-dgx-a100.toml"])
+def test_the_guided_sampler_is_the_default_and_prices_twenty_at_random(
+    tmp_path: Path, base: str
+) -> None:
+    """One objective and no sampler named: the guided sampler, whose random start is 20
+    configurations on a mesh and a GPU cluster alike; another sampler named on the command
+    line gets its own screening default, unless the study file set one."""
+    path = _study_file(tmp_path, "guided", f'base = "{REPO / "examples" / base}"\ntrials = 300')
+    spec = search.study_file.load_study(path)
+    assert (spec.sampler, spec.screen) == ("guided", 20)
+    tpe = search.study_file.with_sampler(spec, "tpe", 0)
+    assert tpe.screen == (100 if base.startswith("wafer") else 200)
+    path.write_text(path.read_text().replace("trials = 300", "trials = 300\nscreen = 7"))
+    spec = search.study_file.load_study(path)
+    assert search.study_file.with_sampler(spec, "tpe", 0).screen == 7
+    several = _study_file(
+        tmp_path,
+        "two",
+        f'base = "{REPO / "examples" / base}"\nobjectives = ["throughput", "memory"]',
+    )
+    assert search.study_file.load_study(several).sampler == "tpe"
 
 
 def test_a_run_stops_when_the_study_holds_every_configuration(tmp_path: Path) -> None:
