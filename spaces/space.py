@@ -12,7 +12,14 @@ import optuna
 
 from palm.config import config_to_dict
 from palm.errors import ConfigError
-from palm.strategy import INTER_GROUP_STRATEGIES, LAYOUTS, RECOMPUTE_MODES, SCHEDULES, TP_GROUPS
+from palm.strategy import (
+    INTER_GROUP_STRATEGIES,
+    LAYOUTS,
+    RECOMPUTE_MODES,
+    SCHEDULES,
+    TP_GROUPS,
+    TrainingConfig,
+)
 from spaces.context import SpaceContext
 from spaces.parts import (
     Choice,
@@ -36,7 +43,8 @@ __all__ = ["Space", "space_from_table", "SPACE_KEYS", "Infeasible"]
 ATTENTION_KERNELS = ("auto", "flash", "unfused")  # palm ModelConfig.attention
 #: compute precisions a space may search (palm TrainingConfig.precision; the hardware must
 #: have a peak rate for each, checked by search.study_file.check_space)
-PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "bfp8", "bfp4")
+#: every compute precision a configuration takes (``training.precision``)
+PRECISIONS = typing.get_args(typing.get_type_hints(TrainingConfig)["precision"])
 
 SPACE_KEYS = (
     "parallelism",
@@ -263,19 +271,15 @@ def _knob(field: str, spec: Any, ctx: SpaceContext) -> HardwareKnob:
 
 
 def _serving_parts(table: Mapping[str, Any]) -> list[SpacePart]:
-    """Choices of a served configuration (``training.mode = "serve"``): the batch, the compute
-    precision, the step cap and the weights' and KV cache's formats."""
+    """Choices of a served configuration (``training.mode = "serve"``): the batch, the step cap
+    and the weights' and KV cache's formats (the compute precision is the training part's)."""
     from palm.serving.spec import KV_FORMATS, WEIGHT_FORMATS
-    from palm.strategy import TrainingConfig
 
     parts: list[SpacePart] = []
     if "batch" in table:
         parts.append(Choice("serving", "batch", _choices(table, "batch", kind=int)))
     if "chunk_tokens" in table:
         parts.append(Choice("serving", "chunk_tokens", _choices(table, "chunk_tokens", kind=int)))
-    if "precision" in table:
-        allowed = typing.get_args(typing.get_type_hints(TrainingConfig)["precision"])
-        parts.append(Choice("training", "precision", _choices(table, "precision", allowed)))
     if "weights" in table:
         parts.append(Choice("serving", "weights", _choices(table, "weights", WEIGHT_FORMATS)))
     if "kv_cache" in table:

@@ -129,14 +129,13 @@ def test_event_results_correct_a_biased_fidelity(
 
     monkeypatch.chdir(tmp_path)  # the artifacts of an in-memory study go to the working dir
     sampler = GuidedSampler(spec, seed=0, price=doubled)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
-    tuning = search.TuningStudy(spec, study, "memory")
-    search.api._optimize_here(tuning, 1, None, progress=False)
+    tuning = search.create_study(spec, storage=optuna.storages.InMemoryStorage(), sampler=sampler)
+    search.api._optimize_here(tuning, 1, None, None)
     priced = [i for i in sampler._analytical if i not in sampler._event]
     mean, var = sampler._predict(np.array(priced))
     assert np.allclose(mean, [sampler._analytical[i] for i in priced])
     assert np.allclose(var, RESIDUAL_SCALE**2)  # priced: only the residual is uncertain
-    search.api._optimize_here(tuning, 8, None, progress=False)
+    search.api._optimize_here(tuning, 8, None, None)
     open_ = [i for i in sampler._analytical if i not in sampler._event]
     mean, _ = sampler._predict(np.array(open_))
     event = []
@@ -263,7 +262,7 @@ def test_tune_reports_what_the_guided_sampler_priced(
     url = f"sqlite:///{tmp_path}/g.db"
     assert main(["tune", str(path), "--storage", url, "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "(3 new)" in out  # three event simulations
+    assert "3 trials: 3 simulated" in out  # three event simulations
     assert "3 distinct configurations simulated; not simulated: 0 over memory" in out
     line = next(x for x in out.splitlines() if x.startswith("pricing "))
     totals = search.api.pricing(optuna.load_study(study_name="g", storage=url))

@@ -130,7 +130,7 @@ def test_the_bar_equals_the_studys_counts_fresh_continued_and_screened(
     n2, total2, *kinds2 = _last_bar(capsys.readouterr().err)
     assert n2 == total2 == len(again.trials) == n + again.last_run.done  # type: ignore[union-attr]
     assert tuple(kinds2) == tuple(a - b for a, b in zip(_kinds(again), before, strict=True))
-    assert again.last_run is not None and again.last_run.new == 3
+    assert again.last_run is not None and again.last_run.simulated == 3
 
 
 def test_two_workers_bar_and_summary_say_the_studys_counts(tmp_path: Path) -> None:
