@@ -35,6 +35,7 @@ __all__ = [
     "mesh_link_key",
     "tile_aligned_key",
     "cluster_profile",
+    "cluster_one_to_one_profile",
     "profile",
     "dram_channel_cores",
     "link_is_inter_tile",
@@ -52,10 +53,17 @@ EAST, WEST, SOUTH, NORTH = 0, 1, 2, 3
 class LinkLoad:
     """Transfers per link of one flow. Mesh link id: ``((row * cols) + col) * 4 + dir`` of its
     source router; cluster ids: ``("sw_out", gpu)`` etc. encoded as ints
-    ``kind * devices + gpu`` with kind 0..3 = switch out, switch in, NIC out, NIC in."""
+    ``kind * devices + gpu`` with kind 0..3 = switch out, switch in, NIC out, NIC in.
+
+    ``blocks``: on a cluster, optionally the same loads summed per block of ``block`` GPUs,
+    each id naming its block's first GPU (``kind * devices + block * (gpu // block)``): what a
+    reader that counts loads per group of GPUs (a multiple of ``block``) reads instead of one
+    entry per port (:func:`cluster_one_to_one_profile`)."""
 
     ids: np.ndarray
     loads: np.ndarray
+    block: int = 1
+    blocks: LinkLoad | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +316,71 @@ def cluster_profile(
             np.concatenate([c for _, c in counted]),
         )
     return Profile(latency, 1.0 / float(worst), 1, links)
+
+
+def cluster_one_to_one_profile(
+    hw: GpuClusterHardware,
+    src: np.ndarray,
+    dst: np.ndarray,
+    *,
+    devices: int,
+    with_links: bool = False,
+    block: int = 1,
+) -> Profile:
+    """:func:`cluster_profile` of transfers in which every GPU sends at most once and receives
+    at most once (the steps of disjoint rings, a hand-off between two stages of the same shape):
+    every port touched carries exactly one transfer, so the busiest port of a kind carries one
+    if the kind is touched at all; no sort or count over the ports is needed.
+
+    ``block``: the link loads also come summed over blocks of ``block`` GPUs
+    (:attr:`LinkLoad.blocks`, when ``block`` divides ``devices``); with ``block`` a divisor of
+    the event engine's stage group, its per-group loads read from them are the same whole
+    numbers as from one entry per port, at a cost that does not grow with the GPUs of a stage.
+    Equal to :func:`cluster_profile` on such transfers (the same latency, bandwidth and
+    per-port loads)."""
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    if (src == dst).any():
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+    if len(src) == 0:
+        return _EMPTY
+    cross = src // hw.gpus_per_node != dst // hw.gpus_per_node
+    n_cross = int(np.count_nonzero(cross))
+    sw = 1.0 / (hw.switch_bandwidth_gbps * 1e9) if n_cross < len(src) else 0.0
+    nic = 1.0 / (hw.inter_node_bandwidth_gbps * 1e9) if n_cross else 0.0
+    latency = (hw.inter_node_latency_us if n_cross else hw.switch_latency_us) * 1e-6
+    links = None
+    if with_links:
+        same = ~cross
+        ports = (src[same], dst[same], src[cross], dst[cross])
+        links = _one_per_port(ports, devices=devices, block=block)
+    return Profile(latency, 1.0 / max(sw, nic), 1, links)
+
+
+def _one_per_port(ports: tuple[np.ndarray, ...], *, devices: int, block: int) -> LinkLoad:
+    """Link loads of one transfer per entry of ``ports`` (the GPUs of each port kind, in
+    :class:`LinkLoad`'s kind order), with their sums per block of ``block`` GPUs."""
+    ids = np.concatenate([x + k * devices for k, x in enumerate(ports)])
+    ones = np.broadcast_to(1.0, len(ids))  # one transfer a port (read-only, no copy)
+    if block == 1 or devices % block:
+        return LinkLoad(ids, ones)
+    blocks: dict[int, int] = {}  # block id (kind x devices + first GPU) -> transfers
+    for k, x in enumerate(ports):
+        if not len(x):
+            continue
+        first, last = int(x.min()) // block, int(x.max()) // block
+        if first == last:  # the kind's ports in one block (a stage ring): no division each
+            blocks[k * devices + first * block] = len(x)
+            continue
+        counts = np.bincount(x // block - first)
+        for b in np.nonzero(counts)[0].tolist():
+            blocks[k * devices + (first + b) * block] = int(counts[b])
+    summed = LinkLoad(
+        np.fromiter(blocks, dtype=np.int64, count=len(blocks)),
+        np.fromiter(blocks.values(), dtype=np.float64, count=len(blocks)),
+    )
+    return LinkLoad(ids, ones, block, summed)
 
 
 def _port_counts(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

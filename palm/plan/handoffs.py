@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from palm.hardware.spec import Mesh2DHardware
+from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.intergroup import HandOff
 from palm.network.intergroup import hand_off as intergroup_hand_off
-from palm.network.loads import LinkLoad, Profile, profile
+from palm.network.loads import LinkLoad, Profile, cluster_one_to_one_profile, profile
 from palm.plan.context import PlanContext
-from palm.plan.rings import NO_TRANSFER, flat
+from palm.plan.rings import NO_TRANSFER, flat, stage_block
 from palm.workload.ops import TransformerLayer
 
 __all__ = ["HandOffs", "hand_offs"]
@@ -68,12 +68,13 @@ def hand_offs(ctx: PlanContext) -> HandOffs:
 
 def _peer_profile(ctx: PlanContext, src: int, dst: int) -> Profile:
     a, z = ctx.array(src), ctx.array(dst)
+    hw, devices = ctx.config.hardware, ctx.config.parallelism.devices
+    if isinstance(hw, GpuClusterHardware) and a.shape == z.shape:  # device i to device i
+        return cluster_one_to_one_profile(
+            hw, a, z, devices=devices, with_links=ctx.with_links, block=stage_block(ctx.config)
+        )
     return profile(
-        ctx.config.hardware,
-        flat(a, ctx.mesh),
-        flat(z, ctx.mesh),
-        devices=ctx.config.parallelism.devices,
-        with_links=ctx.with_links,
+        hw, flat(a, ctx.mesh), flat(z, ctx.mesh), devices=devices, with_links=ctx.with_links
     )
 
 

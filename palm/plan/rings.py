@@ -18,14 +18,21 @@ from palm.cost.collectives import (
 )
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.channels import members_per_node, with_channels
-from palm.network.loads import Profile, mesh_link_key, profile, ring_orders, tile_aligned_key
+from palm.network.loads import (
+    Profile,
+    cluster_one_to_one_profile,
+    mesh_link_key,
+    profile,
+    ring_orders,
+    tile_aligned_key,
+)
 from palm.network.memo import remember
 from palm.network.rings import stage_ring_profile
 from palm.plan.context import PlanContext
 from palm.strategy import SimConfig
 from palm.workload.ops import Collective
 
-__all__ = ["NO_TRANSFER", "StageRings", "stage_rings", "flat", "ring_profile"]
+__all__ = ["NO_TRANSFER", "StageRings", "stage_rings", "flat", "ring_profile", "stage_block"]
 
 NO_TRANSFER = Profile(0.0, float("inf"), 0)  # a group of one: nothing to exchange
 
@@ -33,6 +40,16 @@ NO_TRANSFER = Profile(0.0, float("inf"), 0)  # a group of one: nothing to exchan
 def flat(arr: np.ndarray, mesh: bool) -> np.ndarray:
     """Device ids (cluster) or core coordinates (mesh) of ``arr`` as a flat list."""
     return arr.reshape(-1, 2) if mesh else arr.reshape(-1)
+
+
+def stage_block(config: SimConfig) -> int:
+    """The GPUs of one pipeline stage (``tp x dp x cp``) where they tile the cluster, else 1:
+    the event engine books a cluster flow's port loads per stage group, so a flow's loads can
+    be summed per block of this many GPUs
+    (:func:`~palm.network.loads.cluster_one_to_one_profile`)."""
+    par = config.parallelism
+    group = par.tp * par.data_ranks
+    return group if par.devices % group == 0 else 1
 
 
 def ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: bool) -> Profile:
@@ -48,14 +65,14 @@ def ring_profile(config: SimConfig, arr: np.ndarray, axis: int, *, with_links: b
             rings = ring_orders(rings)
         arr, axis = rings, 1
     nxt = np.roll(arr, -1, axis=axis)
-    prof = profile(
-        config.hardware,
-        flat(arr, mesh),
-        flat(nxt, mesh),
-        devices=config.parallelism.devices,
-        with_links=with_links,
-    )
     hw = config.hardware
+    src, dst, devices = flat(arr, mesh), flat(nxt, mesh), config.parallelism.devices
+    if isinstance(hw, GpuClusterHardware):  # each GPU of a ring sends once, receives once
+        prof = cluster_one_to_one_profile(
+            hw, src, dst, devices=devices, with_links=with_links, block=stage_block(config)
+        )
+    else:
+        prof = profile(hw, src, dst, devices=devices, with_links=with_links)
     if isinstance(hw, GpuClusterHardware):  # NCCL channels over every NIC of the ring's nodes
         first = np.moveaxis(arr, axis, 0).reshape(arr.shape[axis], -1)[:, 0]  # one ring
         nodes = first // hw.gpus_per_node

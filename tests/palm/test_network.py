@@ -252,3 +252,75 @@ def test_cluster_group_keys_sum_each_ports_loads_by_kind_and_group() -> None:
         got = _cluster_group_keys(LinkLoad(np.asarray(ids), np.asarray(loads)), devices, group)
         assert got == expected
         assert list(got) == sorted(expected, key=lambda k: (_CLUSTER_KINDS.index(k[0]), k[1]))
+
+
+def _dgx(gpus: int) -> palm.SimConfig:
+    return palm.parse_config(
+        {
+            "model": {
+                "name": "t",
+                "layers": 4,
+                "hidden": 1024,
+                "ffn_hidden": 4096,
+                "vocab": 32000,
+                "heads": 16,
+                "seq_len": 512,
+            },
+            "hardware": {"preset": "dgx-a100", "gpus": gpus},
+            "training": {"global_batch": 64, "micro_batch": 1},
+            "parallelism": {"tp": 2, "pp": 2, "dp": gpus // 4},
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_to_one_transfers_price_as_the_general_cluster_profile(seed: int) -> None:
+    """Every GPU sends at most once and receives at most once (rings, a hand-off between two
+    stages of one shape): the fast profile has the general one's latency, bandwidth and
+    per-port loads, and its per-block sums are the per-port loads summed per block."""
+    from palm.network.loads import cluster_one_to_one_profile, cluster_profile
+
+    rng = np.random.default_rng(seed)
+    hw = _dgx(64).hardware
+    assert isinstance(hw, palm.hardware.GpuClusterHardware)
+    devices, block = 64, [1, 4, 8, 16][seed % 4]
+    n = int(rng.integers(1, 40))
+    src = rng.permutation(devices)[:n]
+    dst = rng.permutation(devices)[:n]
+    if seed == 0:
+        dst = src.copy()  # only self transfers: nothing moves
+    elif seed == 1:
+        dst[: n // 2] = src[: n // 2]  # some self transfers, dropped
+    fast = cluster_one_to_one_profile(hw, src, dst, devices=devices, with_links=True, block=block)
+    slow = cluster_profile(hw, src, dst, devices=devices, with_links=True)
+    assert (fast.latency_s, fast.bandwidth_Bps, fast.hops) == (
+        slow.latency_s,
+        slow.bandwidth_Bps,
+        slow.hops,
+    )
+    if slow.links is None:
+        assert fast.links is None
+        return
+    assert fast.links is not None
+    per_port = sorted(zip(fast.links.ids.tolist(), fast.links.loads.tolist(), strict=True))
+    assert per_port == sorted(zip(slow.links.ids.tolist(), slow.links.loads.tolist(), strict=True))
+    summed: dict[int, float] = {}
+    for i, x in per_port:
+        first = (i // devices) * devices + block * ((i % devices) // block)
+        summed[first] = summed.get(first, 0.0) + x
+    if block > 1:
+        assert fast.links.blocks is not None and fast.links.block == block
+        blocks = fast.links.blocks
+        got = dict(zip(blocks.ids.tolist(), blocks.loads.tolist(), strict=True))
+        assert got == summed
+        for group in (block, 2 * block):  # the engine's groups, multiples of the block
+            whole = LinkLoad(fast.links.ids, np.asarray(fast.links.loads))
+            assert _cluster_group_keys(fast.links, devices, group) == _cluster_group_keys(
+                whole, devices, group
+            )
+
+
+def test_a_stage_rings_block_is_the_stage_group() -> None:
+    from palm.plan.rings import stage_block
+
+    assert stage_block(_dgx(64)) == 32  # tp 2 x dp 16 per stage, two stages tile the GPUs

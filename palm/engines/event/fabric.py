@@ -89,6 +89,8 @@ class Flow:
 def _cluster_group_keys(links: LinkLoad, devices: int, group: int) -> dict[Hashable, float]:
     """Loads of a cluster flow per (port kind, stage group): its ports' loads summed, in the
     order of ``links`` (``bincount`` adds them one by one, as a loop would)."""
+    if links.blocks is not None and group % links.block == 0:
+        links = links.blocks  # the same whole-number loads summed per block of the group
     ids = np.asarray(links.ids, dtype=np.int64)  # port kind x devices + GPU
     if devices % group == 0:  # groups tile the GPUs (every plan): one division numbers both
         stride = devices // group  # the number of groups
