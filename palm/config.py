@@ -287,7 +287,20 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
     if isinstance(hw, Mesh2DHardware):
         hw = _tensix_fields(hw, has_fidelity=has_fidelity)
         _check_floorplan(hw)
+        _check_chips(hw)
     return hw
+
+
+def _check_chips(hw: Mesh2DHardware) -> None:
+    """Tiles that are chips own an equal share of the channels (``per-tile``)."""
+    tiles = hw.tiles[0] * hw.tiles[1]
+    if hw.dram_placement == "per-tile" and (hw.dram_channels < tiles or hw.dram_channels % tiles):
+        raise ConfigError(
+            "hardware.dram_channels",
+            hw.dram_channels,
+            f'a multiple of the {tiles} tiles with dram_placement = "per-tile" (each tile '
+            "owns an equal share)",
+        )
 
 
 def _check_floorplan(hw: Mesh2DHardware) -> None:
@@ -361,6 +374,7 @@ _NONNEG_INTS = {
     "n",
     "etp",
     "chunk_tokens",
+    "chip_links_per_edge",
 }
 _T = typing.TypeVar("_T")
 
