@@ -67,18 +67,23 @@ def per_tile_accesses(
     at = dram_channel_cores(one)
     per = one.dram_channels
     parts = [tile_parts(hw, region) for region in regions]
-    flat = [sub for p in parts for sub in p.values()]
+    # the distinct tile regions (in tile coordinates) priced once each
+    unique: dict[bytes, CoreRegion] = {}
+    for p in parts:
+        for sub in p.values():
+            unique.setdefault(sub.rects.tobytes(), sub)
+    flat = list(unique.values())
     if with_links or not _by_rows_and_columns(one, False):
-        tiles = tuple(interleaved_access(one, sub, at, with_links=with_links) for sub in flat)
+        priced = tuple(interleaved_access(one, sub, at, with_links=with_links) for sub in flat)
     else:
-        tiles = _interleaved_all(one, flat, at, with_latency=True)
-    out, k = [], 0
+        priced = _interleaved_all(one, flat, at, with_latency=True)
+    by_rects = dict(zip(unique, priced, strict=True))
+    out = []
     for p in parts:
         counts = np.zeros(hw.dram_channels)
         profiles, links = [], []
-        for t in p:
-            acc = tiles[k]
-            k += 1
+        for t, sub in p.items():
+            acc = by_rects[sub.rects.tobytes()]
             counts[t * per : (t + 1) * per] = acc.cores_per_channel
             profiles.append(acc.noc)
             if acc.noc.links is not None:

@@ -320,11 +320,17 @@ def _tile_edges(plan: Plan) -> list[dict[Hashable, tuple[float, float, float]]]:
     at = dram_channel_cores(one)
     tiles = sorted({t for p in parts for t in p})
     rates: dict[int, tuple[float, float]] = {}
+    seen: dict[bytes, tuple[float, float] | None] = {}  # tiles read alike are priced once
     for t in tiles:
         region = CoreRegion(np.concatenate([p[t].rects for p in parts if t in p]))
-        access = interleaved_access(one, region, at, with_latency=False)
-        if access.noc.bandwidth_Bps < _INF:
-            rates[t] = (access.cores, access.noc.bandwidth_Bps)
+        key = region.rects.tobytes()
+        if key not in seen:
+            access = interleaved_access(one, region, at, with_latency=False)
+            bw = access.noc.bandwidth_Bps
+            seen[key] = (access.cores, bw) if bw < _INF else None
+        rate = seen[key]
+        if rate is not None:
+            rates[t] = rate
     return [
         {("dram-noc", t): (float(sub.count), *rates[t]) for t, sub in p.items() if t in rates}
         for p in parts
