@@ -247,6 +247,12 @@ def _parse_graph_op(index: int, table: dict[str, Any]) -> Op:
         is_int = isinstance(value, int) and not isinstance(value, bool)
         if is_int and f.name not in zero_ok and value < 1:
             raise ConfigError(f"{where}.{f.name}", value, "an integer >= 1")
+    if isinstance(op, Conv2d) and (op.in_channels % op.groups or op.out_channels % op.groups):
+        raise ConfigError(
+            f"{where}.groups",
+            op.groups,
+            f"a divisor of in_channels ({op.in_channels}) and out_channels ({op.out_channels})",
+        )
     if isinstance(op, (Conv2d, Pool)):
         if any(x < 1 for x in op.in_hw):
             raise ConfigError(f"{where}.in_hw", list(op.in_hw), "two integers >= 1")
@@ -803,6 +809,14 @@ def validate(config: SimConfig) -> None:
                 else (op.out_channels if isinstance(op, Conv2d) else 0)
             )
             split = par.linear_split if isinstance(op, Linear) else par.conv_split
+            groups = op.groups if isinstance(op, Conv2d) else 1
+            if groups > 1 and not split and groups % par.tp and par.tp % groups:
+                raise ConfigError(
+                    "parallelism.tp",
+                    par.tp,
+                    f"a divisor or a multiple of every convolution's groups ({op.name} has "
+                    f"{groups})",
+                )
             if width and not split and width % par.tp:
                 raise ConfigError(
                     "parallelism.tp",
@@ -957,6 +971,10 @@ def _check_split_fits(op: Op, split: tuple[int, ...], where: str) -> None:
             ("k", split[3], op.in_features),
         ]
     elif isinstance(op, Conv2d):
+        if op.groups > 1 and math.prod(split) > 1:
+            raise ConfigError(
+                where, list(split), f"[1, 1, 1, 1]: {op.name} is a grouped convolution"
+            )
         pairs = [
             ("c", split[1], op.in_channels),
             ("i", split[2], op.out_hw[0]),
