@@ -7,6 +7,9 @@ per precision and its own SRAM. Cores are joined by a 2-D mesh NoC whose links i
 run at ``intra_tile_link_gbps`` and between tiles at ``inter_tile_link_gbps`` (per direction).
 ``dram_channels`` channels sit on the edge of the mesh, spread evenly round its perimeter, each
 with its bandwidth and response time (paper Eq. 4); their capacity is shared by all cores.
+A mesh whose tiles are chips (Tenstorrent n300, T3000, Galaxy, p150 x 4; docs/model.md sec.
+7c) gives each tile its own channels (``dram_placement = "per-tile"``) and joins the tiles by
+``chip_links_per_edge`` chip-to-chip links of ``inter_tile_link_gbps`` each.
 
 ``gpu-cluster``: nodes of ``gpus_per_node`` GPUs on a switch (NVSwitch), each GPU with its own
 NIC into a fat tree whose core is non-blocking. A device is one GPU. The device count follows
