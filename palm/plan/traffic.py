@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from palm.cost.memory import StateBytes
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
@@ -130,13 +132,14 @@ def memory_domain(ctx: PlanContext, stage: int) -> tuple[int, str]:
     if not (isinstance(hw, Mesh2DHardware) and hw.dram_placement == "per-tile") or ranks == 1:
         return ranks, "dp"
     cr, cc = hw.cores_per_tile
-    cores = ctx.array(stage)[:, 0, :]  # the data ranks of TP rank 0, in rank order
-    tile = (cores[:, 0] // cr) * hw.tiles[1] + cores[:, 1] // cc
-    k = len(set(tile.tolist()))
+    cores = ctx.array(stage)  # [data rank, TP rank, (row, col)]
+    tile = (cores[..., 0] // cr) * hw.tiles[1] + cores[..., 1] // cc
+    counts = {len(np.unique(tile[:, t])) for t in range(tile.shape[1])}
+    k = counts.pop() if len(counts) == 1 else 0  # chips under each TP rank's data ranks
     if k == 1:
         return ranks, "dp"
-    blocks = tile.reshape(k, -1) if ranks % k == 0 else None
-    if blocks is None or not (blocks == blocks[:, :1]).all():
+    blocks = tile.reshape(k, ranks // k, -1) if k and ranks % k == 0 else None
+    if blocks is None or not (blocks == blocks[:, :1, :]).all():
         return 1, "dp"
     return ranks // k, f"{k}x{ranks // k}x{ctx.tp}:1"
 

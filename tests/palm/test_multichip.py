@@ -202,3 +202,26 @@ def test_bad_multichip_fields_name_the_field() -> None:
         palm.load_config(path, overrides=["hardware.dram_channels=25"])
     with pytest.raises(ConfigError, match="hardware.chip_links_per_edge = -1"):
         palm.load_config(path, overrides=["hardware.chip_links_per_edge=-1"])
+
+
+@pytest.mark.parametrize(
+    "example, overrides, domain",
+    [
+        ("wormhole-n300-bert-base.toml", [], (16, "2x16x4:1")),  # 16 replicas per chip
+        ("wormhole-n300-resnet50.toml", [], (64, "2x64x1:1")),
+        # strided TP 2: each TP rank's 64 data ranks sit on one chip
+        ("wormhole-n300-bert-base.toml", ["parallelism.tp=2", "parallelism.dp=64",
+                                          'placement.tp_group="strided"'], (64, "dp")),
+        ("wormhole-t3000-llama2-7b-prefill.toml", [], (4, "dp")),
+        # one DRAM pool: every data rank shares the one read, as before
+        ("wormhole-n300-bert-base.toml", ['hardware.dram_placement="interleaved"'], (32, "dp")),
+    ],
+)  # fmt: skip
+def test_weights_are_shared_only_by_the_data_ranks_of_one_chip(
+    example: str, overrides: list[str], domain: tuple[int, str]
+) -> None:
+    from palm.plan.context import plan_context
+    from palm.plan.traffic import memory_domain
+
+    ctx = plan_context(palm.load_config(EXAMPLES / example, overrides=overrides), with_links=False)
+    assert memory_domain(ctx, 0) == domain
