@@ -437,7 +437,11 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
                     "peak_bf16_tflops_per_device": hw.core_peak_tflops.bf16,
                     "memory_gib_per_device": hw.device_memory_bytes / 2**30,
                     "link_gbps": f"{hw.intra_tile_link_gbps:g} in tile / "
-                    f"{hw.inter_tile_link_gbps:g} across",
+                    + (
+                        f"{hw.chip_links_per_edge} x {hw.inter_tile_link_gbps:g} per chip edge"
+                        if hw.chip_links_per_edge
+                        else f"{hw.inter_tile_link_gbps:g} across"
+                    ),
                 }
             )
     if args.json:

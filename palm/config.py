@@ -247,6 +247,12 @@ def _parse_graph_op(index: int, table: dict[str, Any]) -> Op:
         is_int = isinstance(value, int) and not isinstance(value, bool)
         if is_int and f.name not in zero_ok and value < 1:
             raise ConfigError(f"{where}.{f.name}", value, "an integer >= 1")
+    if isinstance(op, Conv2d) and (op.in_channels % op.groups or op.out_channels % op.groups):
+        raise ConfigError(
+            f"{where}.groups",
+            op.groups,
+            f"a divisor of in_channels ({op.in_channels}) and out_channels ({op.out_channels})",
+        )
     if isinstance(op, (Conv2d, Pool)):
         if any(x < 1 for x in op.in_hw):
             raise ConfigError(f"{where}.in_hw", list(op.in_hw), "two integers >= 1")
@@ -287,7 +293,20 @@ def _parse_hardware(table: dict[str, Any]) -> Hardware:
     if isinstance(hw, Mesh2DHardware):
         hw = _tensix_fields(hw, has_fidelity=has_fidelity)
         _check_floorplan(hw)
+        _check_chips(hw)
     return hw
+
+
+def _check_chips(hw: Mesh2DHardware) -> None:
+    """Tiles that are chips own an equal share of the channels (``per-tile``)."""
+    tiles = hw.tiles[0] * hw.tiles[1]
+    if hw.dram_placement == "per-tile" and (hw.dram_channels < tiles or hw.dram_channels % tiles):
+        raise ConfigError(
+            "hardware.dram_channels",
+            hw.dram_channels,
+            f'a multiple of the {tiles} tiles with dram_placement = "per-tile" (each tile '
+            "owns an equal share)",
+        )
 
 
 def _check_floorplan(hw: Mesh2DHardware) -> None:
@@ -361,6 +380,7 @@ _NONNEG_INTS = {
     "n",
     "etp",
     "chunk_tokens",
+    "chip_links_per_edge",
 }
 _T = typing.TypeVar("_T")
 
@@ -789,6 +809,14 @@ def validate(config: SimConfig) -> None:
                 else (op.out_channels if isinstance(op, Conv2d) else 0)
             )
             split = par.linear_split if isinstance(op, Linear) else par.conv_split
+            groups = op.groups if isinstance(op, Conv2d) else 1
+            if groups > 1 and not split and groups % par.tp and par.tp % groups:
+                raise ConfigError(
+                    "parallelism.tp",
+                    par.tp,
+                    f"a divisor or a multiple of every convolution's groups ({op.name} has "
+                    f"{groups})",
+                )
             if width and not split and width % par.tp:
                 raise ConfigError(
                     "parallelism.tp",
@@ -943,6 +971,10 @@ def _check_split_fits(op: Op, split: tuple[int, ...], where: str) -> None:
             ("k", split[3], op.in_features),
         ]
     elif isinstance(op, Conv2d):
+        if op.groups > 1 and math.prod(split) > 1:
+            raise ConfigError(
+                where, list(split), f"[1, 1, 1, 1]: {op.name} is a grouped convolution"
+            )
         pairs = [
             ("c", split[1], op.in_channels),
             ("i", split[2], op.out_hw[0]),

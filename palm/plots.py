@@ -45,6 +45,7 @@ __all__ = [
     "plot_link_heatmap",
     "plot_all",
     "link_utilisation_grid",
+    "dram_marker_sides",
     "GANTT_LABEL_MAX_BARS",
     "STAGE_LABEL_MAX_STAGES",
     "CLUSTER_MAX_BARS",
@@ -442,6 +443,7 @@ def _heatmap_figure(*, result: Result, config: SimConfig) -> Figure:
             norm=dram_norm,
             marker_pt=marker_pt,
             labelled=labelled,
+            tile=hw.cores_per_tile if hw.dram_placement == "per-tile" else None,
         )
 
     handles: list[Any] = []
@@ -490,6 +492,42 @@ def _heatmap_figure(*, result: Result, config: SimConfig) -> Figure:
     return fig
 
 
+def dram_marker_sides(
+    cores: np.ndarray,
+    utilisation: Sequence[float],
+    *,
+    rows: int,
+    cols: int,
+    tile: tuple[int, int] | None = None,
+) -> dict[tuple[float, float], list[tuple[float, float, float]]]:
+    """Where :func:`_draw_dram` puts each channel: by the direction ``(dx, dy)`` its square is
+    moved in (display points: ``dy > 0`` is up), the edge point ``(x, y)`` of its router's
+    cell (data coordinates) and its utilisation. A channel sits on the side of its chip
+    (``tile`` rows and columns; the whole mesh without one) nearest its router and is drawn
+    outside that side, or inside it when the side faces another chip."""
+    tr, tc = tile if tile is not None else (rows, cols)
+    sides: dict[tuple[float, float], list[tuple[float, float, float]]] = {}
+    for (r, c), u in zip(cores.tolist(), utilisation, strict=True):
+        top, left = r - r % tr, c - c % tc
+        r, c = r % tr, c % tc
+        if r == 0 and tr > 1:
+            x, y, dx, dy = float(c), -0.5, 0.0, 1.0
+        elif c == tc - 1 and tc > 1:
+            x, y, dx, dy = tc - 0.5, float(r), 1.0, 0.0
+        elif r == tr - 1 and tr > 1:
+            x, y, dx, dy = float(c), tr - 0.5, 0.0, -1.0
+        elif tr > 1 or tc == 1:
+            x, y, dx, dy = -0.5, float(r), -1.0, 0.0
+        else:
+            x, y, dx, dy = float(c), -0.5, 0.0, 1.0
+        x, y = x + left, y + top
+        beyond = x + dx * 0.5 if dx else y - dy * 0.5  # the cell across the edge
+        if 0 <= beyond <= (cols if dx else rows) - 1:
+            dx, dy = -dx, -dy  # an edge between two chips: drawn inside the channel's own
+        sides.setdefault((dx, dy), []).append((x, y, u))
+    return sides
+
+
 def _draw_dram(
     fig: Figure,
     ax: Axes,
@@ -502,28 +540,17 @@ def _draw_dram(
     norm: Normalize,
     marker_pt: float,
     labelled: bool,
+    tile: tuple[int, int] | None = None,
 ) -> None:
     """DRAM channels as squares just outside the border next to their router core, with their
-    utilisation in per cent beyond them (offsets in points, so independent of the cell size)."""
+    utilisation in per cent beyond them (offsets in points, so independent of the cell size);
+    ``tile``: chips with channels round their own border (:func:`dram_marker_sides`)."""
     from matplotlib.transforms import offset_copy
 
     centre = _DRAM_GAP_PT + marker_pt / 2
     # one scatter per side of the mesh (the offset transform is per side), so that drawing
     # costs the same few artists whatever the channel count
-    sides: dict[tuple[float, float], list[tuple[float, float, float]]] = {}
-    for (r, c), u in zip(cores.tolist(), utilisation, strict=True):
-        # the edge point of the core's cell on its side of the mesh, and the outward direction
-        if r == 0 and rows > 1:
-            x, y, dx, dy = float(c), -0.5, 0.0, 1.0
-        elif c == cols - 1 and cols > 1:
-            x, y, dx, dy = cols - 0.5, float(r), 1.0, 0.0
-        elif r == rows - 1 and rows > 1:
-            x, y, dx, dy = float(c), rows - 0.5, 0.0, -1.0
-        elif rows > 1 or cols == 1:
-            x, y, dx, dy = -0.5, float(r), -1.0, 0.0
-        else:
-            x, y, dx, dy = float(c), -0.5, 0.0, 1.0
-        sides.setdefault((dx, dy), []).append((x, y, u))
+    sides = dram_marker_sides(cores, utilisation, rows=rows, cols=cols, tile=tile)
     for (dx, dy), points in sides.items():
         xs, ys, us = zip(*points, strict=True)
         at = offset_copy(ax.transData, fig=fig, x=dx * centre, y=dy * centre, units="points")

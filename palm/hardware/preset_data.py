@@ -260,7 +260,12 @@ def _record(
     draft = _Draft(
         name=name,
         figures={**(base.figures if base else {}), **own},
-        at_1ghz={**(base.at_1ghz if base else {}), **table.get("at_1ghz", {})},
+        # a figure the preset gives itself replaces the base's per-cycle one (a chip link's
+        # bandwidth is no NoC clock's multiple)
+        at_1ghz={
+            **{k: v for k, v in (base.at_1ghz if base else {}).items() if k not in own},
+            **table.get("at_1ghz", {}),
+        },
         sources=_merge_sources(
             base.sources if base else (), _source_groups(name, table.get("sources", {}))
         ),

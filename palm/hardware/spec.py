@@ -7,6 +7,9 @@ per precision and its own SRAM. Cores are joined by a 2-D mesh NoC whose links i
 run at ``intra_tile_link_gbps`` and between tiles at ``inter_tile_link_gbps`` (per direction).
 ``dram_channels`` channels sit on the edge of the mesh, spread evenly round its perimeter, each
 with its bandwidth and response time (paper Eq. 4); their capacity is shared by all cores.
+A mesh whose tiles are chips (Tenstorrent n300, T3000, Galaxy, p150 x 4; docs/model.md sec.
+7c) gives each tile its own channels (``dram_placement = "per-tile"``) and joins the tiles by
+``chip_links_per_edge`` chip-to-chip links of ``inter_tile_link_gbps`` each.
 
 ``gpu-cluster``: nodes of ``gpus_per_node`` GPUs on a switch (NVSwitch), each GPU with its own
 NIC into a fat tree whose core is non-blocking. A device is one GPU. The device count follows
@@ -112,8 +115,10 @@ class Mesh2DHardware:
     matmul_half_dim: float = 16.0
     memory_efficiency: float = 0.9
     #: where a stage's data lives in DRAM (palm/network/dram.py): "interleaved" over every
-    #: channel, or on the channel "nearest" each core
-    dram_placement: Literal["interleaved", "nearest"] = "interleaved"
+    #: channel, on the channel "nearest" each core, or "per-tile": each tile is a chip with
+    #: its own ``dram_channels / tiles`` channels round its own edge, and a core's data is
+    #: interleaved over its own tile's channels only (a local read never leaves the chip)
+    dram_placement: Literal["interleaved", "nearest", "per-tile"] = "interleaved"
     sram_model: Literal["blocked", "algorithm1"] = "blocked"
     math_fidelity: str = ""
     compute_grid: tuple[int, int] = (0, 0)
@@ -131,7 +136,29 @@ class Mesh2DHardware:
     #: (:mod:`palm.network.tensix_noc`): "wormhole-b0", or "" (none: DRAM channels spread
     #: round the edge, as ``dram_channels`` says)
     noc_floorplan: Literal["", "wormhole-b0"] = ""
+    #: tiles joined by chip-to-chip links (Tenstorrent Ethernet): links between two
+    #: neighbouring tiles, per direction; ``inter_tile_link_gbps`` and
+    #: ``inter_tile_link_latency_ns`` are then one such link's. The links of a tile edge are
+    #: shared evenly by the core rows (columns) that cross it (:meth:`inter_tile_gbps`).
+    #: 0: the paper's mesh, one inter-tile link per crossing core row (column)
+    chip_links_per_edge: int = 0
     topology: Literal["mesh2d"] = "mesh2d"
+
+    def inter_tile_gbps(self, *, along_row: bool) -> float:
+        """Bandwidth (GB/s, per direction) of one mesh link crossing a tile boundary along a
+        row (east, west) or a column (south, north). With ``chip_links_per_edge = L`` the
+        ``L`` links of ``inter_tile_link_gbps`` each join two chips across an edge crossed by
+        ``cores_per_tile[0]`` rows (``[1]`` columns), so each row's share is
+        ``L x inter_tile_link_gbps / rows``: a flow crossing on every row gets the edge's
+        whole ``L`` links, never more (docs/model.md sec. 7c)."""
+        if self.chip_links_per_edge <= 0:
+            return self.inter_tile_link_gbps
+        crossing = self.cores_per_tile[0] if along_row else self.cores_per_tile[1]
+        return self.chip_links_per_edge * self.inter_tile_link_gbps / crossing
+
+    @property
+    def tile_count(self) -> int:
+        return self.tiles[0] * self.tiles[1]
 
     @property
     def fidelity_phases(self) -> int:

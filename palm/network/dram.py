@@ -120,6 +120,10 @@ def dram_access(
     path."""
     if hw.dram_placement == "interleaved":
         return interleaved_access(hw, region, channels_at, with_links=with_links)
+    if hw.dram_placement == "per-tile":
+        from palm.network.dram_tiles import per_tile_accesses  # it builds on this module
+
+        return per_tile_accesses(hw, (region,), with_links=with_links)[0]
     if not _by_rows_and_columns(hw, with_links):
         return dram_access_per_core(hw, region.cores(), channels_at, with_links=with_links)
     counts, noc = _by_lines(hw, region, channels_at)
@@ -138,6 +142,10 @@ def dram_accesses(
     the regions, :func:`_interleaved_lines`)."""
     if hw.dram_placement == "interleaved" and _by_rows_and_columns(hw, with_links):
         return _interleaved_all(hw, regions, channels_at, with_latency=True)
+    if hw.dram_placement == "per-tile":
+        from palm.network.dram_tiles import per_tile_accesses
+
+        return per_tile_accesses(hw, regions, with_links=with_links)
     return tuple(dram_access(hw, r, channels_at, with_links=with_links) for r in regions)
 
 

@@ -19,6 +19,7 @@ and receiver's NICs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,8 @@ __all__ = [
     "cluster_one_to_one_profile",
     "profile",
     "dram_channel_cores",
+    "per_tile_channel_cores",
+    "tile_hardware",
     "link_is_inter_tile",
     "link_bandwidth_Bps",
     "route_latency_ns",
@@ -114,8 +117,16 @@ def link_bandwidth_Bps(
     when the caller has it already)."""
     if inter is None:
         inter = link_is_inter_tile(hw, direction, position)
-    bw: np.ndarray = np.where(inter, hw.inter_tile_link_gbps, hw.intra_tile_link_gbps) * 1e9
-    return bw
+    if hw.chip_links_per_edge <= 0:
+        bw: np.ndarray = np.where(inter, hw.inter_tile_link_gbps, hw.intra_tile_link_gbps) * 1e9
+        return bw
+    # chips joined by Ethernet: a tile edge's links shared by the rows (columns) crossing it
+    along_row = (np.asarray(direction) == EAST) | (np.asarray(direction) == WEST)
+    across = np.where(
+        along_row, hw.inter_tile_gbps(along_row=True), hw.inter_tile_gbps(along_row=False)
+    )
+    chip: np.ndarray = np.where(inter, across, hw.intra_tile_link_gbps) * 1e9
+    return chip
 
 
 @dataclass(frozen=True)
@@ -179,6 +190,7 @@ def mesh_link_key(hw: Mesh2DHardware) -> tuple[object, ...]:
         hw.inter_tile_link_gbps,
         hw.intra_tile_link_latency_ns,
         hw.inter_tile_link_latency_ns,
+        hw.chip_links_per_edge,
     )
 
 
@@ -407,9 +419,41 @@ def profile(
 
 def dram_channel_cores(hw: Mesh2DHardware) -> np.ndarray:
     """Core coordinates of the routers the DRAM channels attach to: ``dram_channels`` points
-    spread evenly round the perimeter of the core mesh, clockwise from the top-left corner."""
-    rows, cols = hw.core_grid
-    n = hw.dram_channels
+    spread evenly round the perimeter of the core mesh, clockwise from the top-left corner.
+    Under ``dram_placement = "per-tile"`` each tile's ``dram_channels / tiles`` channels go
+    round its own perimeter the same way, tile by tile in row-major order (channel
+    ``t * per_tile + j`` is tile ``t``'s ``j``-th)."""
+    if hw.dram_placement == "per-tile":
+        return per_tile_channel_cores(hw)
+    return _perimeter_points(*hw.core_grid, hw.dram_channels)
+
+
+def tile_hardware(hw: Mesh2DHardware) -> Mesh2DHardware:
+    """One tile of ``hw`` as a mesh of its own, with its own share of the DRAM channels (and
+    of their capacity): the chip a ``per-tile`` placement reads from."""
+    tiles = hw.tile_count
+    return dataclasses.replace(
+        hw,
+        tiles=(1, 1),
+        dram_channels=hw.dram_channels // tiles,
+        dram_capacity_gib=hw.dram_capacity_gib / tiles,
+        dram_placement="interleaved",
+    )
+
+
+def per_tile_channel_cores(hw: Mesh2DHardware) -> np.ndarray:
+    """Channel positions of the ``per-tile`` placement (see :func:`dram_channel_cores`)."""
+    one = _perimeter_points(*hw.cores_per_tile, hw.dram_channels // hw.tile_count)
+    cr, cc = hw.cores_per_tile
+    rows, cols = np.divmod(np.arange(hw.tile_count), hw.tiles[1])
+    shift = np.stack([rows * cr, cols * cc], axis=1)
+    out: np.ndarray = (shift[:, None, :] + one[None, :, :]).reshape(-1, 2).astype(np.int64)
+    return out
+
+
+def _perimeter_points(rows: int, cols: int, n: int) -> np.ndarray:
+    """``n`` points spread evenly round the perimeter of a ``rows x cols`` mesh, clockwise
+    from the top-left corner."""
     if rows == 1 or cols == 1:
         r, c = np.divmod(np.arange(rows * cols), cols)
     else:  # top, right, bottom (right to left), left (bottom to top)

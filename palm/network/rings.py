@@ -95,7 +95,7 @@ def segment_profile(
     if len(segs.count) == 0:
         return Profile(0.0, float("inf"), 0)
     lat_in, lat_out = hw.intra_tile_link_latency_ns, hw.inter_tile_link_latency_ns
-    bw_in, bw_out = hw.intra_tile_link_gbps * 1e9, hw.inter_tile_link_gbps * 1e9
+    bw_in = hw.intra_tile_link_gbps * 1e9
 
     # latency and hops: every one-hop transfer of a segment, and each routed transfer
     latency, hops = 0.0, 0
@@ -130,9 +130,14 @@ def segment_profile(
     span = (keys[:-1] == keys[1:]) & (b > a) & (load > 0)
     a, b, load, direction = a[span], b[span], load[span], keys[:-1][span] >> 32
     inter = _inter_links(hw, direction, a, b)
+    along_row = (direction == EAST) | (direction == WEST)
+    bw_out = (
+        np.where(along_row, hw.inter_tile_gbps(along_row=True), hw.inter_tile_gbps(along_row=False))
+        * 1e9
+    )  # per direction (tiles joined by chip links: palm.hardware.spec)
     slowest = np.where(
         inter > 0,
-        np.where(inter < b - a, min(bw_in, bw_out), bw_out),
+        np.where(inter < b - a, np.minimum(bw_in, bw_out), bw_out),
         bw_in,
     )
     worst = float((load / slowest).max())

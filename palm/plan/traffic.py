@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from palm.cost.memory import StateBytes
 from palm.cost.sram import OpFootprint, SramAllocation, allocate_sram
 from palm.hardware.spec import Mesh2DHardware
@@ -108,14 +110,46 @@ def sram_allocations(ctx: PlanContext, recompute: RecomputeMode) -> StageSram:
         out.allocations[s] = dict(zip(indices, allocs, strict=True))
         if hw.sram_model == "blocked":
             for i, alloc in zip(indices, allocs, strict=True):
-                priced = _remembered_blocked(ctx, ctx.workload.ops[i], alloc, recompute)
+                priced = _remembered_blocked(
+                    ctx, ctx.workload.ops[i], alloc, recompute, memory_domain(ctx, s)
+                )
                 if priced is not None:
                     out.allocations[s][i], out.multicast[s][i] = priced
     return out
 
 
+def memory_domain(ctx: PlanContext, stage: int) -> tuple[int, str]:
+    """How many of ``stage``'s data ranks share one read of the weights (run in lockstep,
+    :mod:`palm.plan.products`), and the group whose ring multicasts them: all of them on the
+    ``"dp"`` ring, except on a mesh whose tiles are chips with their own DRAM
+    (``dram_placement = "per-tile"``), where chips share no memory: each chip reads its own
+    copy for the ranks on it. The ranks of a stage spread over ``k`` chips in equal
+    contiguous blocks share in blocks of ``ranks / k``, multicast on the split ring
+    ``"k x ranks/k x tp:1"`` inside each chip; any other spread shares nothing (each rank
+    reads its own weights, an upper bound)."""
+    ranks = ctx.ranks
+    hw = ctx.config.hardware
+    if not (isinstance(hw, Mesh2DHardware) and hw.dram_placement == "per-tile") or ranks == 1:
+        return ranks, "dp"
+    cr, cc = hw.cores_per_tile
+    cores = ctx.array(stage)  # [data rank, TP rank, (row, col)]
+    tile = (cores[..., 0] // cr) * hw.tiles[1] + cores[..., 1] // cc
+    counts = {len(np.unique(tile[:, t])) for t in range(tile.shape[1])}
+    k = counts.pop() if len(counts) == 1 else 0  # chips under each TP rank's data ranks
+    if k == 1:
+        return ranks, "dp"
+    blocks = tile.reshape(k, ranks // k, -1) if k and ranks % k == 0 else None
+    if blocks is None or not (blocks == blocks[:, :1, :]).all():
+        return 1, "dp"
+    return ranks // k, f"{k}x{ranks // k}x{ctx.tp}:1"
+
+
 def _remembered_blocked(
-    ctx: PlanContext, op: Op, alloc: SramAllocation, recompute: RecomputeMode
+    ctx: PlanContext,
+    op: Op,
+    alloc: SramAllocation,
+    recompute: RecomputeMode,
+    domain: tuple[int, str],
 ) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
     """:func:`_blocked`, remembered inside :func:`palm.network.memo.shared_geometry` by
     every input it reads but names (the layers of a model are the same operator under other
@@ -131,6 +165,7 @@ def _remembered_blocked(
             ctx.micro_batch,
             ctx.tp,
             ctx.ranks,
+            domain,
             ctx.training,
             ctx.micro_batches > 1,
             ctx.act_bytes,
@@ -138,24 +173,29 @@ def _remembered_blocked(
             ctx.rates.sram_bytes,
         )
 
-    priced = remember(key, lambda: _blocked(ctx, op, alloc, recompute))
+    priced = remember(key, lambda: _blocked(ctx, op, alloc, recompute, domain))
     if priced is None or priced[0].name == alloc.name:
         return priced
     return dataclasses.replace(priced[0], name=alloc.name), priced[1]
 
 
 def _blocked(
-    ctx: PlanContext, op: Op, alloc: SramAllocation, recompute: RecomputeMode
+    ctx: PlanContext,
+    op: Op,
+    alloc: SramAllocation,
+    recompute: RecomputeMode,
+    domain: tuple[int, str] | None = None,
 ) -> tuple[SramAllocation, tuple[PassTraffic, PassTraffic]] | None:
     """``alloc`` with the DRAM bytes of ``op``'s products (None: nothing to re-price, i.e.
     everything on chip or an operator without matrix products)."""
     if alloc.strategy == "on-chip":
         return None
+    share, group = domain if domain is not None else (ctx.ranks, "dp")
     fwd, bwd = op_products(
         dataclasses.replace(op, name=""),
         batch=ctx.micro_batch,
         tp=ctx.tp,
-        dp=ctx.ranks,  # the data ranks (dp x cp) run in lockstep on the same weights
+        dp=share,  # the data ranks (dp x cp) run in lockstep on the same weights
         recompute=recompute,
         training=ctx.training,
         accumulate=ctx.micro_batches > 1,
@@ -180,11 +220,19 @@ def _blocked(
         f = f + PassTraffic(fused.forward_bytes)
         redo = fused.forward_bytes if recompute == "full" else 0.0
         b = b + PassTraffic(fused.backward_bytes + redo if ctx.training else 0.0)
+    if group != "dp":  # the weights' multicast runs on each chip's own ring
+        f, b = (_regroup(t, "dp", group) for t in (f, b))
     strategy = alloc.strategy if resident else "blocked"
     priced = dataclasses.replace(
         alloc, strategy=strategy, forward_bytes=f.dram_bytes, backward_bytes=b.dram_bytes
     )
     return priced, (f, b)
+
+
+def _regroup(traffic: PassTraffic, old: str, new: str) -> PassTraffic:
+    """``traffic`` with its multicast on group ``old`` moved to group ``new``."""
+    moved = tuple(sorted((new if g == old else g, x) for g, x in traffic.multicast_bytes))
+    return dataclasses.replace(traffic, multicast_bytes=moved)
 
 
 def chunk_traffic(

@@ -310,7 +310,17 @@ def _out_size(size: int, kernel: int, stride: int, padding: int) -> int:
 class Conv2d(Op):
     """2-D convolution as an implicit GEMM (``m = B*Ho*Wo``, ``n = out_channels``,
     ``k = in_channels*kernel^2``), optionally followed by batch norm and ReLU, whose traffic is
-    charged as vector bytes. ``tp`` splits the output channels like :class:`Linear`."""
+    charged as vector bytes. ``tp`` splits the output channels like :class:`Linear`.
+
+    ``groups = g`` (grouped convolution, Krizhevsky et al. 2012; depthwise when
+    ``g = in_channels = out_channels``, MobileNet, Howard et al. 2017 sec. 3.1): the channels
+    fall into ``g`` groups, each output channel seeing only the ``in_channels / g`` inputs of
+    its group, so the weights are ``(in_channels / g) x out_channels x kernel^2`` and the
+    products are ``g`` independent GEMMs of ``m = B*Ho*Wo``, ``n = out_channels / g``,
+    ``k = (in_channels / g)*kernel^2``: ``2 B Ho Wo out_channels in_channels kernel^2 / g``
+    FLOPs, ``g`` times fewer than the dense convolution (PyTorch ``nn.Conv2d(groups=g)``).
+    ``tp`` then splits whole groups (``g / tp`` per device when ``tp`` divides ``g``) or each
+    group's output channels (when ``g`` divides ``tp``)."""
 
     in_channels: int
     out_channels: int
@@ -320,6 +330,7 @@ class Conv2d(Op):
     padding: int = 0
     bias: bool = False
     norm_act: bool = True
+    groups: int = 1
 
     @property
     def out_hw(self) -> tuple[int, int]:
@@ -331,7 +342,7 @@ class Conv2d(Op):
 
     @property
     def params(self) -> int:
-        weights = self.in_channels * self.out_channels * self.kernel * self.kernel
+        weights = self.in_channels // self.groups * self.out_channels * self.kernel * self.kernel
         extra = self.out_channels if self.bias else 0
         if self.norm_act:
             extra += 2 * self.out_channels  # batch-norm scale and shift
@@ -343,8 +354,12 @@ class Conv2d(Op):
 
     def forward_gemms(self, *, batch: int, tp: int) -> tuple[Gemm, ...]:
         ho, wo = self.out_hw
-        k = self.in_channels * self.kernel * self.kernel
-        return (Gemm(batch * ho * wo, self.out_channels // tp, k),)
+        g = self.groups
+        k = self.in_channels // g * self.kernel * self.kernel
+        if g == 1:
+            return (Gemm(batch * ho * wo, self.out_channels // tp, k),)
+        per_device = g // tp if g % tp == 0 else 1  # whole groups, or a share of one
+        return (Gemm(batch * ho * wo, self.out_channels // tp // per_device, k, per_device),)
 
     def forward_vector_bytes(self, *, batch: int, tp: int, sp: bool, act_bytes: float) -> float:
         # batch norm (read, write) then ReLU (read, write) on the output
@@ -372,7 +387,11 @@ class Conv2d(Op):
         if tp == 1:
             return ()
         h, w = self.in_hw
-        return (Collective("all-reduce", batch * h * w * self.in_channels * act_bytes),)
+        grad = batch * h * w * self.in_channels * act_bytes
+        if self.groups % tp == 0 and self.groups > 1:
+            # whole groups per device: each input-gradient channel comes from one device
+            return (Collective("all-gather", grad),)
+        return (Collective("all-reduce", grad),)
 
     def output_bytes(self, *, batch: int, act_bytes: float) -> float:
         return float(self._out_elems(batch) * act_bytes)

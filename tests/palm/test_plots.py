@@ -232,3 +232,23 @@ def test_gpu_cluster_colours_span_the_data() -> None:
     level = top / nice_ceiling(top)
     assert level >= 0.4
     assert np.allclose(busiest.get_facecolor(), cmap(level), atol=1e-6)
+
+
+def test_each_chip_draws_its_channels_round_its_own_border() -> None:
+    """wormhole-n300 (per-tile DRAM): chip 0's right-side channels sit on the edge between the
+    chips (x = 7.5) and are drawn inward (to the left), chip 1's left-side ones on the same
+    edge drawn to the right; the outer sides are drawn outward as on one chip."""
+    from palm.hardware import HARDWARE_PRESETS
+    from palm.network.loads import dram_channel_cores
+    from palm.plots import dram_marker_sides
+
+    hw = HARDWARE_PRESETS["wormhole-n300"]
+    assert isinstance(hw, Mesh2DHardware)
+    cores = dram_channel_cores(hw)
+    rows, cols = hw.core_grid
+    sides = dram_marker_sides(cores, [0.5] * len(cores), rows=rows, cols=cols, tile=(8, 8))
+    assert sum(len(v) for v in sides.values()) == 24
+    left = {x for x, _, _ in sides[(-1.0, 0.0)]}
+    right = {x for x, _, _ in sides[(1.0, 0.0)]}
+    assert left == {-0.5, 7.5} and right == {7.5, 15.5}
+    assert {y for _, y, _ in sides[(0.0, 1.0)]} == {-0.5}  # both chips' top channels

@@ -44,7 +44,15 @@ import numpy as np
 
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.network.dram import DramAccess, interleaved_access
-from palm.network.loads import EAST, WEST, LinkLoad, Profile, dram_channel_cores, link_bandwidth_Bps
+from palm.network.loads import (
+    EAST,
+    WEST,
+    LinkLoad,
+    Profile,
+    dram_channel_cores,
+    link_bandwidth_Bps,
+    tile_hardware,
+)
 from palm.network.region import CoreRegion
 from palm.plan import Plan
 
@@ -225,17 +233,28 @@ class _FlowMaker:
         (:meth:`dram_noc`)."""
         plan = self.plan
         assert plan.dram is not None
-        edge = _all_stages_reading_Bps(plan) if self.fair and not self.link else None
+        fair_groups = self.fair and not self.link
+        if fair_groups and _per_tile(plan):
+            edges = _tile_edges(plan)
+        else:
+            edge = _all_stages_reading_Bps(plan) if fair_groups else None
+            edges = [
+                {("dram-noc",): (a.cores, *edge)} if edge is not None else {} for a in plan.dram
+            ]
         return tuple(
-            DramFlows(access.channels, self.dram_noc(s, access, edge))
+            DramFlows(access.channels, self.dram_noc(s, access, edges[s]))
             for s, access in enumerate(plan.dram)
         )
 
-    def dram_noc(self, s: int, access: DramAccess, edge: tuple[float, float] | None) -> Flow:
+    def dram_noc(
+        self, s: int, access: DramAccess, edge: dict[Hashable, tuple[float, float, float]]
+    ) -> Flow:
         """The flow over the NoC of stage ``s``'s reads (``access``): over the links they load
-        in ``link`` mode; under the ``fair`` model, on the stage's aggregate and, when ``edge``
-        gives all stages' cores and one core's read bandwidth when all read at once
-        (:func:`_all_stages_reading_Bps`), on the mesh edge's; none otherwise."""
+        in ``link`` mode; under the ``fair`` model, on the stage's aggregate and on each
+        shared edge of ``edge`` (key -> the stage's cores there, all stages' cores there and
+        one core's read bandwidth when all read at once: the mesh's,
+        :func:`_all_stages_reading_Bps`, or each tile's, :func:`_tile_edges`); none
+        otherwise."""
         if self.link and access.noc.links is not None:
             return self.make(_link_keys(self.plan, access.noc.links), "dram-noc")
         if not (self.fair and access.noc.bandwidth_Bps < _INF):
@@ -243,11 +262,10 @@ class _FlowMaker:
         own = 1.0 / access.noc.bandwidth_Bps
         cores = access.cores
         keys: dict[Hashable, float] = {("noc", s): own}
-        if edge is not None:
-            all_cores, rate = edge
-            # the stage's share of the mesh's bottleneck link when every stage reads (never
+        for key, (mine, all_cores, rate) in edge.items():
+            # the stage's share of the edge's bottleneck link when every stage reads (never
             # more than its own bottleneck: alone, a read takes its own time)
-            keys[("dram-noc",)] = min(cores / all_cores / rate, own)
+            keys[key] = min(mine / all_cores / rate, own)
         return self.make(keys, "dram-noc", cores)
 
 
@@ -281,6 +299,44 @@ def _all_stages_reading_Bps(plan: Plan) -> tuple[float, float] | None:
     if access.noc.bandwidth_Bps == _INF:
         return None
     return access.cores, access.noc.bandwidth_Bps
+
+
+def _per_tile(plan: Plan) -> bool:
+    hw = plan.config.hardware
+    return isinstance(hw, Mesh2DHardware) and hw.dram_placement == "per-tile"
+
+
+def _tile_edges(plan: Plan) -> list[dict[Hashable, tuple[float, float, float]]]:
+    """``per-tile`` placement, ``group`` mode: the reads of all stages on one tile (chip)
+    cross that tile's edge links only, so they share one aggregate per tile, ``("dram-noc",
+    t)``, the bottleneck link of all of tile ``t``'s reading cores
+    (:func:`~palm.network.dram_tiles.per_tile_accesses`). Per stage: key -> (its cores on the
+    tile, all stages' cores on it, one core's read bandwidth then)."""
+    from palm.network.dram_tiles import tile_parts
+
+    hw = plan.config.hardware
+    assert isinstance(hw, Mesh2DHardware)
+    pp = plan.config.parallelism.pp
+    parts = [tile_parts(hw, plan.placement.stage_region(s)) for s in range(pp)]
+    one = tile_hardware(hw)
+    at = dram_channel_cores(one)
+    tiles = sorted({t for p in parts for t in p})
+    rates: dict[int, tuple[float, float]] = {}
+    seen: dict[bytes, tuple[float, float] | None] = {}  # tiles read alike are priced once
+    for t in tiles:
+        region = CoreRegion(np.concatenate([p[t].rects for p in parts if t in p]))
+        key = region.rects.tobytes()
+        if key not in seen:
+            access = interleaved_access(one, region, at, with_latency=False)
+            bw = access.noc.bandwidth_Bps
+            seen[key] = (access.cores, bw) if bw < _INF else None
+        rate = seen[key]
+        if rate is not None:
+            rates[t] = rate
+    return [
+        {("dram-noc", t): (float(sub.count), *rates[t]) for t, sub in p.items() if t in rates}
+        for p in parts
+    ]
 
 
 def _capacity(plan: Plan, key: Hashable) -> float:
