@@ -7,7 +7,7 @@ of one program launch (docs/model.md, "One matrix product"):
 
     t_core   = max(max(t_math, t_feed) / eta, t_noc, t_send) + t_reduce
     t_math   = T x 2 x 32^3 / peak(precision, fidelity)      T = tile products of the core
-    t_feed   = T x 1024 e / operand_feed                       one operand tile per tile product
+    t_feed   = T x 1024 / operand_feed                         1024 datums per tile product
     t_noc    = (multicast + DRAM reads) / cores / (2 link)     two NoC ports in per core
     t_send   = S x (1 / (channel x memory_efficiency) + 1 / link)   the busiest sender
     t_reduce = (k_parts - 1) x tiles_m tiles_n x 1024 x 4 B / link   (fp32 partial sums)
@@ -19,7 +19,22 @@ of one program launch (docs/model.md, "One matrix product"):
 
 ``eta`` is ``matmul_efficiency``, the achievable fraction of the matrix engine's pipeline
 (unpack, math and pack run as three threads; the slowest sets the rate, ``t_feed`` when the
-fidelity is low). ``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
+fidelity is low).
+
+**Operand feed per datum, not per byte.** An unpacker fetches from L1 at up to 16, 32 or 64
+bytes per cycle (tt-isa-documentation WormholeB0 ``UNPACR_Regular.md``, "Performance"; two
+unpackers jointly five 128-bit reads per cycle, ``L1.md``), and "depending on the data format
+being unpacked, the bottleneck for the unpacker might be downstream of L1", where it writes
+datums into ``SrcA``/``SrcB`` after converting them (block-float mantissas expanded with their
+shared exponent, ``FormatConversion.md``). So the feed is priced in datums: ``operand_feed``
+elements per second, fitted per chip (elements per cycle at 1 GHz). At the Wormhole fit
+(about 24 datums per cycle) a bf16 tile needs 49 bytes per cycle, a bfp8 tile (1088 bytes,
+``palm.units``) 26 and a bfp4 tile (576 bytes) 14, all below one unpacker's 64-byte fetch: the
+L1 side never binds, and a product's feed time is the same in every format, as measured
+(Blackhole bf16 and bfp8 take the same time where the feed binds, and bfp8 and bfp4 at LoFi).
+Block formats are cheaper only in the bytes they move through DRAM and the NoC.
+
+``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
 (:func:`palm.cost.blocking.product_traffic`: compulsory traffic when it fits, re-reads of
 output-stationary blocks when not; operands named in ``model.sram_resident`` move nothing).
 **Streaming and the output tail.** Operand blocks are double-buffered (tt-metal's circular
@@ -128,8 +143,8 @@ def gemm_times(config: SimConfig) -> GemmTimes:
     )  # fmt: skip
     products = split.tile_products
     math_s = products * 2.0 * TILE_DIM**3 / hw.peak_flops(tr.precision)
-    feed = hw.operand_feed_gbps * GB
-    feed_s = products * _TILE_ELEMS * e / feed if feed > 0 else 0.0
+    feed = hw.operand_feed_gelems * 1e9
+    feed_s = products * _TILE_ELEMS / feed if feed > 0 else 0.0
     link = hw.intra_tile_link_gbps * GB
     noc_s = (traffic.multicast_bytes + traffic.dram_read_bytes) / cores / (2.0 * link)
     partials = split.tiles_m * split.tiles_n * _TILE_ELEMS * _PARTIAL_BYTES

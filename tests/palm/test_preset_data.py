@@ -110,8 +110,9 @@ def test_clock_scaling_of_per_cycle_figures() -> None:
     assert isinstance(wh, Mesh2DHardware) and isinstance(bh, Mesh2DHardware)
     assert bh.core_peak_tflops.bf16 == wh.core_peak_tflops.bf16 * 1.35  # a rate: times
     assert bh.intra_tile_link_latency_ns == wh.intra_tile_link_latency_ns / 1.35  # a time
-    assert bh.operand_feed_gbps == wh.operand_feed_gbps * 1.35  # a fitted per-cycle rate
-    assert bh.launch_us == wh.launch_us  # a fitted time in microseconds: not per cycle
+    assert bh.operand_feed_gelems == wh.operand_feed_gelems * 1.35  # a fitted per-cycle rate
+    # a fitted time in microseconds is not per cycle: Blackhole's is its own chip's fit
+    assert bh.launch_us == fit_sets()["tensix-blackhole"].constants["launch_us"]
 
 
 def test_base_inherits_figures_and_sources() -> None:
