@@ -27,10 +27,13 @@ physically meaningful constants, each with one job (palm/engines/gemm.py):
 A constant is fitted on a chip only where that chip's rows can bind it: ``memory_efficiency``
 where it has channel-bound DRAM transfers, ``operand_feed_gelems`` where it has products below
 HiFi3 (at HiFi3 and HiFi4 a tile product's 48 or 64 multiplier cycles exceed the feed's, and
-the time does not depend on the feed). The visible Blackhole rows are all HiFi4 and have no
-DRAM transfers, so Blackhole keeps the per-cycle feed and the channel efficiency of the prior
-fit its preset names first (the same Tensix coprocessor and GDDR6, tt-isa-documentation
-BlackholeA0), and fits the other four on its own rows.
+the time does not depend on the feed), a host cost where some untraced row is host-bound
+(:func:`pin_unbound_hosts`). An unbound constant is not borrowed from another chip: the feed
+and the host costs take their no-effect value, 0 (no limit, no floor). The visible Blackhole
+rows are all HiFi4 and none with C in DRAM is host-bound, so Blackhole fits its matrix-engine
+fraction, launch and sharded-output host cost on its own rows, and has no feed limit and no
+interleaved host floor; having no DRAM transfer either, it keeps the GDDR6 channel
+efficiency of the Wormhole fit its preset names first (the same channels).
 
 The products' time is piecewise affine in ``1 / matmul_efficiency``, ``1 / operand_feed``, the
 launch and host costs once the simulator has given each case its math time, operand datums,
@@ -95,6 +98,7 @@ CHIPS = {
 #: the fidelities at which a tile product's multiplier cycles (16 or 32) can fall below the
 #: feed's, so that a product's time depends on ``operand_feed_gelems``
 _FEED_BOUND_FIDELITIES = ("lofi", "hifi2")
+_FEED = "operand_feed_gelems"
 
 
 def _with(case: GemmCase, **hw: float) -> palm.SimConfig:
@@ -180,7 +184,8 @@ class Space:
 
 
 def _core(b: Basis, eta: float, feed_gelems: float) -> np.ndarray:
-    engine = np.maximum(b.math_s, b.feed_elems / (feed_gelems * 1e9)) / eta
+    feed_s = b.feed_elems / (feed_gelems * 1e9) if feed_gelems > 0 else 0.0 * b.feed_elems
+    engine = np.maximum(b.math_s, feed_s) / eta
     return np.maximum(np.maximum(engine, b.noc_s), b.send_s) + b.reduce_s
 
 
@@ -193,7 +198,7 @@ def times(b: Basis, p: Sequence[float]) -> np.ndarray:
 
 
 def _valid(p: Sequence[float]) -> bool:
-    return 0.05 < p[0] <= 1.0 and p[1] > 1.0 and min(p[2:5]) >= 0
+    return 0.05 < p[0] <= 1.0 and (p[1] > 1.0 or p[1] == 0.0) and min(p[2:5]) >= 0
 
 
 def overlap_check(b: Basis, space: Space, x: Sequence[float]) -> tuple[float, float]:
@@ -319,13 +324,15 @@ def _preset(chip: str) -> Mesh2DHardware:
 
 def chip_space(chip: str, cases: Sequence[GemmCase]) -> Space:
     """The constants ``chip``'s own products can bind (module docstring): the operand feed only
-    where some product runs below HiFi3; the others from the chip's preset."""
+    where some product runs below HiFi3, else 0 (no limit: the unpacker's rate is not taken
+    from another chip, whose L1 differs); the others start from the chip's preset."""
     hw = _preset(chip)
     feed_bound = any(
         getattr(c.config.hardware, "math_fidelity", "") in _FEED_BOUND_FIDELITIES for c in cases
     )
-    free = tuple(i for i, k in enumerate(GEMM_PARAMS) if feed_bound or k != "operand_feed_gelems")
-    return Space(free, tuple(float(getattr(hw, k)) for k in GEMM_PARAMS))
+    free = tuple(i for i, k in enumerate(GEMM_PARAMS) if feed_bound or k != _FEED)
+    base = [0.0 if k == _FEED and not feed_bound else float(getattr(hw, k)) for k in GEMM_PARAMS]
+    return Space(free, tuple(base))
 
 
 def _dram_fit(cases: Sequence[DramCase], chip: str) -> tuple[float, list[float], list[float]]:
@@ -361,7 +368,7 @@ def run_detailed(
     consistent = np.array([c.case_id not in conflicts for c in gemm])
     space, x = pin_unbound_hosts(b, consistent, chip_space(chip, gemm))
     full = space.expand(x)
-    pinned = [k for k in HOST_PARAMS if GEMM_PARAMS.index(k) not in space.free]
+    pinned = [k for k in (*HOST_PARAMS, _FEED) if GEMM_PARAMS.index(k) not in space.free]
     fitted = {k: float(full[i]) for i, k in enumerate(GEMM_PARAMS)
               if i in space.free or k in pinned}  # fmt: skip
     if dram:
@@ -373,21 +380,8 @@ def run_detailed(
     assert np.allclose(sim, times(b, full), rtol=1e-9), "closed form and simulator disagree"
     insample = sim / b.measured_s - 1
     loo = gemm_loo(b, x, consistent, space)
-    kept = [k for k in GEMM_PARAMS if k not in fitted]
-    unbound = (f" No {chip} row binds " + " or ".join(f"`{k}`" for k in pinned)
-               + " (every such untraced row is device-bound): 0, no host floor, not another "
-               "chip's host." if pinned else "")  # fmt: skip
     lines = [
-        f"Fitted on the {len(gemm)} {chip} products"
-        + (f" and {len(dram)} DRAM transfers" if dram else "")
-        + f" (in the {CHIPS[chip][1]} preset): "
-        + ", ".join(f"`{k}` = {v:.4g}" for k, v in fitted.items())
-        + "."
-        + unbound
-        + (f" Not bound by any {chip} row, from the preset's prior fit: "
-           + ", ".join(f"`{k}` = {every[k]:.4g}" for k in kept)
-           + (f", `memory_efficiency` = {mem_eff:.4g}" if not dram else "") + "."
-           if kept or not dram else ""),
+        _header(chip, len(gemm), len(dram), fitted, pinned, mem_eff),
         "",
         "| matrix products | in-sample mean / max abs error | leave-one-out mean / max |",
         "|---|---|---|",
@@ -426,6 +420,27 @@ def run_detailed(
         "loo": [float(loo[i]) for i in used] + [dram_loo[i] for i in bound_idx],
     }
     return "\n".join(lines), fitted, errs
+
+
+def _header(
+    chip: str, products: int, transfers: int, fitted: dict[str, float], pinned: list[str],
+    mem_eff: float,
+) -> str:  # fmt: skip
+    """The first line of a chip's report: what was fitted, what its rows leave unbound."""
+    text = (
+        f"Fitted on the {products} {chip} products"
+        + (f" and {transfers} DRAM transfers" if transfers else "")
+        + f" (in the {CHIPS[chip][1]} preset): "
+        + ", ".join(f"`{k}` = {v:.4g}" for k, v in fitted.items() if k not in pinned)
+        + "."
+    )
+    if pinned:
+        text += (f" No {chip} row binds " + " or ".join(f"`{k}`" for k in pinned)
+                 + ": 0 (no host floor, no feed limit), not another chip's value.")  # fmt: skip
+    if not transfers:
+        text += (f" No DRAM transfer: `memory_efficiency` = {mem_eff:.4g} from the preset's "
+                 "prior fit (the same GDDR6 channels).")  # fmt: skip
+    return text
 
 
 def _clock(chip: str) -> float:

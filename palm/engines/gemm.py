@@ -27,7 +27,8 @@ unpackers jointly five 128-bit reads per cycle, ``L1.md``), and "depending on th
 being unpacked, the bottleneck for the unpacker might be downstream of L1", where it writes
 datums into ``SrcA``/``SrcB`` after converting them (block-float mantissas expanded with their
 shared exponent, ``FormatConversion.md``). So the feed is priced in datums: ``operand_feed``
-elements per second, fitted per chip (elements per cycle at 1 GHz). At the Wormhole fit
+elements per second, fitted per chip (elements per cycle at 1 GHz; 0, no limit, on a chip
+none of whose measured products it binds). At the Wormhole fit
 (about 24 datums per cycle) a bf16 tile needs 49 bytes per cycle, a bfp8 tile (1088 bytes,
 ``palm.units``) 26 and a bfp4 tile (576 bytes) 14, all below one unpacker's 64-byte fetch: the
 L1 side never binds, and a product's feed time is the same in every format, as measured

@@ -81,7 +81,8 @@ def test_blackhole_constants_come_only_from_blackhole_rows(tmp_path: Path) -> No
     _, bh_moved = bench.run(str(moved), "blackhole")
     assert bh == bh_moved
     assert set(bh) == {"matmul_efficiency", "launch_us", "host_dispatch_us",
-                       "host_sharded_output_us"}  # fmt: skip
+                       "host_sharded_output_us", "operand_feed_gelems"}  # fmt: skip
+    assert bh["operand_feed_gelems"] == 0.0  # unbound: no limit, not Wormhole's rate
     assert 0.85 < bh["matmul_efficiency"] <= 1.0
     _, wh = bench.run(str(same), "wormhole")
     _, wh_moved = bench.run(str(moved), "wormhole")
