@@ -31,8 +31,7 @@ elements per second, fitted per chip (elements per cycle at 1 GHz; 0, no limit, 
 none of whose measured products it binds). At the Wormhole fit
 (about 24 datums per cycle) a bf16 tile needs 49 bytes per cycle, a bfp8 tile (1088 bytes,
 ``palm.units``) 26 and a bfp4 tile (576 bytes) 14, all below one unpacker's 64-byte fetch: the
-L1 side never binds, and a product's feed time is the same in every format, as measured
-(Blackhole bf16 and bfp8 take the same time where the feed binds, and bfp8 and bfp4 at LoFi).
+L1 side never binds, and a product's feed time is the same in every format.
 Block formats are cheaper only in the bytes they move through DRAM and the NoC.
 
 ``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
