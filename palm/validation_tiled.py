@@ -47,7 +47,6 @@ __all__ = [
     "load_tiled_cases",
     "gemm_tables",
     "predict_dram",
-    "preset_chip",
     "fidelity_conflicts",
 ]
 
@@ -102,11 +101,6 @@ def chip_of(case: dict[str, Any]) -> str:
     if chip not in CHIP_PRESETS:
         raise ConfigError("hardware.chip", stated, f"a chip of {', '.join(CHIP_PRESETS)}")
     return chip
-
-
-def preset_chip(preset: str) -> str:
-    """The chip family of a preset name (``wormhole-n150`` -> ``wormhole``)."""
-    return preset.split("-")[0]
 
 
 def _read(path: Path) -> Any:
