@@ -109,22 +109,25 @@ def _fit_value(fit: FitSet, key: str, clock: float) -> str:
     return value
 
 
-def _takers() -> dict[str, list[str]]:
-    """Fit set -> the presets that take at least one of its constants."""
-    out: dict[str, list[str]] = {name: [] for name in fit_sets()}
+def _takers(fit_name: str, key: str) -> list[str]:
+    """The presets that take constant ``key`` from fit set ``fit_name``: those naming the set
+    where no later set they name (later sets win) has the constant too."""
+    sets = fit_sets()
+    out = []
     for rec in preset_records().values():
-        for name in rec.fitted:
-            out[name].append(rec.name)
+        if fit_name in rec.fitted:
+            later = rec.fitted[rec.fitted.index(fit_name) + 1 :]
+            if not any(key in sets[name].constants for name in later):
+                out.append(rec.name)
     return out
 
 
 def model_table() -> str:
     """docs/model.md, block fitted-constants."""
     lines = ["| fit set | constant | value | presets |", "|---|---|---|---|"]
-    takers = _takers()
     for fit in fit_sets().values():
-        presets = ", ".join(f"`{p}`" for p in takers[fit.name]) or "none"
         for key, value in fit.constants.items():
+            presets = ", ".join(f"`{p}`" for p in _takers(fit.name, key)) or "none"
             unit = " (per cycle, at 1 GHz)" if key in fit.at_1ghz else ""
             lines.append(f"| `{fit.name}` | `{key}` | {_num(value)}{unit} | {presets} |")
     return "\n".join(lines)

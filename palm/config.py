@@ -494,7 +494,7 @@ def _check_ranges(obj: Any, section: str) -> None:
                 raise ConfigError(where, value, f"0 or a number of at least {_MIN_POSITIVE:g}")
             if f.name.endswith(("_ns", "_us")) or f.name in (
                 "matmul_half_dim",
-                "operand_feed_gbps",
+                "operand_feed_gelems",
                 "overlap_interference",
                 "sfu_exp_tera_per_s",
                 "tpot_limit_s",

@@ -3,10 +3,13 @@
 A file of the shape of ``shared/validation/visible_tiled.json`` (a packaged copy of the visible
 cases is the default) holds ``cases`` of two kinds:
 
-* ``gemm``: one matrix product on a Wormhole n150 (tt-metal ``tech_reports/GEMM_FLOPS``), shape,
-  data type, math fidelity, compute grid, where each operand lives (``in0``/``in1``/``out`` in
-  L1 or DRAM), whether the program was traced and whether its program config was hand-tuned
-  (``hardware.matmul_config = "block2d"``) or chosen by ttnn (``"auto"``, the "out of box" rows);
+* ``gemm``: one matrix product on one Tensix chip (tt-metal ``tech_reports/GEMM_FLOPS``), the
+  chip (``hardware.chip``: a Wormhole B0 runs on the ``wormhole-n150`` preset, a Blackhole on
+  ``blackhole-p150``), shape, data type, math fidelity, compute grid (``grid_size_used`` is
+  ttnn's ``CoreCoord``, ``(x, y)`` = columns by rows), where each operand lives
+  (``in0``/``in1``/``out`` in L1 or DRAM), whether the program was traced and whether its
+  program config was hand-tuned (``hardware.matmul_config = "block2d"``) or chosen by ttnn
+  (``"auto"``, the "out of box" rows);
   ``measured.inference_time_avg_ns`` is compared with the ``iteration_time_s`` of a
   ``family = "gemm"`` simulation of the same product;
 * ``dram``: N cores each moving 1 MiB between its L1 and DRAM (tt-isa-documentation,
@@ -36,7 +39,10 @@ __all__ = [
     "GemmCase",
     "DramCase",
     "TiledCases",
+    "CHIP_PRESETS",
+    "chip_of",
     "default_tiled_file",
+    "default_tiled_files",
     "is_tiled_file",
     "load_tiled_cases",
     "gemm_tables",
@@ -45,6 +51,9 @@ __all__ = [
 ]
 
 _DTYPES = {"BFLOAT16": "bf16", "BFLOAT8_B": "bfp8", "BFLOAT4_B": "bfp4"}
+
+CHIP_PRESETS = {"wormhole": "wormhole-n150", "blackhole": "blackhole-p150"}
+"""The preset a ``gemm`` row runs on, by the first word of its ``hardware.chip`` (lower case)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,8 @@ class GemmCase:
     traced: bool
     tuned: bool
     source: str
+    #: the chip family (a key of :data:`CHIP_PRESETS`), from the row's stated chip
+    chip: str = "wormhole"
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,23 @@ class TiledCases:
 
 def default_tiled_file() -> Path:
     return Path(str(resources.files("palm") / "data" / "visible_tiled.json"))
+
+
+def default_tiled_files() -> tuple[Path, ...]:
+    """The packaged visible tiled files: Wormhole (products and DRAM) and Blackhole."""
+    data = resources.files("palm") / "data"
+    return (default_tiled_file(), Path(str(data / "visible_tiled_blackhole.json")))
+
+
+def chip_of(case: dict[str, Any]) -> str:
+    """The chip family of a ``gemm`` row (a key of :data:`CHIP_PRESETS`), from its stated
+    ``hardware.chip``; a row that states none is a Wormhole row (the first file's schema)."""
+    hw = case.get("hardware") or {}
+    stated = str(hw.get("chip") or "Wormhole B0") if isinstance(hw, dict) else str(hw)
+    chip = stated.split()[0].lower() if stated.split() else ""
+    if chip not in CHIP_PRESETS:
+        raise ConfigError("hardware.chip", stated, f"a chip of {', '.join(CHIP_PRESETS)}")
+    return chip
 
 
 def _read(path: Path) -> Any:
@@ -109,6 +137,7 @@ def _tuned(mapping: dict[str, Any]) -> bool:
 def gemm_tables(case: dict[str, Any]) -> dict[str, Any]:
     """The configuration tables of one ``gemm`` case."""
     w, mp = case["workload"], case["mapping"]
+    x, y = (int(v) for v in mp["grid_size_used"])  # ttnn CoreCoord: columns, rows
     dtype = str(w["dtype"]).split(".")[-1]
     if dtype not in _DTYPES:
         raise ConfigError("workload.dtype", w["dtype"], f"one of {', '.join(_DTYPES)}")
@@ -124,9 +153,9 @@ def gemm_tables(case: dict[str, Any]) -> dict[str, Any]:
             "sram_resident": resident,
         },  # fmt: skip
         "hardware": {
-            "preset": "wormhole-n150",
+            "preset": CHIP_PRESETS[chip_of(case)],
             "math_fidelity": str(w["math_fidelity"]).split(".")[-1].lower(),
-            "compute_grid": list(mp["grid_size_used"]),
+            "compute_grid": [y, x],
             "dispatch": "trace" if mp["use_trace"] else "host",
             "matmul_config": "block2d" if _tuned(mp) else "auto",
         },
@@ -149,8 +178,18 @@ def _dram_case(case: dict[str, Any]) -> DramCase:
 
 
 def load_tiled_cases(path: str | Path | None = None) -> TiledCases:
-    """The ``gemm`` and ``dram`` cases of a tiled validation file (default: packaged visible)."""
-    path = Path(path) if path is not None else default_tiled_file()
+    """The ``gemm`` and ``dram`` cases of a tiled validation file (default: every packaged
+    visible file, :func:`default_tiled_files`, Wormhole first)."""
+    if path is None:
+        parts = [_load_one(p) for p in default_tiled_files()]
+        return TiledCases(
+            tuple(c for part in parts for c in part.gemm),
+            tuple(c for part in parts for c in part.dram),
+        )
+    return _load_one(Path(path))
+
+
+def _load_one(path: Path) -> TiledCases:
     data = _read(path)
     cases = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(cases, list) or not cases:
@@ -166,6 +205,7 @@ def load_tiled_cases(path: str | Path | None = None) -> TiledCases:
                     traced=bool(case["mapping"]["use_trace"]),
                     tuned=_tuned(case["mapping"]),
                     source=_source(case),
+                    chip=chip_of(case),
                 ))  # fmt: skip
             elif case["kind"] == "dram":
                 dram.append(_dram_case(case))
@@ -194,7 +234,8 @@ def fidelity_conflicts(
     def key(c: GemmCase) -> tuple[object, ...]:
         m, hw = c.config.model, c.config.hardware
         assert isinstance(hw, Mesh2DHardware)
-        return (m.m, m.k, m.n, m.sram_resident, hw.dispatch, hw.matmul_config, c.traced)
+        grid = (hw.name, hw.compute_grid)
+        return (m.m, m.k, m.n, m.sram_resident, hw.dispatch, hw.matmul_config, c.traced, grid)
 
     def fidelity(c: GemmCase) -> str:
         hw = c.config.hardware

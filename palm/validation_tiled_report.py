@@ -1,6 +1,7 @@
 """The tiled part of ``palm-tune validate``: predicted against measured for every visible
-Wormhole matrix product and DRAM bandwidth, as plain data and as tables, with the mean and max
-absolute error of each group (all, and the subsets whose errors have different causes)."""
+matrix product (Wormhole n150 and Blackhole p150, each chip apart: ``gemm.by_chip``) and
+Wormhole DRAM bandwidth, as plain data and as tables, with the mean and max absolute error of
+each group (all, and the subsets whose errors have different causes)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _gemm_rows(cases: TiledCases, engine: str) -> list[Row]:
         model, hw = case.config.model, case.config.hardware
         predicted = predict_gemm(case, engine=engine)
         rows.append({
-            "id": case.case_id,
+            "id": case.case_id, "chip": case.chip,
             "m": model.m, "k": model.k, "n": model.n,
             "precision": case.config.training.precision,
             "math_fidelity": getattr(hw, "math_fidelity", ""),
@@ -64,18 +65,33 @@ def _dram_rows(cases: TiledCases) -> list[Row]:
     return rows
 
 
+GEMM_GROUPS = ("all", "consistent", "tuned", "out_of_box", "traced")
+"""The groups of matrix products reported, overall and per chip."""
+
+
+def _gemm_stats(rows: Sequence[Row]) -> Row:
+    return {
+        "all": error_stats(rows),
+        "consistent": error_stats(rows, lambda r: r["fidelity_conflict_with"] is None),
+        "tuned": error_stats(rows, lambda r: r["tuned"]),
+        "out_of_box": error_stats(rows, lambda r: not r["tuned"]),
+        "traced": error_stats(rows, lambda r: r["traced"]),
+    }
+
+
 def tiled_report(cases: TiledCases, *, engine: str = "analytical") -> Row:
-    """Rows and error statistics of the ``gemm`` and ``dram`` cases."""
+    """Rows and error statistics of the ``gemm`` and ``dram`` cases; the products' groups
+    overall and, under ``by_chip``, for each chip apart (its own fitted constants)."""
     gemm, dram = _gemm_rows(cases, engine), _dram_rows(cases)
     many_dynamic_writes = lambda r: r["dynamic_vc"] and r["direction"] == "write" and r["cores"] > 1  # noqa: E731
+    chips = list(dict.fromkeys(r["chip"] for r in gemm))
     return {
         "gemm": {
             "cases": gemm,
-            "all": error_stats(gemm),
-            "consistent": error_stats(gemm, lambda r: r["fidelity_conflict_with"] is None),
-            "tuned": error_stats(gemm, lambda r: r["tuned"]),
-            "out_of_box": error_stats(gemm, lambda r: not r["tuned"]),
-            "traced": error_stats(gemm, lambda r: r["traced"]),
+            **_gemm_stats(gemm),
+            "by_chip": {
+                chip: _gemm_stats([r for r in gemm if r["chip"] == chip]) for chip in chips
+            },  # fmt: skip
         },
         "dram": {
             "cases": dram,
@@ -98,31 +114,14 @@ def _stat_line(name: str, stats: Row) -> str:
     )
 
 
+_CHIP_TITLES = {"wormhole": "Wormhole n150", "blackhole": "Blackhole p150"}
+
+
 def write_tiled_tables(out: TextIO, report: Row) -> None:
-    """The two tables and their summaries, for the terminal."""
+    """The tables and their summaries, for the terminal: one matrix-product table per chip."""
     gemm, dram = report["gemm"], report["dram"]
-    if gemm["cases"]:
-        out.write(
-            f"\n{'Wormhole n150 matmul':<50} {'fid':<5} {'trace':<5} "
-            f"{'predicted (us)':>14} {'measured (us)':>14} {'error':>7}\n"
-        )
-        for r in gemm["cases"]:
-            shape = f"{r['m']}x{r['k']}x{r['n']} {r['precision']}"
-            kind = "tuned" if r["tuned"] else "out-of-box"
-            where = "L1:" + "".join(r["sram_resident"]) if r["sram_resident"] else "DRAM"
-            out.write(
-                f"{kind + ' ' + shape + ' ' + where:<50} {r['math_fidelity']:<5} "
-                f"{'yes' if r['traced'] else 'no':<5} {r['predicted_s'] * 1e6:>14.1f} "
-                f"{r['measured_s'] * 1e6:>14.1f} {r['error']:>+7.1%}\n"
-            )
-        out.write("\n")
-        for name in ("all", "consistent", "tuned", "out_of_box", "traced"):
-            out.write(_stat_line(f"matmul {name}", gemm[name]))
-        for r in gemm["cases"]:
-            if r["fidelity_conflict_with"]:
-                twin = r["fidelity_conflict_with"]
-                out.write(f"  not consistent: {r['id']} measured slower than its HiFi4 twin "
-                          f"{twin} (docs/validation.md, Wormhole)\n")  # fmt: skip
+    for chip, stats in gemm.get("by_chip", {}).items():
+        _write_gemm_table(out, chip, [r for r in gemm["cases"] if r["chip"] == chip], stats)
     if dram["cases"]:
         out.write(
             f"\n{'Wormhole n150 DRAM bandwidth':<50} {'predicted (GB/s)':>16} "
@@ -140,3 +139,28 @@ def write_tiled_tables(out: TextIO, report: Row) -> None:
         out.write("\n")
         for name in ("all", "reads", "writes_static_vc", "writes_dynamic_vc_many_cores"):
             out.write(_stat_line(f"DRAM {name}", dram[name]))
+
+
+def _write_gemm_table(out: TextIO, chip: str, rows: Sequence[Row], stats: Row) -> None:
+    title = f"{_CHIP_TITLES.get(chip, chip)} matmul"
+    out.write(
+        f"\n{title:<50} {'fid':<5} {'trace':<5} "
+        f"{'predicted (us)':>14} {'measured (us)':>14} {'error':>7}\n"
+    )
+    for r in rows:
+        shape = f"{r['m']}x{r['k']}x{r['n']} {r['precision']}"
+        kind = "tuned" if r["tuned"] else "out-of-box"
+        where = "L1:" + "".join(r["sram_resident"]) if r["sram_resident"] else "DRAM"
+        out.write(
+            f"{kind + ' ' + shape + ' ' + where:<50} {r['math_fidelity']:<5} "
+            f"{'yes' if r['traced'] else 'no':<5} {r['predicted_s'] * 1e6:>14.1f} "
+            f"{r['measured_s'] * 1e6:>14.1f} {r['error']:>+7.1%}\n"
+        )
+    out.write("\n")
+    for name in GEMM_GROUPS:
+        out.write(_stat_line(f"{chip} matmul {name}", stats[name]))
+    for r in rows:
+        if r["fidelity_conflict_with"]:
+            twin = r["fidelity_conflict_with"]
+            out.write(f"  not consistent: {r['id']} measured slower than its HiFi4 twin "
+                      f"{twin} (docs/validation.md, Wormhole)\n")  # fmt: skip

@@ -7,7 +7,7 @@ of one program launch (docs/model.md, "One matrix product"):
 
     t_core   = max(max(t_math, t_feed) / eta, t_noc, t_send) + t_reduce
     t_math   = T x 2 x 32^3 / peak(precision, fidelity)      T = tile products of the core
-    t_feed   = T x 1024 e / operand_feed                       one operand tile per tile product
+    t_feed   = T x 1024 / operand_feed                         1024 datums per tile product
     t_noc    = (multicast + DRAM reads) / cores / (2 link)     two NoC ports in per core
     t_send   = S x (1 / (channel x memory_efficiency) + 1 / link)   the busiest sender
     t_reduce = (k_parts - 1) x tiles_m tiles_n x 1024 x 4 B / link   (fp32 partial sums)
@@ -19,7 +19,22 @@ of one program launch (docs/model.md, "One matrix product"):
 
 ``eta`` is ``matmul_efficiency``, the achievable fraction of the matrix engine's pipeline
 (unpack, math and pack run as three threads; the slowest sets the rate, ``t_feed`` when the
-fidelity is low). ``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
+fidelity is low).
+
+**Operand feed per datum, not per byte.** An unpacker fetches from L1 at up to 16, 32 or 64
+bytes per cycle (tt-isa-documentation WormholeB0 ``UNPACR_Regular.md``, "Performance"; two
+unpackers jointly five 128-bit reads per cycle, ``L1.md``), and "depending on the data format
+being unpacked, the bottleneck for the unpacker might be downstream of L1", where it writes
+datums into ``SrcA``/``SrcB`` after converting them (block-float mantissas expanded with their
+shared exponent, ``FormatConversion.md``). So the feed is priced in datums: ``operand_feed``
+elements per second, fitted per chip (elements per cycle at 1 GHz; 0, no limit, on a chip
+none of whose measured products it binds). At the Wormhole fit
+(about 24 datums per cycle) a bf16 tile needs 49 bytes per cycle, a bfp8 tile (1088 bytes,
+``palm.units``) 26 and a bfp4 tile (576 bytes) 14, all below one unpacker's 64-byte fetch: the
+L1 side never binds, and a product's feed time is the same in every format.
+Block formats are cheaper only in the bytes they move through DRAM and the NoC.
+
+``Q`` is the DRAM traffic of the product on the grid's pooled SRAM
 (:func:`palm.cost.blocking.product_traffic`: compulsory traffic when it fits, re-reads of
 output-stationary blocks when not; operands named in ``model.sram_resident`` move nothing).
 **Streaming and the output tail.** Operand blocks are double-buffered (tt-metal's circular
@@ -64,7 +79,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from palm.cost.blocking import ProductTraffic, product_traffic
+from palm.engines.gemm_blocks import block_candidates, sram_block_cap
 from palm.hardware.spec import TILE_DIM, Mesh2DHardware
 from palm.network.tensix_noc import interleaved_write_Bps
 from palm.result import MemoryResult, OperatorResult, Result, StageResult
@@ -77,6 +95,7 @@ __all__ = [
     "gemm_times",
     "host_cost_s",
     "output_tail_bytes",
+    "fastest_output_block",
     "output_write_Bps",
     "run_gemm",
     "sender_bytes",
@@ -103,6 +122,8 @@ class GemmTimes:
     total_s: float
     split: GemmSplit
     traffic: ProductTraffic
+    #: the output block (tiles, height x width) a core computes before packing it
+    out_block: tuple[int, int] = (0, 0)
 
 
 def _hw(config: SimConfig) -> Mesh2DHardware:
@@ -111,8 +132,48 @@ def _hw(config: SimConfig) -> Mesh2DHardware:
     return hw
 
 
-def gemm_times(config: SimConfig) -> GemmTimes:
-    """Every term of the product's time for ``config`` (family ``gemm``, validated)."""
+def gemm_times(config: SimConfig, *, out_block: tuple[int, int] | None = None) -> GemmTimes:
+    """Every term of the product's time for ``config`` (family ``gemm``, validated). A core
+    computes its share of C in the largest output block that fits (:func:`output_tail_bytes`,
+    what the measured programs do: docs/model.md sec. 7b); ``out_block`` (tiles, height x
+    width) prices a hand-tuned 2-D or ``linear_split`` product whose C goes to DRAM with that
+    block instead, its operands streamed once per block (:mod:`palm.engines.gemm_blocks`,
+    :func:`fastest_output_block`)."""
+    hw, model = _hw(config), config.model
+    p = _setup(config)
+    split, traffic, e, resident, terms = p.split, p.traffic, p.e, p.resident, p.terms
+    if out_block is not None and _blocked(split, hw) and traffic.dram_write_bytes > 0:
+        block = out_block
+        t = _timed(split, e, resident, traffic.dram_write_bytes, terms, *block)
+    else:
+        block = (split.tiles_m, split.tiles_n)
+        tail = output_tail_bytes(split, e, hw.sram_per_core_mib * 2**20, traffic.dram_write_bytes)
+        sent = sender_bytes(split, e, resident)
+        t = _assemble(terms, send_bytes=sent, extra_noc_bytes=0.0, extra_dram_bytes=0.0, tail=tail)
+    noc_s, send_s, core_s, dram_s, tail_s, device_s = t
+    total = device_s
+    if hw.dispatch == "host":
+        total = max(host_cost_s(hw, frozenset(model.sram_resident)), total)
+    return GemmTimes(
+        math_s=p.math_s, feed_s=p.feed_s, noc_s=noc_s, send_s=send_s, reduce_s=terms.reduce_s,
+        core_s=core_s, dram_s=dram_s, tail_s=tail_s, launch_s=terms.launch_s, total_s=total,
+        split=split, traffic=traffic, out_block=block,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Setup:
+    split: GemmSplit
+    traffic: ProductTraffic
+    e: float
+    resident: frozenset[str]
+    math_s: float
+    feed_s: float
+    terms: _Terms
+
+
+def _setup(config: SimConfig) -> _Setup:
+    """The split, traffic and the block-independent terms of a product (module docstring)."""
     hw, model, tr = _hw(config), config.model, config.training
     e = bytes_per_element(tr.precision)
     split = split_product(
@@ -120,42 +181,132 @@ def gemm_times(config: SimConfig) -> GemmTimes:
         linear_split=config.parallelism.linear_split, matmul_config=hw.matmul_config,
     )  # fmt: skip
     cores = split.cores
+    resident = frozenset(model.sram_resident)
     traffic = product_traffic(
         m=model.m, n=model.n, k=model.k, a_bytes=e, b_bytes=e, c_bytes=e,
-        sram_bytes=hw.sram_per_core_mib * 2**20 * cores, cores=cores,
-        resident=frozenset(model.sram_resident),
+        sram_bytes=hw.sram_per_core_mib * 2**20 * cores, cores=cores, resident=resident,
         grid=(split.m_parts, split.n_parts * split.k_parts),
     )  # fmt: skip
     products = split.tile_products
     math_s = products * 2.0 * TILE_DIM**3 / hw.peak_flops(tr.precision)
-    feed = hw.operand_feed_gbps * GB
-    feed_s = products * _TILE_ELEMS * e / feed if feed > 0 else 0.0
+    feed = hw.operand_feed_gelems * 1e9
+    feed_s = products * _TILE_ELEMS / feed if feed > 0 else 0.0
     link = hw.intra_tile_link_gbps * GB
-    noc_s = (traffic.multicast_bytes + traffic.dram_read_bytes) / cores / (2.0 * link)
     partials = split.tiles_m * split.tiles_n * _TILE_ELEMS * _PARTIAL_BYTES
-    reduce_s = (split.k_parts - 1) * partials / link
-    one_core_read = hw.dram_channel_bandwidth_gbps * GB * hw.memory_efficiency
-    send_s = sender_bytes(split, e, frozenset(model.sram_resident)) * (
-        1.0 / one_core_read + 1.0 / link
-    )
-    core_s = max(max(math_s, feed_s) / hw.matmul_efficiency, noc_s, send_s) + reduce_s
-    tail = output_tail_bytes(split, e, hw.sram_per_core_mib * 2**20, traffic.dram_write_bytes)
-    dram_s = (traffic.dram_bytes - tail) / (hw.dram_bandwidth_gbps * GB * hw.memory_efficiency)
     writers = (split.m_parts, split.n_parts) if split.kind in ("2d", "linear") else None
-    tail_s = (
-        tail / output_write_Bps(hw, split.m_parts * split.n_parts, grid=writers)
-        if tail > 0
-        else 0.0
+    terms = _Terms(
+        engine_s=max(math_s, feed_s) / hw.matmul_efficiency,
+        noc_s=(traffic.multicast_bytes + traffic.dram_read_bytes) / cores / (2.0 * link),
+        reduce_s=(split.k_parts - 1) * partials / link,
+        send_s_per_byte=1.0 / (hw.dram_channel_bandwidth_gbps * GB * hw.memory_efficiency)
+        + 1.0 / link,
+        dram_bytes=traffic.dram_bytes,
+        dram_Bps=hw.dram_bandwidth_gbps * GB * hw.memory_efficiency,
+        write_Bps=output_write_Bps(hw, split.m_parts * split.n_parts, grid=writers),
+        link_Bps=link,
+        launch_s=hw.launch_us * 1e-6,
     )
-    launch_s = hw.launch_us * 1e-6
-    total = launch_s + max(core_s, dram_s) + tail_s
-    if hw.dispatch == "host":
-        total = max(host_cost_s(hw, frozenset(model.sram_resident)), total)
-    return GemmTimes(
-        math_s=math_s, feed_s=feed_s, noc_s=noc_s, send_s=send_s, reduce_s=reduce_s,
-        core_s=core_s, dram_s=dram_s, tail_s=tail_s, launch_s=launch_s, total_s=total, split=split,
-        traffic=traffic,
-    )  # fmt: skip
+    return _Setup(split, traffic, e, resident, math_s, feed_s, terms)
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """The parts of a product's time that do not depend on its output block."""
+
+    engine_s: float  # max(math, feed) / eta
+    noc_s: float  # one pass of the operands into a core
+    reduce_s: float
+    send_s_per_byte: float  # a multicast sender: one-core DRAM read and a link, in series
+    dram_bytes: float
+    dram_Bps: float
+    write_Bps: float
+    link_Bps: float
+    launch_s: float
+
+
+_Timed = tuple[float, float, float, float, float, float]  # noc, send, core, dram, tail, device
+
+
+def _assemble(
+    terms: _Terms, *, send_bytes: float, extra_noc_bytes: float, extra_dram_bytes: float,
+    tail: float,
+) -> _Timed:  # fmt: skip
+    """The time of one choice of output block (module docstring): NoC, sender, core, DRAM
+    (all but the tail, streamed under the math), tail and device time."""
+    noc_s = terms.noc_s + extra_noc_bytes / (2.0 * terms.link_Bps)
+    send_s = send_bytes * terms.send_s_per_byte
+    core_s = max(terms.engine_s, noc_s, send_s) + terms.reduce_s
+    dram_s = (terms.dram_bytes + extra_dram_bytes - tail) / terms.dram_Bps
+    tail_s = tail / terms.write_Bps if tail > 0 else 0.0
+    return noc_s, send_s, core_s, dram_s, tail_s, terms.launch_s + max(core_s, dram_s) + tail_s
+
+
+def _restreams(
+    split: GemmSplit, e: float, resident: frozenset[str], h: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """Per output block ``h x w``: the busiest sender's bytes, the extra bytes into a core and
+    the extra DRAM reads of streaming A ``nw`` times and B ``nh`` times."""
+    tile = _TILE_ELEMS * e
+    a = 0.0 if "a" in resident else split.tiles_m * split.tiles_k * tile  # a core's A
+    b = 0.0 if "b" in resident else split.tiles_k * split.tiles_n * tile  # a core's B
+    nh, nw = -(-split.tiles_m // h), -(-split.tiles_n // w)
+    sent = np.maximum(a * nw, b * nh)
+    extra = (nw - 1) * a + (nh - 1) * b
+    dram = ((nw - 1) * a * split.m_parts + (nh - 1) * b * split.n_parts) * split.k_parts
+    return sent, extra, dram
+
+
+def _tails(split: GemmSplit, e: float, c_write: float, h: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The last block of every writing core, at most all of C."""
+    tails: np.ndarray = np.minimum(c_write, split.m_parts * split.n_parts * h * w * _TILE_ELEMS * e)
+    return tails
+
+
+def _blocked(split: GemmSplit, hw: Mesh2DHardware) -> bool:
+    """A program config that names its output block: hand-tuned 2-D, or a linear split."""
+    return split.kind == "linear" or (split.kind == "2d" and hw.matmul_config == "block2d")
+
+
+def fastest_output_block(config: SimConfig) -> tuple[int, int] | None:
+    """The output block (tiles, height x width) of least device time among those that fit
+    half a core's SRAM (:mod:`palm.engines.gemm_blocks`), for a hand-tuned 2-D or
+    ``linear_split`` product whose C goes to DRAM (else ``None``): what a config tuned for
+    time alone would name. Ties go to the larger block (fewer re-streams). More SRAM only
+    adds candidates, so the time at this block never grows with the SRAM."""
+    hw = _hw(config)
+    p = _setup(config)
+    if not _blocked(p.split, hw) or p.traffic.dram_write_bytes <= 0:
+        return None
+    return _best_block(p.split, p.e, hw, p.traffic.dram_write_bytes, p.resident, p.terms)
+
+
+def _best_block(
+    split: GemmSplit, e: float, hw: Mesh2DHardware, c_write: float, resident: frozenset[str],
+    terms: _Terms,
+) -> tuple[int, int]:  # fmt: skip
+    """The output block of least device time among those that fit (gemm_blocks); ties go to
+    the larger block, the candidates being ordered largest first."""
+    cap = sram_block_cap(hw.sram_per_core_mib * 2**20, _TILE_ELEMS * e)
+    h, w = block_candidates(split.tiles_m, split.tiles_n, cap)
+    sent, extra, dram = _restreams(split, e, resident, h, w)
+    tail = _tails(split, e, c_write, h, w)
+    noc = terms.noc_s + extra / (2.0 * terms.link_Bps)
+    core = np.maximum(np.maximum(terms.engine_s, noc), sent * terms.send_s_per_byte)
+    device = np.maximum(core + terms.reduce_s, (terms.dram_bytes + dram - tail) / terms.dram_Bps)
+    device = device + tail / terms.write_Bps
+    i = int(np.argmin(device))
+    return int(h[i]), int(w[i])
+
+
+def _timed(
+    split: GemmSplit, e: float, resident: frozenset[str], c_write: float, terms: _Terms, h: int,
+    w: int,
+) -> _Timed:  # fmt: skip
+    hs, ws = np.array([h]), np.array([w])
+    sent, extra, dram = (float(x[0]) for x in _restreams(split, e, resident, hs, ws))
+    tail = float(_tails(split, e, c_write, hs, ws)[0])
+    return _assemble(terms, send_bytes=sent, extra_noc_bytes=extra, extra_dram_bytes=dram,
+                     tail=tail)  # fmt: skip
 
 
 def output_tail_bytes(split: GemmSplit, e: float, sram_bytes: float, c_write_bytes: float) -> float:
@@ -166,7 +317,7 @@ def output_tail_bytes(split: GemmSplit, e: float, sram_bytes: float, c_write_byt
     if c_write_bytes <= 0:
         return 0.0
     tile = _TILE_ELEMS * e
-    cap = max(1, int(sram_bytes // (4 * tile)))
+    cap = sram_block_cap(sram_bytes, tile)
     share = split.tiles_m * split.tiles_n
     block = -(-share // -(-share // cap))  # ceil(share / ceil(share / cap))
     return min(c_write_bytes, split.m_parts * split.n_parts * block * tile)

@@ -19,10 +19,11 @@ Chips with a Tensix matrix engine (Tenstorrent Wormhole, Blackhole) add: ``math_
 the number of multiplier phases per product (``lofi`` 1, ``hifi2`` 2, ``hifi3`` 3, ``hifi4`` 4:
 16, 32, 48 or 64 cycles per 32x32x32 tile product; ``core_peak_tflops`` is then the one-phase
 (LoFi) rate and :meth:`Mesh2DHardware.peak_flops` divides it by the phase count);
-``compute_grid = (rows, cols)``, the cores a job uses (``(0, 0)``: all); ``operand_feed_gbps``,
-the rate at which a core's unpackers bring operand tiles from SRAM to the matrix engine (one
-operand tile per tile product; 0: no limit), which bounds the engine when its own rate is
-higher (low fidelity); and the launch costs of
+``compute_grid = (rows, cols)``, the cores a job uses (``(0, 0)``: all); ``operand_feed_gelems``,
+the rate, in 10^9 elements per second (elements per cycle at 1 GHz), at which a core's
+unpackers bring operand datums from SRAM into the matrix engine's source registers (one operand
+tile of 1024 elements per tile product, whatever its format; 0: no limit), which bounds the
+engine when its own rate is higher (low fidelity); and the launch costs of
 one program (``launch_us`` on the device, ``host_dispatch_us`` on the host when ``dispatch =
 "host"``, plus ``host_sharded_output_us`` when the output is L1-sharded), which the ``gemm``
 workload (:mod:`palm.workload.gemm`) charges, as it does ``matmul_config``, the program
@@ -122,7 +123,7 @@ class Mesh2DHardware:
     sram_model: Literal["blocked", "algorithm1"] = "blocked"
     math_fidelity: str = ""
     compute_grid: tuple[int, int] = (0, 0)
-    operand_feed_gbps: float = 0.0
+    operand_feed_gelems: float = 0.0
     launch_us: float = 0.0
     host_dispatch_us: float = 0.0
     #: extra host cost per untraced launch whose output is an L1-sharded tensor (ttnn builds

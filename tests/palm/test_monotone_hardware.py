@@ -51,7 +51,7 @@ UP = (
     "sram_bandwidth_per_core_gbps",
     "intra_tile_link_gbps",
     "inter_tile_link_gbps",
-    "operand_feed_gbps",
+    "operand_feed_gelems",
     "memory_efficiency",
     "matmul_efficiency",
     "core_peak_tflops",

@@ -145,3 +145,92 @@ def test_an_earlier_exit_at_the_window_s_start_lengthens_the_steady_state_period
     assert _steady_period(exits, drain_s=16.0) == 1.0
     earlier = [*exits[:8], 8.5, *exits[9:]]
     assert _steady_period(earlier, drain_s=16.0) == pytest.approx(7.5 / 7, rel=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# the output block: the measured programs expose the largest; a config tuned for time alone
+# (palm.engines.gemm.fastest_output_block) never grows with the SRAM
+
+
+def test_a_block_streams_the_operands_once_each_by_hand() -> None:
+    # 3072 x 3072 x 4096 bf16 on 8 x 8 cores: a core's share is 12 x 16 tiles over Kt = 96.
+    # With 6 x 8 blocks (2 x 2 of them) each core streams its 12 x 96 tiles of A twice and
+    # its 96 x 16 of B twice: one extra pass of each, 12 x 96 + 96 x 16 = 2688 tiles of
+    # 2048 B into every core, and the senders read A and B from DRAM again (8 grid rows of
+    # A, 8 columns of B: 8 x 12 x 96 + 8 x 96 x 16 tiles); the last block is 6 x 8 = 48
+    # tiles on each of 64 writers
+    config = _product(3072, 3072, 4096)
+    hw = config.hardware
+    assert isinstance(hw, Mesh2DHardware)
+    whole, blocked = gemm_times(config), gemm_times(config, out_block=(6, 8))
+    tile, link = 2048, hw.intra_tile_link_gbps * 1e9
+    assert blocked.out_block == (6, 8) and whole.out_block == (12, 16)
+    assert blocked.noc_s - whole.noc_s == pytest.approx((12 * 96 + 96 * 16) * tile / (2 * link))
+    extra_dram = (8 * 12 * 96 + 8 * 96 * 16) * tile
+    rate = hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency
+    tails = (64 * 96 * tile, 64 * 48 * tile)  # the largest block that fits: two of 96 tiles
+    assert blocked.dram_s - whole.dram_s == pytest.approx((extra_dram - tails[1] + tails[0]) / rate)
+    write = output_write_Bps(hw, 64, grid=(8, 8))
+    assert blocked.tail_s == pytest.approx(tails[1] / write)
+    # the busiest sender is a grid column's: its 96 x 16 tiles of B twice (a row's A is
+    # 96 x 12), at the one-core read and the link in series
+    per_byte = 1 / (hw.dram_channel_bandwidth_gbps * 1e9 * hw.memory_efficiency) + 1 / link
+    assert blocked.send_s == pytest.approx(2 * 96 * 16 * tile * per_byte)
+    assert whole.send_s == pytest.approx(96 * 16 * tile * per_byte)
+
+
+def test_the_fastest_block_is_never_slower_with_more_sram() -> None:
+    """Sizes and SRAM drawn from a fixed generator: the fastest block's time never grows as
+    the SRAM does (more SRAM only adds candidate blocks), while the largest block's may."""
+    import random
+
+    from palm.engines.gemm import fastest_output_block
+
+    rng = random.Random(20261207)
+    grew_largest = 0
+    for _ in range(300):
+        m, k, n = (32 * rng.randint(1, 160) for _ in range(3))
+        grid = f"hardware.compute_grid=[{rng.randint(1, 8)}, {rng.randint(1, 8)}]"
+        fidelity = f'hardware.math_fidelity="{rng.choice(["lofi", "hifi2", "hifi4"])}"'
+        times = []
+        for sram in (0.25, 0.5, 1464 / 1024, 2 * 1464 / 1024, 8.0):
+            config = _product(m, k, n, grid, fidelity, f"hardware.sram_per_core_mib={sram}")
+            block = fastest_output_block(config)
+            assert block is not None
+            fastest = gemm_times(config, out_block=block).total_s
+            largest = gemm_times(config).total_s
+            if gemm_times(config).split.tiles_m * gemm_times(config).split.tiles_n <= (
+                sram * 2**20 // (4 * 2048)
+            ):  # the share fits: the largest block, the whole share, is a candidate
+                assert fastest <= largest * (1 + 1e-12)
+            times.append((fastest, largest))
+        for (f0, l0), (f1, l1) in zip(times, times[1:], strict=False):
+            assert f1 <= f0 * (1 + 1e-12), (m, k, n, grid)
+            grew_largest += l1 > l0 * (1 + 1e-12)
+    assert grew_largest > 0  # the mechanism the measured programs show is still there
+
+
+def test_the_measured_programs_expose_the_largest_block() -> None:
+    """docs/model.md sec. 7b: on the visible hand-tuned products whose C goes to DRAM, the
+    largest-block rule meets the measured times better than the fastest-block rule on both
+    chips (python benchmarks/output_blocks.py)."""
+    from palm.engines.gemm import fastest_output_block
+    from palm.validation_tiled import load_tiled_cases
+
+    for chip in ("wormhole", "blackhole"):
+        rows = [
+            c
+            for c in load_tiled_cases().gemm
+            if c.chip == chip and fastest_output_block(c.config) is not None
+        ]
+        assert len(rows) == 24
+
+        def mean_error(rule: str, rows: list = rows) -> float:  # type: ignore[type-arg]
+            errors = []
+            for c in rows:
+                block = fastest_output_block(c.config) if rule == "fastest" else None
+                t = gemm_times(c.config, out_block=block).total_s
+                errors.append(abs(t / c.measured_time_s - 1))
+            return sum(errors) / len(errors)
+
+        assert mean_error("largest") < mean_error("fastest")

@@ -110,8 +110,13 @@ def test_clock_scaling_of_per_cycle_figures() -> None:
     assert isinstance(wh, Mesh2DHardware) and isinstance(bh, Mesh2DHardware)
     assert bh.core_peak_tflops.bf16 == wh.core_peak_tflops.bf16 * 1.35  # a rate: times
     assert bh.intra_tile_link_latency_ns == wh.intra_tile_link_latency_ns / 1.35  # a time
-    assert bh.operand_feed_gbps == wh.operand_feed_gbps * 1.35  # a fitted per-cycle rate
-    assert bh.launch_us == wh.launch_us  # a fitted time in microseconds: not per cycle
+    # a fitted per-cycle rate is stored at 1 GHz (Wormhole's clock: the same number);
+    # Blackhole's own fit has none (0, no limit: no Blackhole row binds it)
+    assert wh.operand_feed_gelems == fit_sets()["tensix-wormhole"].constants["operand_feed_gelems"]
+    assert "operand_feed_gelems" in fit_sets()["tensix-wormhole"].at_1ghz
+    assert bh.operand_feed_gelems == 0.0
+    # a fitted time in microseconds is not per cycle: Blackhole's is its own chip's fit
+    assert bh.launch_us == fit_sets()["tensix-blackhole"].constants["launch_us"]
 
 
 def test_base_inherits_figures_and_sources() -> None:
