@@ -20,6 +20,7 @@ relative error.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import defaultdict
@@ -33,10 +34,11 @@ from palm.serving.scenario import step_sequences
 from palm.serving.simulate import serving_run
 from palm.serving.validation import InferenceCase, load_inference_cases
 
-GROUPED = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0)
-KERNEL_US = np.linspace(0.0, 40.0, 41)
+GROUPED = (0.0, 0.2, 0.3, 0.5, 1.0)
+ATTENTION = (0.0, 0.3, 0.4, 0.5, 0.6, 0.7)
+KERNEL_US = np.linspace(0.0, 40.0, 21)
 STEP_US = np.linspace(0.0, 5000.0, 26)
-SEQUENCE_US = np.linspace(0.0, 40.0, 41)
+SEQUENCE_US = np.linspace(0.0, 40.0, 21)
 CONSTANTS = Path(__file__).resolve().parents[1] / "palm" / "data" / "serving_constants.json"
 
 
@@ -82,20 +84,25 @@ class Row:
         return value
 
 
-def _runtime(kind: str, k: float, g: float) -> dict[str, dict[str, float]]:
+def _runtime(kind: str, k: float, g: float, a: float) -> dict[str, dict[str, float]]:
     zero = {"kernel_us": 0.0, "step_us": 0.0}
     table = {"gpu": dict(zero), "mesh": dict(zero)}
-    table[kind] = {"kernel_us": k, "step_us": 0.0, "grouped_efficiency": g}
+    table[kind] = {
+        "kernel_us": k,
+        "step_us": 0.0,
+        "grouped_efficiency": g,
+        "attention_efficiency": a,
+    }
     return table
 
 
-def row_forms(cases: list[InferenceCase], kind: str, g: float) -> list[Row]:
+def row_forms(cases: list[InferenceCase], kind: str, g: float, a: float) -> list[Row]:
     rows = []
     for case in cases:
         config = case.configs[0]
-        with constants_override(_runtime(kind, 0.0, g)):
+        with constants_override(_runtime(kind, 0.0, g, a)):
             run0 = serving_run(config)
-        with constants_override(_runtime(kind, 1.0, g)):
+        with constants_override(_runtime(kind, 1.0, g, a)):
             run1 = serving_run(config)
         out0, out1 = run0.outcome, run1.outcome
         n = out0.sequences
@@ -140,18 +147,27 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
     """Fit, print in-sample / leave-one-out / leave-one-source-out per source, return."""
     print(f"== {kind}: {len(cases)} rows", flush=True)
     if not cases:
-        return {"kernel_us": 0.0, "step_us": 0.0, "sequence_us": 0.0, "grouped_efficiency": 0.0}
-    signed: dict[float, np.ndarray] = {}
-    absolute: dict[float, np.ndarray] = {}
-    for g in GROUPED:
-        rows = row_forms(cases, kind, g)
+        return {
+            "kernel_us": 0.0,
+            "step_us": 0.0,
+            "sequence_us": 0.0,
+            "grouped_efficiency": 0.0,
+            "attention_efficiency": 0.0,
+        }
+    signed: dict[tuple[float, float], np.ndarray] = {}
+    absolute: dict[tuple[float, float], np.ndarray] = {}
+    moe = any(c.configs[0].model.experts > 0 for c in cases)
+    for g, a in itertools.product(GROUPED if moe else (0.0,), ATTENTION):
+        rows = row_forms(cases, kind, g, a)
         # dk is seconds per microsecond of kernel_us: k stays in microseconds
         k, h0, h1 = np.meshgrid(KERNEL_US, STEP_US * 1e-6, SEQUENCE_US * 1e-6, indexing="ij")
-        signed[g] = np.stack([(r.predict(k, h0, h1) / r.measured - 1.0).ravel() for r in rows])
-        absolute[g] = np.abs(signed[g])
+        signed[g, a] = np.stack(
+            [(r.predict(k, h0, h1) / r.measured - 1.0).ravel() for r in rows]
+        ).astype(np.float32)
+        absolute[g, a] = np.abs(signed[g, a])
 
-    def fit(mask: np.ndarray) -> tuple[float, int]:
-        best = (np.inf, 0.0, 0)
+    def fit(mask: np.ndarray) -> tuple[tuple[float, float], int]:
+        best: tuple[float, tuple[float, float], int] = (np.inf, (0.0, 0.0), 0)
         for g, err in absolute.items():
             mean = err[mask].mean(axis=0)
             j = int(np.argmin(mean))
@@ -162,7 +178,10 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
     everything = np.ones(len(cases), dtype=bool)
     g, j = fit(everything)
     k, h0, h1 = _point(j)
-    print(f"fit: kernel_us {k}, step_us {h0}, sequence_us {h1}, grouped_efficiency {g}")
+    print(
+        f"fit: kernel_us {k}, step_us {h0}, sequence_us {h1}, grouped_efficiency {g[0]}, "
+        f"attention_efficiency {g[1]}"
+    )
     report: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for i, case in enumerate(cases):
         report[case.source]["in-sample"].append(float(signed[g][i, j]))
@@ -183,7 +202,13 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
             print(f"    {what:<22} {_summary(report[src][what])}")
     for what in ("in-sample", "leave-one-out"):
         print(f"  all {what}: {_summary([e for s in sources for e in report[s][what]])}")
-    return {"kernel_us": k, "step_us": h0, "sequence_us": h1, "grouped_efficiency": g}
+    return {
+        "kernel_us": k,
+        "step_us": h0,
+        "sequence_us": h1,
+        "grouped_efficiency": g[0],
+        "attention_efficiency": g[1],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

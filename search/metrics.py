@@ -41,6 +41,7 @@ METRIC_NAMES = {
     "throughput": "throughput [samples/s]",
     "memory": "peak memory [GiB]",
     "cost": "hardware cost [relative]",
+    "tpot": "time per output token [ms]",
 }
 #: user attribute of an overflowing trial: why it is infeasible, in words
 OVERFLOW_ATTR = "infeasible"
@@ -105,6 +106,8 @@ def _overflow_values(objectives: Sequence[str], trial: optuna.Trial, unit: float
             out.append(0.0)  # a plan that does not fit trains nothing
         elif name == "memory":
             out.append(float(attrs["peak_memory_bytes"]) / unit)
+        elif name == "tpot":
+            out.append(float("inf"))  # a plan that does not fit emits no token
         else:
             out.append(hardware_cost(parse_config(attrs["config"])))
     return out

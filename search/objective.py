@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from palm.api import memory_check, plan_for, simulate, simulate_plan
 from palm.config import config_to_dict, parse_config
@@ -51,6 +52,9 @@ __all__ = [
     "INVALID_PENALTY",
     "Simulator",
     "run_engine",
+    "over_latency_limits",
+    "over_limits",
+    "LATENCY_CONSTRAINTS",
 ]
 
 #: constraint value of one contradictory choice: 1 PiB, more than any memory overflow, so
@@ -121,6 +125,26 @@ def _failed(trial: optuna.Trial, exc: Exception) -> TrialFailed:
     return TrialFailed(message)
 
 
+#: the constraints a served plan's latency limits record (:meth:`palm.serving.spec
+#: .ServingConfig.limit_excess`)
+LATENCY_CONSTRAINTS = ("tpot_over_limit_s", "ttft_over_limit_s")
+
+
+def over_latency_limits(config: SimConfig, result: Result) -> bool:
+    """Whether a served ``result`` is over a latency limit of ``config`` (never for training)."""
+    if config.training.mode != "serve" or result.serving is None:
+        return False
+    s = result.serving
+    excess = config.serving.limit_excess(tpot_s=s.tpot_s, ttft_s=s.ttft_s)
+    return any(v > 0 for v in excess.values())
+
+
+def over_limits(trial: FrozenTrial) -> bool:
+    """A finished trial whose served plan was over a latency limit (its constraints
+    ``tpot_over_limit_s`` / ``ttft_over_limit_s``, :func:`_latency_limits`)."""
+    return any(trial.constraints.get(name, 0.0) > 0 for name in LATENCY_CONSTRAINTS)
+
+
 def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> None:
     """A served configuration's latency limits (``serving.tpot_limit_s``, ``ttft_limit_s``)
     as constraints every sampler sees; a trial over one is pruned, as a memory overflow is."""
@@ -153,6 +177,9 @@ class Objective:
                 out.append(result.throughput_samples_per_s)
             elif name == "memory":
                 out.append(result.peak_memory_bytes)
+            elif name == "tpot":  # ms; a served base (search.study_file)
+                assert result.serving is not None
+                out.append(result.serving.tpot_s * 1e3)
             else:
                 out.append(hardware_cost(config))
         return out

@@ -73,6 +73,7 @@ def serving_run(config: SimConfig) -> ServingRun:
         kv_bytes=kvb,
         act_bytes=act,
         grouped_efficiency=runtime.grouped_efficiency,
+        attention_efficiency=runtime.attention_efficiency,
     )
     pipe = Pipeline(model=model, sr=sr, hw=config.hardware, runtime=runtime)
     memory = [

@@ -47,12 +47,16 @@ class RuntimeCosts:
     bookkeeping), overlapped with the devices' step (:meth:`palm.serving.scenario.Pipeline
     .host_time`); and
     ``grouped_efficiency``, the fraction of the shape rule's rate that a fused mixture-of-
-    experts kernel reaches (0: the hardware's ``grouped_gemm_efficiency``)."""
+    experts kernel reaches (0: the hardware's ``grouped_gemm_efficiency``); and
+    ``attention_efficiency``, the fraction of the 16-bit peak that the runtime's forward-only
+    attention kernels reach (0: the hardware's ``attention_efficiency``, whose fit on training
+    rows prices forward and backward FlashAttention together)."""
 
     kernel_s: float = 0.0
     step_s: float = 0.0
     sequence_s: float = 0.0
     grouped_efficiency: float = 0.0
+    attention_efficiency: float = 0.0
 
 
 @dataclass(frozen=True)
