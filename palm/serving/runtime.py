@@ -53,4 +53,5 @@ def runtime_costs(config: SimConfig) -> RuntimeCosts:
         sequence_s=float(values.get("sequence_us", 0.0)) * 1e-6,
         grouped_efficiency=float(values.get("grouped_efficiency", 0.0)),
         attention_efficiency=float(values.get("attention_efficiency", 0.0)),
+        matmul_efficiency=float(values.get("matmul_efficiency", 0.0)),
     )
