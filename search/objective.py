@@ -40,6 +40,7 @@ from palm.result import Result
 from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT, KEY_ATTR, SeenConfigs, config_key
 from search.lifecycle import interruptible
+from search.metrics import LATENCY_VALUES_ATTR
 from search.storage import WORKER_ATTR, worker_id
 from search.study_file import StudySpec
 from spaces import Infeasible
@@ -145,9 +146,13 @@ def over_limits(trial: FrozenTrial) -> bool:
     return any(trial.constraints.get(name, 0.0) > 0 for name in LATENCY_CONSTRAINTS)
 
 
-def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> None:
+def _latency_limits(
+    trial: optuna.Trial, config: SimConfig, result: Result, values: list[float]
+) -> None:
     """A served configuration's latency limits (``serving.tpot_limit_s``, ``ttft_limit_s``)
-    as constraints every sampler sees; a trial over one is pruned, as a memory overflow is."""
+    as constraints every sampler sees; a trial over one is pruned, as a memory overflow is,
+    with its objective ``values`` kept (:data:`search.metrics.LATENCY_VALUES_ATTR`) for the
+    samplers that read COMPLETE trials only (:func:`search.metrics.report_overflow`)."""
     if config.training.mode != "serve" or result.serving is None:
         return
     excess = config.serving.limit_excess(tpot_s=result.serving.tpot_s, ttft_s=result.serving.ttft_s)
@@ -155,6 +160,7 @@ def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> N
         trial.set_constraint(name, value)
     over = [name for name, value in excess.items() if value > 0]
     if over:
+        trial.set_user_attr(LATENCY_VALUES_ATTR, values)
         trial.set_user_attr("pruned", f"over its latency limit: {', '.join(over)}")
         raise optuna.TrialPruned(f"over its latency limit: {', '.join(over)}")
 
@@ -226,6 +232,6 @@ class Objective:
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))
-        _latency_limits(trial, config, result)
         values = self._values(config, result)
+        _latency_limits(trial, config, result, values)
         return values[0] if len(values) == 1 else values

@@ -81,6 +81,14 @@ def test_a_pareto_study_of_throughput_and_time_per_token(tmp_path: Path) -> None
         assert t.values[1] == pytest.approx((t.constraints["tpot_over_limit_s"] + 0.04) * 1e3)
         for other in front:  # no plan of the front is better in both
             assert not (other.values[0] > t.values[0] and other.values[1] < t.values[1])
+    # NSGA-II reads COMPLETE trials only: a plan over a limit ends COMPLETE, infeasible, with
+    # the values it ran at, and never on the front
+    over = [t for t in study.trials if "latency" in str(t.user_attrs.get("pruned", ""))]
+    for t in over:
+        assert t.state == optuna.trial.TrialState.COMPLETE
+        assert t.constraints["tpot_over_limit_s"] > 0 or t.constraints["ttft_over_limit_s"] > 0
+        assert t.values[1] == pytest.approx((t.constraints["tpot_over_limit_s"] + 0.04) * 1e3)
+        assert t.number not in {f.number for f in front}
 
 
 def test_the_guided_sampler_keeps_to_the_latency_limits(tmp_path: Path) -> None:
