@@ -22,7 +22,8 @@ The rules, each from a fact the row states (never its id, commit, model name or 
   ``gptSessionBenchmark``, tt-metal's demo); no batch -> continuous batching at the batch the
   runtime sizes (:func:`runtime_batch`: TensorRT-LLM's ``trtllm-bench`` rule, the largest
   count of requests the KV cache holds, at most 4096, and a step cap of
-  ``min(batch (1 + I/O), 32768)`` tokens, capped in turn by what fits at run time);
+  ``min(batch (1 + I/O), 32768)`` tokens rounded up as ``finetune_setting`` rounds
+  ``max_num_tokens``, :func:`step_token_cap`);
 * **lengths**: the stated input and output lengths; a decode row of tt-metal's tables without
   them -> batch 1 and a 128-token prompt (the demo's documented defaults, stated in the row's
   notes) and 200 output tokens ("max 200 decode iterations");
