@@ -1,11 +1,13 @@
 """Fit the serving runtime's constants on the visible inference rows and report the errors
 in-sample, leave-one-out and leave-one-source-out (docs/validation.md, "LLM inference").
 
-Four constants per kind of device (``gpu``, ``mesh``; :class:`palm.serving.step.RuntimeCosts`):
+Six constants per kind of device (``gpu``, ``mesh``; :class:`palm.serving.step.RuntimeCosts`):
 ``kernel_us`` (fixed device time per kernel), ``step_us`` and ``sequence_us`` (the host's work
 per step and per sequence in it, overlapped with the devices': a step takes
-``max(device, host)``) and ``grouped_efficiency`` (fraction of the shape rule's rate a fused
-mixture-of-experts kernel reaches). For a fixed ``grouped_efficiency`` each row is simulated
+``max(device, host)``), ``grouped_efficiency`` (fraction of the shape rule's rate a fused
+mixture-of-experts kernel reaches), ``attention_efficiency`` and ``matmul_efficiency`` (the
+forward kernels' fractions of peak; the three efficiencies on a grid, and only on GPUs: a
+single chip's few rows fit ``kernel_us`` alone). For fixed efficiencies each row is simulated
 twice (``kernel_us`` 0 and 1) to get its decode and prefill steps' device time as
 ``a + b kernel_us``, and its figure is then recombined in closed form (static batching:
 ``n O / (steps S_p + (O - 1) S_d)``, ``ttft = steps S_p``; continuous: ``n / S_d``; with
@@ -20,6 +22,7 @@ relative error.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections import defaultdict
@@ -33,10 +36,12 @@ from palm.serving.scenario import step_sequences
 from palm.serving.simulate import serving_run
 from palm.serving.validation import InferenceCase, load_inference_cases
 
-GROUPED = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.7, 1.0)
-KERNEL_US = np.linspace(0.0, 40.0, 41)
+GROUPED = (0.0, 0.3, 0.5)
+ATTENTION = (0.4, 0.5, 0.6, 0.7)
+MATMUL = (0.0, 0.6, 0.7, 0.8)
+KERNEL_US = np.linspace(0.0, 40.0, 21)
 STEP_US = np.linspace(0.0, 5000.0, 26)
-SEQUENCE_US = np.linspace(0.0, 40.0, 41)
+SEQUENCE_US = np.linspace(0.0, 40.0, 21)
 CONSTANTS = Path(__file__).resolve().parents[1] / "palm" / "data" / "serving_constants.json"
 
 
@@ -82,20 +87,26 @@ class Row:
         return value
 
 
-def _runtime(kind: str, k: float, g: float) -> dict[str, dict[str, float]]:
+def _runtime(kind: str, k: float, e: tuple[float, ...]) -> dict[str, dict[str, float]]:
     zero = {"kernel_us": 0.0, "step_us": 0.0}
     table = {"gpu": dict(zero), "mesh": dict(zero)}
-    table[kind] = {"kernel_us": k, "step_us": 0.0, "grouped_efficiency": g}
+    table[kind] = {
+        "kernel_us": k,
+        "step_us": 0.0,
+        "grouped_efficiency": e[0],
+        "attention_efficiency": e[1],
+        "matmul_efficiency": e[2],
+    }
     return table
 
 
-def row_forms(cases: list[InferenceCase], kind: str, g: float) -> list[Row]:
+def row_forms(cases: list[InferenceCase], kind: str, e: tuple[float, ...]) -> list[Row]:
     rows = []
     for case in cases:
         config = case.configs[0]
-        with constants_override(_runtime(kind, 0.0, g)):
+        with constants_override(_runtime(kind, 0.0, e)):
             run0 = serving_run(config)
-        with constants_override(_runtime(kind, 1.0, g)):
+        with constants_override(_runtime(kind, 1.0, e)):
             run1 = serving_run(config)
         out0, out1 = run0.outcome, run1.outcome
         n = out0.sequences
@@ -140,18 +151,31 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
     """Fit, print in-sample / leave-one-out / leave-one-source-out per source, return."""
     print(f"== {kind}: {len(cases)} rows", flush=True)
     if not cases:
-        return {"kernel_us": 0.0, "step_us": 0.0, "sequence_us": 0.0, "grouped_efficiency": 0.0}
-    signed: dict[float, np.ndarray] = {}
-    absolute: dict[float, np.ndarray] = {}
-    for g in GROUPED:
-        rows = row_forms(cases, kind, g)
+        return {
+            "kernel_us": 0.0,
+            "step_us": 0.0,
+            "sequence_us": 0.0,
+            "grouped_efficiency": 0.0,
+            "attention_efficiency": 0.0,
+            "matmul_efficiency": 0.0,
+        }
+    Eff = tuple[float, float, float]
+    signed: dict[Eff, np.ndarray] = {}
+    absolute: dict[Eff, np.ndarray] = {}
+    moe = any(c.configs[0].model.experts > 0 for c in cases)
+    # few rows (a single chip's): the fixed cost per kernel alone
+    grid = (GROUPED if moe else (0.0,), ATTENTION, MATMUL) if len(cases) > 20 else ((0.0,),) * 3
+    for e in itertools.product(*grid):
+        rows = row_forms(cases, kind, e)
         # dk is seconds per microsecond of kernel_us: k stays in microseconds
-        k, h0, h1 = np.meshgrid(KERNEL_US, STEP_US * 1e-6, SEQUENCE_US * 1e-6, indexing="ij")
-        signed[g] = np.stack([(r.predict(k, h0, h1) / r.measured - 1.0).ravel() for r in rows])
-        absolute[g] = np.abs(signed[g])
+        kg, h0g, h1g = np.meshgrid(KERNEL_US, STEP_US * 1e-6, SEQUENCE_US * 1e-6, indexing="ij")
+        signed[e] = np.stack(
+            [(r.predict(kg, h0g, h1g) / r.measured - 1.0).ravel() for r in rows]
+        ).astype(np.float32)
+        absolute[e] = np.abs(signed[e])
 
-    def fit(mask: np.ndarray) -> tuple[float, int]:
-        best = (np.inf, 0.0, 0)
+    def fit(mask: np.ndarray) -> tuple[Eff, int]:
+        best: tuple[float, Eff, int] = (np.inf, (0.0, 0.0, 0.0), 0)
         for g, err in absolute.items():
             mean = err[mask].mean(axis=0)
             j = int(np.argmin(mean))
@@ -162,7 +186,10 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
     everything = np.ones(len(cases), dtype=bool)
     g, j = fit(everything)
     k, h0, h1 = _point(j)
-    print(f"fit: kernel_us {k}, step_us {h0}, sequence_us {h1}, grouped_efficiency {g}")
+    print(
+        f"fit: kernel_us {k}, step_us {h0}, sequence_us {h1}, grouped_efficiency {g[0]}, "
+        f"attention_efficiency {g[1]}, matmul_efficiency {g[2]}"
+    )
     report: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for i, case in enumerate(cases):
         report[case.source]["in-sample"].append(float(signed[g][i, j]))
@@ -183,7 +210,14 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
             print(f"    {what:<22} {_summary(report[src][what])}")
     for what in ("in-sample", "leave-one-out"):
         print(f"  all {what}: {_summary([e for s in sources for e in report[s][what]])}")
-    return {"kernel_us": k, "step_us": h0, "sequence_us": h1, "grouped_efficiency": g}
+    return {
+        "kernel_us": k,
+        "step_us": h0,
+        "sequence_us": h1,
+        "grouped_efficiency": g[0],
+        "attention_efficiency": g[1],
+        "matmul_efficiency": g[2],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

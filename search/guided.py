@@ -63,6 +63,7 @@ from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT
 from search.gp import GaussianProcess, expected_improvement, normal_cdf
 from search.metrics import is_overflow, memory_unit_bytes
+from search.objective import over_latency_limits, over_limits
 from search.pool import (
     POOL_SAMPLE,
     Candidates,
@@ -122,9 +123,15 @@ def price_config(objective: str) -> Pricing:
     def price(config: SimConfig) -> tuple[MemoryCheck, float | None, float]:
         started = time.perf_counter()
         value: float | None = None
-        if objective == "throughput":
+        if objective in ("throughput", "tpot"):
             memory, result = analytical_with_memory(config)
-            value = None if result is None else result.throughput_samples_per_s
+            if result is None or over_latency_limits(config, result):
+                value = None  # does not fit, or a served plan over its latency limits
+            elif objective == "throughput":
+                value = result.throughput_samples_per_s
+            else:  # a served base: its closed form prices it exactly
+                assert result.serving is not None
+                value = result.serving.tpot_s * 1e3
         else:
             memory = memory_check(config)
             if memory.overflow_bytes <= 0 and objective == "memory":
@@ -309,7 +316,7 @@ class GuidedSampler(optuna.samplers.BaseSampler):
                 continue
             if DUPLICATE_ATTR in t.user_attrs or t.state == TrialState.FAIL:
                 self._taken.add(i)
-            elif is_overflow(t):
+            elif is_overflow(t) or over_limits(t):
                 self._fits[i] = False
             elif t.state == TrialState.COMPLETE and t.value is not None:
                 y = self._y(float(t.value))

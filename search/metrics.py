@@ -4,6 +4,9 @@ to the sampler (SPEC sec. 6).
 * The objectives carry names with units (``study.set_metric_names``), which optuna-dashboard,
   Optuna's plots and ``palm-tune best --json`` show: throughput in samples/s, peak memory in
   GiB (2**30 bytes), hardware cost in the relative units of :func:`search.objective.hardware_cost`.
+* A served plan over a latency limit (``serving.tpot_limit_s``, ``ttft_limit_s``) ran: its
+  constraints ``tpot_over_limit_s`` / ``ttft_over_limit_s`` are positive and, for the
+  samplers that read COMPLETE trials only, it ends COMPLETE with its real values, as below.
 * A configuration that does not fit memory is never simulated. The objective records its
   overflow as Optuna's constraint ``memory_overflow_bytes`` (feasible when <= 0) and raises
   ``TrialPruned``: the trial is pruned (SPEC sec. 6), which TPE reads (constraints of trials
@@ -33,6 +36,7 @@ __all__ = [
     "report_overflow",
     "is_overflow",
     "OVERFLOW_ATTR",
+    "LATENCY_VALUES_ATTR",
 ]
 
 GIB = 2**30
@@ -41,9 +45,12 @@ METRIC_NAMES = {
     "throughput": "throughput [samples/s]",
     "memory": "peak memory [GiB]",
     "cost": "hardware cost [relative]",
+    "tpot": "time per output token [ms]",
 }
 #: user attribute of an overflowing trial: why it is infeasible, in words
 OVERFLOW_ATTR = "infeasible"
+#: user attribute of a served plan over a latency limit: its objective values (it ran)
+LATENCY_VALUES_ATTR = "latency_values"
 _CONSTRAINT = "memory_overflow_bytes"
 
 
@@ -105,6 +112,8 @@ def _overflow_values(objectives: Sequence[str], trial: optuna.Trial, unit: float
             out.append(0.0)  # a plan that does not fit trains nothing
         elif name == "memory":
             out.append(float(attrs["peak_memory_bytes"]) / unit)
+        elif name == "tpot":
+            out.append(float("inf"))  # a plan that does not fit emits no token
         else:
             out.append(hardware_cost(parse_config(attrs["config"])))
     return out
@@ -127,10 +136,14 @@ def report_overflow(
         try:
             raw: Any = objective(trial)
         except optuna.TrialPruned as exc:
-            if not complete or trial.user_attrs.get(_CONSTRAINT, 0.0) <= 0:
+            ran = trial.user_attrs.get(LATENCY_VALUES_ATTR)
+            if not complete or (trial.user_attrs.get(_CONSTRAINT, 0.0) <= 0 and ran is None):
                 raise
             trial.set_user_attr(OVERFLOW_ATTR, str(exc) or "memory overflow")
-            values = _overflow_values(objectives, trial, memory_unit)
+            if ran is not None:  # over a latency limit: it ran, its values are real
+                values = _in_units(objectives, ran, memory_unit)
+            else:
+                values = _overflow_values(objectives, trial, memory_unit)
         else:
             raw = [raw] if isinstance(raw, (int, float)) else raw
             values = _in_units(objectives, raw, memory_unit)

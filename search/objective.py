@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from palm.api import memory_check, plan_for, simulate, simulate_plan
 from palm.config import config_to_dict, parse_config
@@ -39,6 +40,7 @@ from palm.result import Result
 from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT, KEY_ATTR, SeenConfigs, config_key
 from search.lifecycle import interruptible
+from search.metrics import LATENCY_VALUES_ATTR
 from search.storage import WORKER_ATTR, worker_id
 from search.study_file import StudySpec
 from spaces import Infeasible
@@ -51,6 +53,9 @@ __all__ = [
     "INVALID_PENALTY",
     "Simulator",
     "run_engine",
+    "over_latency_limits",
+    "over_limits",
+    "LATENCY_CONSTRAINTS",
 ]
 
 #: constraint value of one contradictory choice: 1 PiB, more than any memory overflow, so
@@ -121,9 +126,33 @@ def _failed(trial: optuna.Trial, exc: Exception) -> TrialFailed:
     return TrialFailed(message)
 
 
-def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> None:
+#: the constraints a served plan's latency limits record (:meth:`palm.serving.spec
+#: .ServingConfig.limit_excess`)
+LATENCY_CONSTRAINTS = ("tpot_over_limit_s", "ttft_over_limit_s")
+
+
+def over_latency_limits(config: SimConfig, result: Result) -> bool:
+    """Whether a served ``result`` is over a latency limit of ``config`` (never for training)."""
+    if config.training.mode != "serve" or result.serving is None:
+        return False
+    s = result.serving
+    excess = config.serving.limit_excess(tpot_s=s.tpot_s, ttft_s=s.ttft_s)
+    return any(v > 0 for v in excess.values())
+
+
+def over_limits(trial: FrozenTrial) -> bool:
+    """A finished trial whose served plan was over a latency limit (its constraints
+    ``tpot_over_limit_s`` / ``ttft_over_limit_s``, :func:`_latency_limits`)."""
+    return any(trial.constraints.get(name, 0.0) > 0 for name in LATENCY_CONSTRAINTS)
+
+
+def _latency_limits(
+    trial: optuna.Trial, config: SimConfig, result: Result, values: list[float]
+) -> None:
     """A served configuration's latency limits (``serving.tpot_limit_s``, ``ttft_limit_s``)
-    as constraints every sampler sees; a trial over one is pruned, as a memory overflow is."""
+    as constraints every sampler sees; a trial over one is pruned, as a memory overflow is,
+    with its objective ``values`` kept (:data:`search.metrics.LATENCY_VALUES_ATTR`) for the
+    samplers that read COMPLETE trials only (:func:`search.metrics.report_overflow`)."""
     if config.training.mode != "serve" or result.serving is None:
         return
     excess = config.serving.limit_excess(tpot_s=result.serving.tpot_s, ttft_s=result.serving.ttft_s)
@@ -131,6 +160,7 @@ def _latency_limits(trial: optuna.Trial, config: SimConfig, result: Result) -> N
         trial.set_constraint(name, value)
     over = [name for name, value in excess.items() if value > 0]
     if over:
+        trial.set_user_attr(LATENCY_VALUES_ATTR, values)
         trial.set_user_attr("pruned", f"over its latency limit: {', '.join(over)}")
         raise optuna.TrialPruned(f"over its latency limit: {', '.join(over)}")
 
@@ -153,6 +183,9 @@ class Objective:
                 out.append(result.throughput_samples_per_s)
             elif name == "memory":
                 out.append(result.peak_memory_bytes)
+            elif name == "tpot":  # ms; a served base (search.study_file)
+                assert result.serving is not None
+                out.append(result.serving.tpot_s * 1e3)
             else:
                 out.append(hardware_cost(config))
         return out
@@ -199,6 +232,6 @@ class Objective:
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))
-        _latency_limits(trial, config, result)
         values = self._values(config, result)
+        _latency_limits(trial, config, result, values)
         return values[0] if len(values) == 1 else values

@@ -72,6 +72,8 @@ def analytical_value(
             return result.throughput_samples_per_s
         if name == "memory":
             return -result.peak_memory_bytes
+        if name == "tpot":
+            return None if result.serving is None else -result.serving.tpot_s * 1e3
         from search.objective import hardware_cost
 
         return -hardware_cost(config)

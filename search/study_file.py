@@ -5,7 +5,8 @@
 name = "quickstart"            # default study name in the storage
 base = "../examples/wafer-t18b.toml"   # simulation config, relative to this file
 set = ["training.global_batch=32"]     # overrides of the base (optional)
-objectives = ["throughput"]    # throughput (max), memory (min), cost (min)
+objectives = ["throughput"]    # throughput (max), memory (min), cost (min), tpot (min: a
+                               # served base's time per output token)
 sampler = "guided"             # guided (default for one objective), tpe (default for
                                # several), random, cmaes, nsga2, gp, bruteforce
 trials = 40                    # new configurations (duplicate proposals are not counted)
@@ -73,7 +74,12 @@ __all__ = [
 ]
 
 #: objective name -> (direction, what it measures)
-OBJECTIVES: dict[str, str] = {"throughput": "maximize", "memory": "minimize", "cost": "minimize"}
+OBJECTIVES: dict[str, str] = {
+    "throughput": "maximize",
+    "memory": "minimize",
+    "cost": "minimize",
+    "tpot": "minimize",
+}
 SAMPLERS: tuple[str, ...] = ("guided", "tpe", "random", "cmaes", "nsga2", "gp", "bruteforce")
 _STUDY_KEYS = (
     "name",
@@ -200,6 +206,10 @@ def study_from_tables(
     ):
         raise ConfigError(
             "study.objectives", objectives, f"distinct names among {', '.join(OBJECTIVES)}"
+        )
+    if "tpot" in objectives and base.training.mode != "serve":
+        raise ConfigError(
+            "study.objectives", objectives, 'tpot only with a served base (training.mode = "serve")'
         )
     sampler = study.get("sampler", default_sampler(len(objectives)))
     if sampler not in SAMPLERS:

@@ -87,17 +87,27 @@ def serve_rates(
     kv_bytes: float,
     act_bytes: float,
     grouped_efficiency: float = 0.0,
+    attention_efficiency: float = 0.0,
+    matmul_efficiency: float = 0.0,
 ) -> ServeRates:
     """Rates of a device serving in ``precision``. FP8 and FP4 products run at their peak with
     the hardware's ``fp8_matmul_efficiency`` (the narrow-format kernels' fraction of peak), and
     the products that stay in 16 bits (attention, the output layer) at the 16-bit peak.
-    ``grouped_efficiency`` (> 0) replaces the hardware's grouped-GEMM efficiency."""
+    ``grouped_efficiency`` (> 0) replaces the hardware's grouped-GEMM efficiency and
+    ``attention_efficiency`` (> 0) its attention kernels' efficiency (serving runs the
+    forward pass only: FlashAttention-3's forward kernel reaches 75% of the H100's 16-bit
+    peak, Shah et al. 2024, "FlashAttention-3", sec. 4.1, against the fused forward-and-backward
+    fraction the training fit stores); ``matmul_efficiency`` (> 0) the large-product
+    efficiency of every precision (a serving step runs forward products only, against the
+    forward-and-backward mix of the training fit)."""
     # serving runtimes run a layer's local experts in one fused grouped kernel (TensorRT-LLM's
     # and vLLM's fused MoE kernels): no per-expert launch of training's one GEMM per expert
     # (Transformer Engine's GroupedLinear); the grouped kernel's own loss stays
     rates = dataclasses.replace(device_rates(hw, precision), grouped_expert_s=0.0)
     if grouped_efficiency > 0:
         rates = dataclasses.replace(rates, grouped_gemm_efficiency=grouped_efficiency)
+    if attention_efficiency > 0:
+        rates = dataclasses.replace(rates, attention_efficiency=attention_efficiency)
     if isinstance(hw, Mesh2DHardware):
         # a chip serves as one device: every core's matrix engine, weights and cache streamed
         # from the DRAM channels (the cores' SRAM holds a layer's working set, not the model)
@@ -113,6 +123,12 @@ def serve_rates(
             matmul_efficiency=hw.fp8_matmul_efficiency,
             wide_peak_flops=hw.peak_tflops.bf16 * 1e12,
             wide_matmul_efficiency=hw.matmul_efficiency,
+        )
+    if matmul_efficiency > 0:
+        rates = dataclasses.replace(
+            rates,
+            matmul_efficiency=matmul_efficiency,
+            wide_matmul_efficiency=matmul_efficiency if rates.wide_matmul_efficiency else 0.0,
         )
     return ServeRates(
         rates=rates,

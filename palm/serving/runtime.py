@@ -52,4 +52,6 @@ def runtime_costs(config: SimConfig) -> RuntimeCosts:
         step_s=float(values["step_us"]) * 1e-6,
         sequence_s=float(values.get("sequence_us", 0.0)) * 1e-6,
         grouped_efficiency=float(values.get("grouped_efficiency", 0.0)),
+        attention_efficiency=float(values.get("attention_efficiency", 0.0)),
+        matmul_efficiency=float(values.get("matmul_efficiency", 0.0)),
     )

@@ -73,6 +73,8 @@ def serving_run(config: SimConfig) -> ServingRun:
         kv_bytes=kvb,
         act_bytes=act,
         grouped_efficiency=runtime.grouped_efficiency,
+        attention_efficiency=runtime.attention_efficiency,
+        matmul_efficiency=runtime.matmul_efficiency,
     )
     pipe = Pipeline(model=model, sr=sr, hw=config.hardware, runtime=runtime)
     memory = [

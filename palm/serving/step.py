@@ -45,14 +45,21 @@ class RuntimeCosts:
     ramp-up and tail of a kernel that CUDA graphs do not remove); the host's work per forward
     step, ``step_s`` plus ``sequence_s`` per sequence in the step (scheduling, sampling,
     bookkeeping), overlapped with the devices' step (:meth:`palm.serving.scenario.Pipeline
-    .host_time`); and
-    ``grouped_efficiency``, the fraction of the shape rule's rate that a fused mixture-of-
-    experts kernel reaches (0: the hardware's ``grouped_gemm_efficiency``)."""
+    .host_time`); ``grouped_efficiency``, the fraction of the shape rule's rate that a fused
+    mixture-of-experts kernel reaches (0: the hardware's ``grouped_gemm_efficiency``);
+    ``attention_efficiency``, the fraction of the 16-bit peak that the runtime's forward-only
+    attention kernels reach (0: the hardware's ``attention_efficiency``, whose fit on training
+    rows prices forward and backward FlashAttention together); and ``matmul_efficiency``, the
+    fraction of peak the runtime's forward products reach when large and well shaped, for
+    every precision (0: the hardware's ``matmul_efficiency`` / ``fp8_matmul_efficiency``,
+    fitted on training steps whose backward products and framework gaps it also covers)."""
 
     kernel_s: float = 0.0
     step_s: float = 0.0
     sequence_s: float = 0.0
     grouped_efficiency: float = 0.0
+    attention_efficiency: float = 0.0
+    matmul_efficiency: float = 0.0
 
 
 @dataclass(frozen=True)

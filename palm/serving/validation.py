@@ -22,7 +22,8 @@ The rules, each from a fact the row states (never its id, commit, model name or 
   ``gptSessionBenchmark``, tt-metal's demo); no batch -> continuous batching at the batch the
   runtime sizes (:func:`runtime_batch`: TensorRT-LLM's ``trtllm-bench`` rule, the largest
   count of requests the KV cache holds, at most 4096, and a step cap of
-  ``min(batch (1 + I/O), 32768)`` tokens, capped in turn by what fits at run time);
+  ``min(batch (1 + I/O), 32768)`` tokens rounded up as ``finetune_setting`` rounds
+  ``max_num_tokens``, :func:`step_token_cap`);
 * **lengths**: the stated input and output lengths; a decode row of tt-metal's tables without
   them -> batch 1 and a 128-token prompt (the demo's documented defaults, stated in the row's
   notes) and 200 output tokens ("max 200 decode iterations");
@@ -63,6 +64,7 @@ __all__ = [
     "default_inference_file",
     "is_inference_file",
     "runtime_batch",
+    "step_token_cap",
     "predicted_value",
 ]
 
@@ -311,11 +313,24 @@ _MAX_REQUESTS = 4096
 _MAX_STEP_TOKENS = 32768
 
 
+def step_token_cap(*, requests: int, input_tokens: int, output_tokens: int) -> int:
+    """``max_num_tokens`` as ``trtllm-bench`` rounds it (``finetune_setting``): ``raw =
+    min(requests (1 + I/O), 32768)``, then at least 2048 and rounded up to a multiple of 256
+    below 4096, of 512 below 8192, else of 1024 ("min 2048 to ensure context/generation
+    overlap efficiency")."""
+    raw = min(requests * (1.0 + input_tokens / output_tokens), float(_MAX_STEP_TOKENS))
+    if raw < 4096:
+        return max(2048, 256 * math.ceil(raw / 256))
+    if raw < 8192:
+        return 512 * math.ceil(raw / 512)
+    return 1024 * math.ceil(raw / 1024)
+
+
 def runtime_batch(config: SimConfig) -> SimConfig:
     """``config`` at the batch and step cap TensorRT-LLM's ``trtllm-bench`` sizes: as many
     requests as the KV cache holds (``kv_cache_free_gpu_mem_fraction = 0.95`` of what the
-    weights leave), at most 4096 per pipeline, and ``min(batch (1 + I/O), 32768)`` tokens per
-    step (its ``finetune_setting``)."""
+    weights leave), at most 4096 per pipeline, and the step cap :func:`step_token_cap`
+    (its ``finetune_setting``)."""
     from palm.serving.simulate import serving_run
 
     sv, par = config.serving, config.parallelism
@@ -324,10 +339,11 @@ def runtime_batch(config: SimConfig) -> SimConfig:
     )
     fits = serving_run(probe).max_batch
     per_pipeline = max(1, min(fits // par.dp, _MAX_REQUESTS // par.pp))
-    ratio = 1.0 + sv.input_tokens / sv.output_tokens
-    tokens = min(math.ceil(per_pipeline * ratio), _MAX_STEP_TOKENS)
+    tokens = step_token_cap(
+        requests=per_pipeline, input_tokens=sv.input_tokens, output_tokens=sv.output_tokens
+    )
     serving = dataclasses.replace(
-        sv, batch=per_pipeline * par.dp, chunk_tokens=max(tokens, 1), memory_fraction=0.95
+        sv, batch=per_pipeline * par.dp, chunk_tokens=tokens, memory_fraction=0.95
     )
     return dataclasses.replace(config, serving=serving)
 

@@ -14,7 +14,7 @@ from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
 from palm.serving.comm import Link, allreduce_time
 from palm.serving.kernels import experts_touched
 from palm.serving.model import served_model
-from palm.serving.runtime import constants_override
+from palm.serving.runtime import constants_override, runtime_costs
 from palm.serving.simulate import serving_run
 from palm.workload.moe import MoELayer
 
@@ -141,11 +141,36 @@ def test_prefill_at_large_batch_approaches_compute_bound() -> None:
         assert out.ttft_s is not None
         return flops / out.ttft_s / (H100.peak_tflops.bf16 * 1e12)
 
+    # the products' own large-shape efficiency: the runtime's forward one, else the hardware's
+    eff = runtime_costs(serve_config()).matmul_efficiency or H100.matmul_efficiency
     big = achieved(64, 2048)
     small = achieved(1, 16)
-    assert big <= H100.matmul_efficiency  # never above the products' own efficiency
-    assert big >= 0.8 * H100.matmul_efficiency  # compute-bound: near it
+    assert big <= eff  # never above the products' own efficiency
+    assert big >= 0.8 * eff  # compute-bound: near it
     assert small < 0.1 * big  # a 16-token prefill is bound by reading the weights
+
+
+@pytest.mark.parametrize("field", ["attention_efficiency", "matmul_efficiency"])
+def test_forward_kernel_efficiencies_scale_their_compute_bound_work(field: str) -> None:
+    """A runtime efficiency replaces the hardware's for its kernels only: doubling it halves a
+    compute-bound prefill's attention (``attention_efficiency``) or products
+    (``matmul_efficiency``) and leaves the other part alone."""
+    config = serve_config(
+        parallelism={"tp": 1}, batching="static", batch=8, input_tokens=4096, output_tokens=1
+    )
+
+    def prefill(eff: float) -> Any:
+        table = {k: {**v, field: eff} for k, v in NO_RUNTIME.items()}
+        with constants_override(table):
+            return serving_run(config).outcome.prefill[0]
+
+    one, two = prefill(0.3), prefill(0.6)
+    if field == "attention_efficiency":
+        assert two.attention_s == pytest.approx(one.attention_s / 2, rel=1e-9)
+        assert two.gemm_s == pytest.approx(one.gemm_s, rel=1e-12)
+    else:
+        assert two.gemm_s == pytest.approx(one.gemm_s / 2, rel=0.02)
+        assert two.attention_s == pytest.approx(one.attention_s, rel=1e-12)
 
 
 def test_more_hbm_bandwidth_is_never_slower() -> None:

@@ -16,6 +16,7 @@ from palm.serving.validation import (
     default_inference_file,
     is_inference_file,
     load_inference_cases,
+    step_token_cap,
     translate_row,
 )
 from tests.cli_run import run
@@ -74,8 +75,20 @@ def test_a_stated_batch_runs_static_and_an_unstated_one_at_the_runtime_batch(
     assert not isinstance(case, str)
     sv = case.configs[0].serving
     assert sv.batching == "continuous" and sv.batch > 1
-    ratio = 1 + sv.input_tokens / sv.output_tokens
-    assert sv.chunk_tokens == min(32768, -(-int(sv.batch * ratio * 1e6) // int(1e6)))
+    assert sv.chunk_tokens == step_token_cap(
+        requests=sv.batch, input_tokens=sv.input_tokens, output_tokens=sv.output_tokens
+    )
+
+
+def test_step_token_cap_rounds_as_trtllm_bench() -> None:
+    """``finetune_setting``: at least 2048, rounded up to 256 / 512 / 1024, at most 32768
+    before rounding (hand-worked)."""
+    assert step_token_cap(requests=46, input_tokens=20000, output_tokens=2000) == 2048
+    assert step_token_cap(requests=1000, input_tokens=1000, output_tokens=1000) == 2048
+    assert step_token_cap(requests=1500, input_tokens=128, output_tokens=128) == 3072
+    assert step_token_cap(requests=2100, input_tokens=1000, output_tokens=1000) == 4608
+    assert step_token_cap(requests=3988, input_tokens=128, output_tokens=128) == 8192
+    assert step_token_cap(requests=4096, input_tokens=2048, output_tokens=128) == 32768
 
 
 def test_per_gpu_figures_compare_per_device(rows: list[dict[str, Any]]) -> None:
