@@ -1,6 +1,6 @@
 """Reading a simulation configuration: TOML file or dict -> validated :class:`SimConfig`.
 
-The file format is SPEC section 3: tables ``[model]``, ``[hardware]``, ``[training]``,
+The file format is docs/config.md's: tables ``[model]``, ``[hardware]``, ``[training]``,
 ``[parallelism]``, ``[placement]``, ``[communication]``. A table may name a ``preset`` and
 override any of its fields; ``[model]`` may instead point at a Hugging Face ``config.json``
 (``hf_config``, relative to the TOML file). ``--set section.field=value`` overrides are applied

@@ -1,4 +1,4 @@
-"""The objective: a trial's configuration run through the full simulator (SPEC sec. 6).
+"""The objective: a trial's configuration run through the full simulator (docs/tuning.md).
 
 In order, each step cheaper than the next, so that a trial stops as early as it can:
 
@@ -60,7 +60,7 @@ INVALID_PENALTY = float(2**50)
 #: how a trial's configuration is simulated: (config, engine) -> Result
 Simulator = Callable[[SimConfig, str], Result]
 
-#: SPEC sec. 5 fields stored on every completed trial
+#: the result's JSON fields (palm/result.py) stored on every completed trial
 RESULT_FIELDS = (
     "throughput_samples_per_s",
     "iteration_time_s",

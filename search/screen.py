@@ -1,5 +1,5 @@
 """Multi-fidelity: screen the space with the analytical engine, then spend event simulations
-on the most promising configurations (issue 13).
+on the most promising configurations.
 
 The analytical engine prices the same plan in closed form (no event queue), so it ranks
 configurations at a fraction of the event engine's cost (measured in docs/tuning.md). A

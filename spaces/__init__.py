@@ -1,4 +1,4 @@
-"""Search spaces: turn an Optuna trial into a simulator configuration (SPEC sec. 6).
+"""Search spaces: turn an Optuna trial into a simulator configuration (docs/tuning.md).
 
 A :class:`Space` is a tuple of parts (:mod:`spaces.parts`) applied in order to a draft of the
 study's base configuration; a draw whose choices contradict each other raises

@@ -1,7 +1,7 @@
 """Composable pieces of a search space. Each draws its parameters from an Optuna trial and
 writes them into a draft of the configuration's tables.
 
-Encoding (issue 13): one decision is one Optuna parameter with one distribution in every
+Encoding (docs/tuning.md): one decision is one Optuna parameter with one distribution in every
 trial, so that TPE carries what it learns about, say, the pipeline depth at one TP degree to
 every other. Degrees are ordered integers: ``log2_<name>`` when the candidates are consecutive
 powers of two (``tp = 2 ** log2_tp``), else a categorical of the candidates. A draw whose

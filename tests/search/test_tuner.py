@@ -1,4 +1,4 @@
-"""Tests of the tuner (``search``, SPEC sec. 6): the objective's memory pruning and failure
+"""Tests of the tuner (``search``, docs/tuning.md): the objective's memory pruning and failure
 recording, study files' errors, and the quickstart end to end through ``palm-tune``.
 
 Study files are written into ``tmp_path`` with ``base`` pointing at the repository's examples by
@@ -118,7 +118,7 @@ seed = 1
         assert t.user_attrs["memory_overflow_bytes"] == pytest.approx(overflow)
         assert t.user_attrs["peak_memory_bytes"] > overflow
         assert "result" not in t.user_attrs  # stopped before the event simulation
-        assert t.values is None  # pruned (SPEC sec. 6): TPE reads the constraint of any state
+        assert t.values is None  # pruned: TPE reads the constraint of any state
         assert t.user_attrs["pruned"] == "memory overflow"
     assert search.best_trial(tuning).constraints["memory_overflow_bytes"] <= 0
     for t in complete:
