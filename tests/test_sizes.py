@@ -20,14 +20,12 @@ MAX_MODULE_LINES = 600
 
 #: modules still over MAX_MODULE_LINES, with their lines when listed. config.py and
 #: workload/ops.py are being changed by other work and are split after it lands; dram.py and
-#: plots.py are next.
+#: the fair network's fair.py (a compiled module, split with its .pxd) are next.
 MODULES_STILL_OVER: dict[str, int] = {
-    "palm/config.py": 1038,
+    "palm/config.py": 1022,
     "palm/network/dram.py": 848,
-    "palm/plots.py": 721,
     "palm/workload/ops.py": 789,
     "palm/engines/event/fair.py": 1192,
-    "search/study_file.py": 610,
 }
 
 #: functions still over MAX_FUNCTION_LINES ("module:qualified.name"), with their lines when
@@ -35,15 +33,13 @@ MODULES_STILL_OVER: dict[str, int] = {
 #: are being changed by other work and are split after it lands.
 FUNCTIONS_STILL_OVER: dict[str, int] = {
     "palm/cli.py:add_commands": 90,
-    "palm/config.py:validate": 105,
+    "palm/config.py:_validate": 96,
     "palm/engines/_common.py:assemble_result": 103,
-    "palm/engines/event/engine.py:_Run.stage": 118,
     "palm/engines/event/fair.py:FairNetwork.begin": 120,
     "palm/engines/event/fair.py:FairNetwork._class_change": 99,
     "palm/plan/chunks.py:chunk_cost": 92,
     "palm/plan/stages.py:stage_cost": 86,
     "palm/plots.py:_gantt_figure": 113,
-    "palm/plots.py:_heatmap_figure": 177,
     "palm/trace.py:_build_trace": 86,
     "search/commands.py:add_commands": 99,
     "search/study_file.py:study_from_tables": 86,
