@@ -1,5 +1,7 @@
-# C types for the compiled build of fair.py (an "augmenting" .pxd: Cython reads it beside the
-# .py it compiles; see setup.py and palm/engines/event/accel.py). It changes no arithmetic:
+# C types for the compiled build of the fair network: filling.py, flowclass.py, clock.py and
+# fair.py compiled as one unit (palm/engines/event/builds.py, PARTS), for which this is an
+# "augmenting" .pxd (Cython reads it beside the unit; see setup.py and accel.py). It changes
+# no arithmetic:
 # every value stays an IEEE double or a Python object, so the build's results equal fair.py's
 # bit for bit (tests/palm/test_compiled.py). What it buys is in the kinds of access:
 #   * the network's, a class's, a route's and the filler's fields become C struct fields
