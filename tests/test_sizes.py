@@ -35,7 +35,6 @@ FUNCTIONS_STILL_OVER: dict[str, int] = {
     "palm/config.py:_validate": 96,
     "palm/engines/_common.py:assemble_result": 103,
     "palm/engines/event/fair.py:FairNetwork.begin": 120,
-    "palm/engines/event/fair.py:FairNetwork._class_change": 99,
     "palm/plan/chunks.py:chunk_cost": 92,
     "palm/plan/stages.py:stage_cost": 86,
     "palm/plots.py:_gantt_figure": 113,

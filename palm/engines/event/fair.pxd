@@ -36,6 +36,17 @@ cdef class _Class:
     cdef public list heap
     cdef public set touched, seen
 
+    cpdef double served(self, double now)
+    cpdef join(self, object f, double now)
+    cpdef admit(self, object f, double now, list capacity)
+    cpdef move_to(self, double now, double level)
+    cpdef see(self, Route route)
+
+    @cython.locals(
+        weight=dict, bottleneck=Py_ssize_t, bound=double, w=double, a=double, q=Py_ssize_t
+    )
+    cpdef double add_load(self, Route route, list capacity)
+
 cdef class FairNetwork:
     cdef public object env, _capacity_array, _started, _first, ready, ready_eid, _filler
     cdef public list capacity, busy_s, nbytes, _since, _users, _on
@@ -72,6 +83,16 @@ cdef class FairNetwork:
         rate=double, share=double, finish=double, end=double, e=double, rest=dict, rates=list,
     )
     cpdef bint _class_change(self, object flow, double now, bint started)
+
+    cpdef _through(self, object f, double now)
+
+
+@cython.locals(finish=double, end=double, e=double, c=_Class)
+cpdef _class_next(FairNetwork net)
+
+
+@cython.locals(rate=double, share=double, a=double, q=Py_ssize_t)
+cpdef double _share(Route route, list capacity, dict taken, double level)
 
 
 @cython.locals(

@@ -46,7 +46,6 @@ from palm.engines.event.clock import _NORMAL, STALL_LIMIT, FlowEnvironment
 from palm.engines.event.filling import (
     _INF,
     _NUMPY_ABOVE,
-    _OVER,
     _RESOURCES,
     _SLACK,
     _TIGHT,
@@ -59,11 +58,11 @@ from palm.engines.event.flowclass import (
     _CLASS_MIN,
     _END,
     _ORDER,
-    _REBASE,
     _ROUTE,
     _SEQ,
     _apart,
     _Class,
+    _class_next,
     _connected,
     _dissolve,
     _Flow,
@@ -175,7 +174,7 @@ class FairNetwork:
         flow.route, flow.seq, flow.remaining, flow.t0 = route, next(self._started), nbytes, now
         flow.rate, flow.end, flow.latency = 0.0, _INF, latency_s
         c = self._cls
-        if c is not None:  # a class lives: the class's update, inline
+        if c is not None:  # a class lives: the class's update
             # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
             # and rest are the flows in flight: :meth:`_dissolve` sets them again)
             users, since = self._users, self._since
@@ -194,47 +193,22 @@ class FairNetwork:
             member = c.bottleneck in route.resources
             if member and not c.rest:
                 # _class_change for a flow that joins the class, no flow beside it (a stage's
-                # reads among the others'), inline
-                if route not in c.seen:
-                    c.seen.add(route)
-                    c.touched.update(route.resources)
-                weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
-                bound = c.bound
-                for q, a in route.pairs:
-                    w = weight[q] = weight.get(q, 0.0) + a
-                    if q != bottleneck and capacity[q] * _OVER < bound * w:
-                        bound = capacity[q] * _OVER / w
-                c.bound = bound
-                level = capacity[bottleneck] / weight[bottleneck]
-                if level <= bound or level <= c.tighten(capacity):
+                # reads among the others')
+                c.see(route)
+                capacity = self.capacity
+                level = c.add_load(route, capacity)
+                if level <= c.bound or level <= c.tighten(capacity):
                     self.class_updates += 1
-                    if level != c.level:
-                        c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-                        c.service_t, c.level = now, level
-                    # c.join(flow, now), inline
-                    flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
-                    heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
-                    c.members[flow] = None
-                    c.updates += 1
-                    if c.updates % _REBASE == 0:
-                        c.rebase(capacity)
-                    # self._class_next(), inline (no flow beside the class)
-                    finish, _seq, first = c.heap[0]
-                    first.end = end = c.service_t + (finish - c.service) / c.level
-                    self.next_end, self._first = end, first
+                    c.move_to(now, level)
+                    c.admit(flow, now, capacity)
+                    _class_next(self)
                     return
             elif not c.rest:
                 # _class_change's first case (a flow beside the class, no other: a hand-off
-                # beside the reads), inline: it takes what the class leaves
-                if route not in c.seen:
-                    c.seen.add(route)
-                    c.touched.update(route.resources)
-                capacity, weight, level = self.capacity, c.weight, c.level
-                rate = _INF  # _share(route, capacity, weight, level), inline (3-4% per event)
-                for q, a in route.pairs:
-                    share = (capacity[q] - weight.get(q, 0.0) * level) / a
-                    if share < rate:
-                        rate = share
+                # beside the reads): it takes what the class leaves
+                c.see(route)
+                level = c.level
+                rate = _share(route, self.capacity, c.weight, level)
                 if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
                     c.rest[flow] = None
                     self.class_updates += 1
@@ -364,19 +338,11 @@ class FairNetwork:
         joins = False
         level, bottleneck = c.level, c.bottleneck
         if started:
-            if route not in c.seen:
-                c.seen.add(route)
-                c.touched.update(route.resources)
+            c.see(route)
             member = bottleneck in route.resources
             if member:
                 joins = True
-                bound = c.bound
-                for q, a in route.pairs:
-                    w = weight[q] = weight.get(q, 0.0) + a
-                    if q != bottleneck and capacity[q] * _OVER < bound * w:
-                        bound = capacity[q] * _OVER / w
-                c.bound = bound
-                level = capacity[bottleneck] / weight[bottleneck]
+                level = c.add_load(route, capacity)
             else:
                 c.rest[flow] = None
         elif flow in c.members:
@@ -403,13 +369,9 @@ class FairNetwork:
         # ... and the rest, filled on what it leaves, is no slower: the class's bottleneck
         # fills first, so the class's flows freeze in the first round, at ``level``
         rest = c.rest
-        if len(rest) == 1:  # the usual case: progressive filling of one flow, inlined
+        if len(rest) == 1:  # the usual case: progressive filling of one flow
             (g,) = rest
-            rate = _INF  # _share(g.route, capacity, weight, level), inline
-            for q, a in g.route.pairs:
-                share = (capacity[q] - weight.get(q, 0.0) * level) / a
-                if share < rate:
-                    rate = share
+            rate = _share(g.route, capacity, weight, level)
             rates = [rate]
             if rate < level * (1.0 - _TIGHT):
                 return False
@@ -422,17 +384,9 @@ class FairNetwork:
             if min(rates) < level * (1.0 - _TIGHT):
                 return False
         self.class_updates += 1
-        if level != c.level:
-            c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-            c.service_t, c.level = now, level
+        c.move_to(now, level)
         if joins:
-            # c.join(flow, now), inline
-            flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
-            heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
-            c.members[flow] = None
-            c.updates += 1
-            if c.updates % _REBASE == 0:
-                c.rebase(capacity)
+            c.admit(flow, now, capacity)
         if rest:
             for g, rate in zip(rest, rates):  # noqa: B905 (equal by construction)
                 old = g.rate
@@ -442,14 +396,7 @@ class FairNetwork:
                         g.t0 = now
                     g.rate = rate
                     g.end = now + g.remaining / rate
-        # self._class_next(), inline: the class's first through, or a rest flow's end
-        finish, seq, first = c.heap[0]
-        end = first.end = c.service_t + (finish - c.service) / c.level
-        for g in rest:
-            e = g.end
-            if e <= end and (e < end or g.seq < seq):
-                first, end, seq = g, e, g.seq
-        self.next_end, self._first = end, first
+        _class_next(self)  # the class's first through, or a rest flow's end
         return True
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
@@ -524,14 +471,18 @@ class FairNetwork:
             self.next_end = first.end
         else:
             self._reschedule(route.resources, now)
-        # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
-        done = f  # the flow is its done event
-        done._ok, done._value = True, None  # noqa: SLF001
+        self._through(f, now)
+
+    def _through(self, f: _Flow, now: float) -> None:
+        """Flow ``f``'s bytes are through at ``now``: its done event (the flow itself)
+        succeeds after its latency (``Arrival.succeed_in``'s fields and delayed schedule);
+        without latency the clock pushes it, or runs it at once if it comes next (``ready``)."""
+        f._ok, f._value = True, None  # noqa: SLF001
         env = self.env
         if f.latency:
-            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
-        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
-            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
+            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), f))  # noqa: SLF001
+        else:
+            self.ready, self.ready_eid = f, next(env._eid)  # noqa: SLF001
 
     def _fire_in_class(self) -> None:
         """:meth:`_fire` while a class lives (the clock calls it directly then)."""
@@ -550,15 +501,13 @@ class FairNetwork:
         assert c is not None
         rest = c.rest
         if f in rest and len(rest) == 1 and c.members and c.level <= c.bound:
-            # _class_change for the end of the only flow beside the class (a hand-off), inline:
+            # _class_change for the end of the only flow beside the class (a hand-off):
             # nothing else changes, the next end is the class's first through
             del rest[f]
             self.class_updates += 1
-            finish, _seq, first = c.heap[0]
-            first.end = end = c.service_t + (finish - c.service) / c.level
-            self.next_end, self._first = end, first
+            _class_next(self)
         elif not rest and len(c.members) > 1:
-            # _class_change for a class flow through, no flow beside the class, inline
+            # _class_change for a class flow through, no flow beside the class
             assert c.heap[0][2] is f  # the class's first through (_class_next)
             heapq.heappop(c.heap)
             del c.members[f]
@@ -572,12 +521,8 @@ class FairNetwork:
                 self._reschedule(route.resources, now, whole=True)
             else:
                 self.class_updates += 1
-                if level != c.level:
-                    c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-                    c.service_t, c.level = now, level
-                finish, _seq, first = c.heap[0]
-                first.end = end = c.service_t + (finish - c.service) / c.level
-                self.next_end, self._first = end, first
+                c.move_to(now, level)
+                _class_next(self)
         elif not self._class_change(f, now, started=False):
             self._class_misses += 1
             _dissolve(self, now)
@@ -585,10 +530,4 @@ class FairNetwork:
                 self._reschedule(route.resources, now, whole=True)
             else:
                 self._next()
-        done = f  # the flow is its done event
-        done._ok, done._value = True, None  # noqa: SLF001
-        env = self.env
-        if f.latency:
-            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
-        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
-            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
+        self._through(f, now)

@@ -125,6 +125,39 @@ class _Class:
         heapq.heappush(self.heap, (f.finish, f.seq, f))
         self.members[f] = None
 
+    def admit(self, f: _Flow, now: float, capacity: list[float]) -> None:
+        """:meth:`join` for a flow that starts while the class lives, counted: every
+        ``_REBASE`` of them the class is summed afresh (:meth:`rebase`)."""
+        self.join(f, now)
+        self.updates += 1
+        if self.updates % _REBASE == 0:
+            self.rebase(capacity)
+
+    def move_to(self, now: float, level: float) -> None:
+        """The class moves at ``level`` from ``now`` on (its service counted up to now)."""
+        if level != self.level:
+            self.service = self.served(now)
+            self.service_t, self.level = now, level
+
+    def see(self, route: Route) -> None:
+        """A flow on ``route`` is in flight while the class lives: its resources are
+        touched (a dissolution resets them)."""
+        if route not in self.seen:
+            self.seen.add(route)
+            self.touched.update(route.resources)
+
+    def add_load(self, route: Route, capacity: list[float]) -> float:
+        """A flow on ``route`` joins the class's load: ``bound`` lowered to the level at
+        which another resource fills under the new load (:meth:`tighten`'s, kept as flows
+        join), and the class's new level on its bottleneck returned."""
+        weight, bottleneck, bound = self.weight, self.bottleneck, self.bound
+        for q, a in route.pairs:
+            w = weight[q] = weight.get(q, 0.0) + a
+            if q != bottleneck and capacity[q] * _OVER < bound * w:
+                bound = capacity[q] * _OVER / w
+        self.bound = bound
+        return capacity[bottleneck] / weight[bottleneck]
+
 
 def _tops(flows: dict[_Flow, None], new: _Flow, rate: float) -> bool:
     """No flow of ``flows`` but ``new`` is faster than ``rate`` (up to rounding)."""
