@@ -1,6 +1,7 @@
 """Build step of palm-tune beyond ``pyproject.toml``: the optional compiled engine modules.
 
-The event engine's hot modules, ``palm/engines/event/fair.py`` (the ``fair`` model's flows),
+The event engine's hot modules, ``palm/engines/event/fair.py`` (the ``fair`` model's flows,
+compiled as one unit with its parts ``filling.py``, ``flowclass.py`` and ``clock.py``),
 ``dram_system.py`` (the ``exclusive`` model's DRAM channels) and ``resource_table.py`` (the
 resources and the ``exclusive`` model's holds), pure Python and always installed, are also
 compiled by Cython, each with the C types its ``.pxd`` declares for its classes and hot paths,
@@ -45,15 +46,16 @@ BUILDS = _builds()
 
 def _copy(name: str) -> Extension:
     """The extension ``palm.engines.event._<name>_compiled``, from a copy of ``<name>.py``
-    with its digest appended and of ``<name>.pxd``, in a package tree of their own (empty
+    (or of the unit of its parts, ``builds.PARTS``: the fair network's four modules) with its
+    digest appended and of ``<name>.pxd``, in a package tree of their own (empty
     ``__init__`` files), so that Cython names the module and finds its .pxd beside it."""
     out = HERE / GENERATED / EVENT
     out.mkdir(parents=True, exist_ok=True)
     for package in (out, out.parent, out.parent.parent):
         (package / "__init__.py").touch()
     target = f"_{name}_compiled"
-    source = (HERE / EVENT / f"{name}.py").read_text(encoding="utf-8")
-    # appended, so that line numbers in tracebacks are the .py's
+    source = BUILDS.unit_source(HERE / EVENT, name)
+    # appended, so that line numbers in tracebacks are the .py's (a unit's: its first part's)
     digest = BUILDS.source_digest(HERE / EVENT, name)
     (out / f"{target}.py").write_text(f'{source}\nSOURCE_SHA256 = "{digest}"\n', "utf-8")
     (out / f"{target}.pxd").write_bytes((HERE / EVENT / f"{name}.pxd").read_bytes())

@@ -18,8 +18,8 @@ Also reported: the paper's baseline (TP=8, DP=2, line, compact) against the pape
 simulator outputs (``paper_simulator_outputs`` of the validation file), the same under the
 paper's SRAM rule (``hardware.sram_model = "algorithm1"``), what dominates the baseline (with
 the busiest mesh links of the ``fair/link`` run), and a *diagnostic* rerun of the baseline
-with the DRAM traffic of the SRAM allocation scaled by 0.005, the factor the paper's
-reference code applies to wafers (SPEC sec. 9). The diagnostic is not palm's answer; it only
+with the DRAM traffic of the SRAM allocation scaled by 0.005, the factor the PALM
+paper's public reference code applies to wafers. The diagnostic is not palm's answer; it only
 shows where the gap to the paper comes from. Writes ``wafer_mapping.png`` and
 ``wafer_crosscheck.png`` into ``--out`` and, with ``--write-docs``, the tables into
 ``docs/case-studies.md`` between its ``case_wafer_mapping`` markers.
@@ -72,7 +72,7 @@ MAPPINGS: tuple[tuple[str, str], ...] = (
 #: the aggregation), and the paper's exclusive holds of every link (sec. IV-C)
 NETWORKS: tuple[str, ...] = ("fair/group", "fair/link", "exclusive/link")
 BASELINE = (8, 2)
-REFERENCE_DRAM_FACTOR = 0.005  # the paper's reference code, for wafers (SPEC sec. 9)
+REFERENCE_DRAM_FACTOR = 0.005  # the paper's reference code, for wafers
 QUICK_MODELS: tuple[str, ...] = ("t-18b",)
 QUICK_SPLITS: tuple[tuple[int, int], ...] = ((2, 8), (8, 2))
 

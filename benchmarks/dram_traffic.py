@@ -4,10 +4,10 @@ Usage:
     python benchmarks/dram_traffic.py            # print the tables
     python benchmarks/dram_traffic.py --write    # also refresh the block in docs/model.md
 
-The case is issue 11's: ``wafer-palm``, T-145B, TP=4 PP=20 DP=4, micro-batch 1, global batch
-64, fp16, full recompute. Table 1 gives the forward DRAM bytes per core of one layer under the
-paper's per-layer penalty (Algorithm 1), the Hong-Kung bound and the blocked traffic of its
-matrix products on one core, and the same on the products' memory domains (palm's default,
+The case is the paper's sec. V-B one: ``wafer-palm``, T-145B, TP=4 PP=20 DP=4, micro-batch 1,
+global batch 64, fp16, full recompute. Table 1 gives the forward DRAM bytes per core of one layer
+under the paper's per-layer penalty (Algorithm 1), the Hong-Kung bound and the blocked traffic of
+its matrix products on one core, and the same on the products' memory domains (palm's default,
 ``hardware.sram_model = "blocked"``). Table 2 splits one micro-batch of stage 1 into compute,
 DRAM and NoC time, and gives the iteration's MFU under both models, with a back-of-envelope
 check of the compute and DRAM times.

@@ -46,7 +46,7 @@ WAFER = EXAMPLES / "wafer-t18b.toml"
 
 
 def _t145b_tp4() -> palm.SimConfig:
-    """Issue 11's T-145B plan on the paper's wafer: TP=4, PP=20, DP=4, 32 micro-batches."""
+    """The T-145B plan on the paper's wafer: TP=4, PP=20, DP=4, 32 micro-batches."""
     return palm.load_config(
         WAFER,
         overrides=[

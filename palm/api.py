@@ -1,11 +1,14 @@
-"""The Python entry points: ``palm.simulate`` and ``palm.load_config``."""
+"""The Python entry points: ``palm.simulate`` and ``palm.load_config``; and what a tuner
+calls, :func:`evaluate` (the memory check, then the result, from one plan context) and
+:func:`batch` (evaluations that share their routes)."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from palm.config import load_config
@@ -13,6 +16,7 @@ from palm.engines.analytical import run_analytical
 from palm.engines.event.engine import Timeline, run_event
 from palm.engines.gemm import run_gemm
 from palm.errors import ConfigError, SimulationError
+from palm.network.memo import shared_geometry
 from palm.plan import Plan, build_plan
 from palm.plan.context import PlanContext, plan_context
 from palm.plan.memory import recompute_mode, stage_memory, stage_params
@@ -28,6 +32,9 @@ __all__ = [
     "analytical_if_fits",
     "analytical_with_memory",
     "MemoryCheck",
+    "Evaluation",
+    "evaluate",
+    "batch",
     "ENGINES",
     "DEFAULT_ENGINE",
 ]
@@ -96,10 +103,15 @@ def plan_for(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Plan:
             what,
             f"a model with a pipeline plan ({what} runs through simulate)",
         )
-    if engine == "event":
-        link_mode = config.communication.noc_granularity == "link"
-        return build_plan(config, with_links=link_mode or not _is_mesh(config))
-    return build_plan(config)
+    return build_plan(config, with_links=_with_links(config, engine))
+
+
+def _with_links(config: SimConfig, engine: str) -> bool:
+    """Whether ``engine``'s plan of ``config`` keeps per-link loads: the event engine's, where
+    its resources come from them (link mode, or a GPU cluster)."""
+    if engine != "event":
+        return False
+    return config.communication.noc_granularity == "link" or not _is_mesh(config)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +161,59 @@ def _memory_check(ctx: PlanContext) -> MemoryCheck:
     return MemoryCheck(peak_bytes=peak, capacity_bytes=config.hardware.device_memory_bytes)
 
 
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """What a tuner asks of one configuration: its :class:`MemoryCheck` and, when it fits,
+    the engine's :class:`~palm.result.Result` (``None`` when it does not fit: not simulated)."""
+
+    memory: MemoryCheck
+    result: Result | None
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.overflow_bytes <= 0
+
+
+def evaluate(config: SimConfig, *, engine: str = DEFAULT_ENGINE) -> Evaluation:
+    """:func:`memory_check` of ``config`` and, when it fits, ``engine``'s result, from one
+    plan context: the configuration is validated once, its workload built once, and the memory
+    check reads the context the plan is then priced on (the check's stage memories do not
+    depend on the link loads the event engine keeps). The same values as
+    :func:`memory_check` and :func:`simulate`, bit for bit. Raises
+    :class:`~palm.errors.ConfigError` for an invalid configuration or engine."""
+    if engine not in ENGINES:
+        raise ConfigError("engine", engine, f"one of {', '.join(ENGINES)}")
+    start = time.perf_counter()
+    if config.training.mode == "serve":  # LLM serving prices itself (palm.serving)
+        memory = memory_check(config)
+        fits = memory.overflow_bytes <= 0
+        return Evaluation(memory, simulate(config, engine=engine) if fits else None)
+    if config.model.family == "gemm":  # one product: its result holds its memory
+        result = simulate_timeline(config, engine=engine, record=False)[0]
+        peak, capacity = result.peak_memory_bytes, result.memory_capacity_bytes
+        memory = MemoryCheck(peak_bytes=peak, capacity_bytes=capacity)
+        return Evaluation(memory, result if memory.overflow_bytes <= 0 else None)
+    with_links = _with_links(config, engine)
+    ctx = plan_context(config, with_links=with_links)
+    memory = _memory_check(ctx)
+    if memory.overflow_bytes > 0:
+        return Evaluation(memory, None)
+    plan = build_plan(config, with_links=with_links, context=ctx)
+    return Evaluation(memory, simulate_plan(plan, engine=engine, started=start)[0])
+
+
+@contextmanager
+def batch(
+    *, max_entries: int = 100_000, store: dict[Hashable, object] | None = None
+) -> Iterator[None]:
+    """Evaluations inside share the routes and geometry their plans have in common (a tuner's
+    candidates on one machine), which leaves every value unchanged
+    (:func:`palm.network.memo.shared_geometry`, with its ``max_entries`` and ``store``: a
+    dictionary kept by the caller to share them across blocks)."""
+    with shared_geometry(max_entries=max_entries, store=store):
+        yield
+
+
 def analytical_if_fits(config: SimConfig) -> Result | None:
     """The analytical engine's result of ``config``, or ``None`` when it does not fit in
     memory (:func:`memory_check`): the check and the plan share one
@@ -159,17 +224,8 @@ def analytical_if_fits(config: SimConfig) -> Result | None:
 def analytical_with_memory(config: SimConfig) -> tuple[MemoryCheck, Result | None]:
     """:func:`memory_check` of ``config`` and, when it fits, the analytical engine's result
     (else ``None``), sharing one plan context as :func:`analytical_if_fits` does."""
-    if config.training.mode == "serve":  # LLM serving prices itself (palm.serving)
-        memory = memory_check(config)
-        fits = memory.overflow_bytes <= 0
-        return memory, simulate(config, engine="analytical") if fits else None
-    ctx = _context(config)
-    memory = _memory_check(ctx)
-    if memory.overflow_bytes > 0:
-        return memory, None
-    start = time.perf_counter()
-    plan = build_plan(config, context=ctx)
-    return memory, simulate_plan(plan, engine="analytical", started=start)[0]
+    evaluation = evaluate(config, engine="analytical")
+    return evaluation.memory, evaluation.result
 
 
 def simulate_plan(

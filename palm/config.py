@@ -1,6 +1,6 @@
 """Reading a simulation configuration: TOML file or dict -> validated :class:`SimConfig`.
 
-The file format is SPEC section 3: tables ``[model]``, ``[hardware]``, ``[training]``,
+The file format is docs/config.md's: tables ``[model]``, ``[hardware]``, ``[training]``,
 ``[parallelism]``, ``[placement]``, ``[communication]``. A table may name a ``preset`` and
 override any of its fields; ``[model]`` may instead point at a Hugging Face ``config.json``
 (``hf_config``, relative to the TOML file). ``--set section.field=value`` overrides are applied
@@ -21,10 +21,12 @@ import math
 import sys
 import types
 import typing
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from palm import feasibility
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import (
@@ -56,7 +58,6 @@ from palm.workload.model import (
     build_workload,
     check_tensor_parallel,
 )
-from palm.workload.model import divisors_or_note as _divisors
 from palm.workload.ops import Conv2d, Linear, Op, Pool, TransformerLayer
 from palm.workload.presets import MODEL_PRESETS, model_preset
 
@@ -655,46 +656,23 @@ def _validate_moe_parallelism(config: SimConfig) -> None:
                 "parallelism.etp", par.etp, "0 or 1 for a dense model (model.experts = 0)"
             )
         return
-    if m.experts % par.ep:
-        raise ConfigError(
-            "parallelism.ep",
-            par.ep,
-            f"a divisor of model.experts = {m.experts}: {_divisors(m.experts)}",
-        )
     etp = par.expert_tp
-    if m.moe_ffn_hidden % etp:
-        raise ConfigError(
-            "parallelism.etp",
-            etp,
-            f"a divisor of model.moe_ffn_hidden = {m.moe_ffn_hidden} (0 means etp = tp)",
-        )
+    allowed = feasibility.expert_parallel(ep=par.ep, experts=m.experts)
+    if allowed is not None:
+        raise ConfigError("parallelism.ep", par.ep, allowed)
+    allowed = feasibility.expert_tensor_parallel(etp=etp, moe_ffn_hidden=m.moe_ffn_hidden)
+    if allowed is not None:
+        raise ConfigError("parallelism.etp", etp, allowed)
     stage = par.tp * par.cp * par.dp
-    if stage % (par.ep * etp):
-        raise ConfigError(
-            "parallelism.ep*etp",
-            f"{par.ep}*{etp} = {par.ep * etp}",
-            f"a divisor of tp x cp x dp = {stage} "
-            "(expert data parallelism = tp x cp x dp / (ep x etp))",
-        )
+    allowed = feasibility.expert_layout(ep=par.ep, etp=etp, stage_devices=stage)
+    if allowed is not None:
+        raise ConfigError("parallelism.ep*etp", f"{par.ep}*{etp} = {par.ep * etp}", allowed)
     if par.tp > 1 and not par.sequence_parallel:
         raise ConfigError(
             "parallelism.sequence_parallel",
             par.sequence_parallel,
             "true when tp > 1 with a MoE model (Megatron-Core requires it)",
         )
-
-
-def _batch_hint(global_batch: int, micro_batch: int, dp: int) -> str:
-    """Which of the three a batch error comes from, when a change of one alone would fix it:
-    a ``dp`` that does not divide the micro-batches (a degree changed by hand), or a
-    ``micro_batch`` that does not divide the batch."""
-    if global_batch % micro_batch:
-        return f" (training.micro_batch = {micro_batch} does not divide it)"
-    per_replica = global_batch // micro_batch
-    return (
-        f" (parallelism.dp = {dp} does not divide global_batch / micro_batch = {per_replica};"
-        f" a dp among {_divisors(per_replica)} does)"
-    )
 
 
 #: Bounds on values that the simulator's work grows with (docs/config.md, "Bounds"); beyond
@@ -734,8 +712,27 @@ def _validate_bounds(config: SimConfig) -> None:
         )
 
 
+#: the configurations validated in this process, by identity: a SimConfig is frozen, so one
+#: that passed stays valid, and a trial's configuration is validated once however many steps
+#: (parsing, the plan context) ask for it
+_VALIDATED: dict[int, weakref.ref[SimConfig]] = {}
+_VALIDATED_MAX = 4096
+
+
 def validate(config: SimConfig) -> None:
-    """Checks that involve more than one table. Raises :class:`ConfigError`."""
+    """Checks that involve more than one table. Raises :class:`ConfigError`. A configuration
+    object that passed before is not checked again."""
+    seen = _VALIDATED.get(id(config))
+    if seen is not None and seen() is config:
+        return
+    _validate(config)
+    if len(_VALIDATED) >= _VALIDATED_MAX:
+        _VALIDATED.clear()
+    _VALIDATED[id(config)] = weakref.ref(config)
+
+
+def _validate(config: SimConfig) -> None:
+    """:func:`validate`'s checks."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
     _validate_bounds(config)
     if m.family == "gemm":
@@ -746,15 +743,15 @@ def validate(config: SimConfig) -> None:
     if m.is_transformer:
         check_tensor_parallel(m, par.tp)
     workload = build_workload(m)
-    uneven = bool(par.first_stage_layers or par.last_stage_layers)
-    if par.pp * par.chunks > workload.blocks + (2 if uneven and workload.transformer else 0):
-        what = "layers" if workload.transformer else "operators"
-        raise ConfigError(
-            "parallelism.pp",
-            par.pp,
-            f"at most {workload.blocks // par.chunks} stages: "
-            f"pp x interleave <= {workload.blocks} {what}",
-        )
+    allowed = feasibility.pipeline_depth(
+        pp=par.pp,
+        blocks=workload.blocks,
+        chunks=par.chunks,
+        transformer=workload.transformer,
+        uneven=bool(par.first_stage_layers or par.last_stage_layers),
+    )
+    if allowed is not None:
+        raise ConfigError("parallelism.pp", par.pp, allowed)
     _validate_modern_parallelism(config, workload)
     if par.interleave > 1 and par.schedule != "interleaved-1f1b" and par.pp > 1:
         raise ConfigError(
@@ -777,22 +774,13 @@ def validate(config: SimConfig) -> None:
             f"{values} = {par.devices}",
             f"degrees whose product equals hardware.gpus = {hw.gpus}",
         )
-    if tr.global_batch % (par.dp * tr.micro_batch):
-        raise ConfigError(
-            "training.global_batch",
-            tr.global_batch,
-            f"a multiple of parallelism.dp x training.micro_batch = {par.dp} x {tr.micro_batch}"
-            f" = {par.dp * tr.micro_batch}{_batch_hint(tr.global_batch, tr.micro_batch, par.dp)}",
-        )
-    micro_batches = tr.global_batch // (par.dp * tr.micro_batch)
-    if par.chunks > 1 and micro_batches % par.pp:
-        raise ConfigError(
-            "training.global_batch",
-            tr.global_batch,
-            f"a value giving a number of micro-batches ({micro_batches} now) "
-            f"divisible by pp = {par.pp}"
-            " under the interleaved schedule",
-        )
+    allowed = feasibility.batch_split(
+        global_batch=tr.global_batch, dp=par.dp, micro_batch=tr.micro_batch
+    ) or feasibility.interleave_batches(
+        micro_batches=tr.global_batch // (par.dp * tr.micro_batch), pp=par.pp, chunks=par.chunks
+    )
+    if allowed is not None:
+        raise ConfigError("training.global_batch", tr.global_batch, allowed)
     peak = hw.peak_tflops if isinstance(hw, GpuClusterHardware) else hw.core_peak_tflops
     if peak.get(tr.precision) <= 0:
         ok = [p for p in PRECISIONS if peak.get(p) > 0]
@@ -801,6 +789,17 @@ def validate(config: SimConfig) -> None:
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
         )
+    _validate_operator_widths(config, workload)
+    _validate_moe_parallelism(config)
+    _validate_splits(config, workload)
+    _validate_placement(config)
+    _validate_communication(config)
+
+
+def _validate_operator_widths(config: SimConfig, workload: Workload) -> None:
+    """Tensor parallelism over a graph model's operators: a divisor of every unsplit
+    operator's output width, and a divisor or a multiple of every convolution's groups."""
+    par = config.parallelism
     if par.tp > 1 and not workload.transformer:
         for op in workload.ops:
             width = (
@@ -823,9 +822,12 @@ def validate(config: SimConfig) -> None:
                     par.tp,
                     f"a divisor of every operator's output width ({op.name} has {width})",
                 )
-    _validate_moe_parallelism(config)
-    _validate_splits(config, workload)
-    _validate_placement(config)
+
+
+def _validate_communication(config: SimConfig) -> None:
+    """One inter-group strategy per pipeline boundary, and no more adapters than a stage's
+    devices."""
+    par = config.parallelism
     comm = config.communication
     group = par.tp * par.dp
     boundaries = par.pp * par.chunks - 1
@@ -852,18 +854,14 @@ def validate(config: SimConfig) -> None:
 def _validate_modern_parallelism(config: SimConfig, workload: Workload) -> None:
     """Context parallelism, uneven first / last pipeline stages and the FSDP alias."""
     m, par, tr = config.model, config.parallelism, config.training
-    if par.cp > 1:
-        if not workload.transformer:
-            raise ConfigError("parallelism.cp", par.cp, "1 for a model without attention")
-        if m.seq_len % (2 * par.cp):
-            raise ConfigError(
-                "parallelism.cp",
-                par.cp,
-                f"a value with 2 x cp dividing model.seq_len = {m.seq_len} "
-                "(load-balanced causal chunks)",
-            )
-        if isinstance(config.hardware, Mesh2DHardware):
-            raise ConfigError("parallelism.cp", par.cp, "1 on a mesh2d (a gpu-cluster feature)")
+    allowed = feasibility.context_parallel(
+        cp=par.cp,
+        seq_len=m.seq_len,
+        transformer=workload.transformer,
+        mesh=isinstance(config.hardware, Mesh2DHardware),
+    )
+    if allowed is not None:
+        raise ConfigError("parallelism.cp", par.cp, allowed)
     if tr.fsdp and tr.zero not in (0, 2, 3):
         raise ConfigError(
             "training.zero", tr.zero, "0, 3 or 2 (SHARD_GRAD_OP) with training.fsdp = true"

@@ -1,4 +1,4 @@
-"""Cutting the operator chain into pipeline chunks (SPEC sec. 4: balanced by compute).
+"""Cutting the operator chain into pipeline chunks (balanced by compute, the PALM paper sec. IV-B).
 
 Transformer layers are split evenly between chunks, the embedding riding with the first and
 the logits with the last, as Megatron-LM does; when the layers do not divide evenly, or for

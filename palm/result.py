@@ -1,4 +1,5 @@
-"""What comes out: the typed result of one simulation and its JSON form (SPEC sec. 5).
+"""What comes out: the typed result of one simulation and its JSON form (README,
+"Simulate a configuration").
 
 ``model_tflops_per_device`` counts one forward and one backward pass of the matrix multiplies
 (no recompute); ``hardware_tflops_per_device`` includes the recompute that actually ran.
@@ -141,7 +142,7 @@ class Result:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for JSON; key order is fixed (determinism). A serving result's fields
-        are top-level keys (SPEC sec. 5: ``ttft_s``, ``tpot_s``, ...)."""
+        are top-level keys (docs/serving.md: ``ttft_s``, ``tpot_s``, ...)."""
         out = dataclasses.asdict(self)
         serving = out.pop("serving")
         if serving is not None:

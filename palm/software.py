@@ -1,4 +1,4 @@
-"""The training software as an input: the ``[software]`` table (SPEC sec. 3).
+"""The training software as an input: the ``[software]`` table (docs/config.md).
 
 ``[software]`` names the stack a run used, ``framework`` and ``version``; each framework's
 documented behaviours are defaults of fields of the other tables, which any field given there

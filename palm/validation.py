@@ -1,10 +1,10 @@
-"""Comparing the simulator with published runs (SPEC sec. 7).
+"""Comparing the simulator with published runs (docs/validation.md).
 
 The default is the packaged Megatron suite (``palm/data/validation/megatron.json``): published
 runs written as plain simulation TOML files, the format a user writes, with the software each
 ran stated in its ``[software]`` table (Megatron SC21 Table 1, Korthikanti et al. 2022 Table
 5); the suite simulates exactly those files. A validation file of the shape of
-``shared/validation/visible.json`` (``gpu_training`` cases with the model, the cluster and
+``palm/data/visible.json`` (``gpu_training`` cases with the model, the cluster and
 the plan of a published run and its measured throughput, ``derived.iteration_time_s`` being
 what the simulator is compared with) is translated row by row from its stated facts,
 the software it states included (:func:`palm.validation_software.stated_software`).

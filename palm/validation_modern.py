@@ -1,4 +1,4 @@
-"""The modern GPU validation set (``shared/validation/visible_modern.json``, SPEC sec. 7).
+"""The modern GPU validation set (``palm/data/visible_modern.json``, docs/validation.md).
 
 Each row is a published training run (NVIDIA NeMo / Megatron-Bridge performance tables,
 MosaicML llm-foundry, torchtitan, Megatron-LM) with its model, cluster and plan. This module

@@ -1,6 +1,6 @@
-"""Comparing the simulator with measured tiled chips (issue 11, item 5).
+"""Comparing the simulator with measured tiled chips (docs/validation.md).
 
-A file of the shape of ``shared/validation/visible_tiled.json`` (a packaged copy of the visible
+A file of the shape of ``palm/data/visible_tiled.json`` (a packaged copy of the visible
 cases is the default) holds ``cases`` of two kinds:
 
 * ``gemm``: one matrix product on one Tensix chip (tt-metal ``tech_reports/GEMM_FLOPS``), the

@@ -1,4 +1,4 @@
-"""The Python study API (SPEC sec. 6).
+"""The Python study API (docs/tuning.md, "From Python").
 
     >>> import search
     >>> study = search.create_study("studies/quickstart.toml", storage="sqlite:///t.db")

@@ -1,6 +1,6 @@
 """The ``palm-tune`` command: simulator commands from :mod:`palm.cli` plus the tuner's.
 
-Exit codes (SPEC sec. 6): 0 success, 2 bad input (one line on stderr, no traceback),
+Exit codes (docs/tuning.md): 0 success, 2 bad input (one line on stderr, no traceback),
 1 internal error. Set ``PALM_TUNE_DEBUG=1`` to see the traceback of an internal error.
 """
 

@@ -1,4 +1,4 @@
-"""The tuner's commands: ``tune``, ``best``, ``report``, ``dashboard`` (SPEC sec. 6)."""
+"""The tuner's commands: ``tune``, ``best``, ``report``, ``dashboard`` (docs/tuning.md)."""
 
 from __future__ import annotations
 

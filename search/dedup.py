@@ -1,4 +1,4 @@
-"""Never simulate, or count, the same configuration twice (issue 13).
+"""Never simulate, or count, the same configuration twice.
 
 Every trial records the key of its configuration (``config_key``: a hash of the canonical
 configuration tables) before anything is built. :class:`SeenConfigs` answers "has this study

@@ -21,7 +21,7 @@ simulation's cost: docs/tuning.md) and the choice is made again. A study starts 
 per event simulation, at most ``per_trial`` in one trial. So the analytical engine is spent
 where the model expects the best plans, not on a fixed random sample, and its systematic
 errors are learnt from the event results instead of being trusted. The pricing's geometry
-memo (:func:`palm.network.memo.shared_geometry`) is kept over the study, so that on a mesh
+memo (:func:`palm.api.batch`) is kept over the study, so that on a mesh
 a pricing costs what it costs in a batch.
 
 Memory is exact and cheap (:func:`palm.api.memory_check`): a candidate that does not fit is
@@ -55,10 +55,9 @@ from numpy.typing import NDArray
 from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
-from palm.api import MemoryCheck, analytical_with_memory, memory_check
+from palm.api import MemoryCheck, analytical_with_memory, batch, memory_check
 from palm.config import parse_config
 from palm.errors import ConfigError
-from palm.network.memo import shared_geometry
 from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT
 from search.gp import GaussianProcess, expected_improvement, normal_cdf
@@ -362,7 +361,7 @@ class GuidedSampler(optuna.samplers.BaseSampler):
         if not pool.complete:
             self._grow(study)
         # the priced plans share their routes, over the study (palm.network.memo)
-        with shared_geometry(max_entries=MEMO_ENTRIES, store=self._geometry):
+        with batch(max_entries=MEMO_ENTRIES, store=self._geometry):
             if self.stats.memory_checks == 0:
                 for i in np.random.default_rng(self._seed).permutation(len(pool))[: self._screen]:
                     self._price(int(i))

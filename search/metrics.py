@@ -1,5 +1,5 @@
 """What a study reports, in which unit, and how a configuration that overflows memory is told
-to the sampler (SPEC sec. 6).
+to the sampler (docs/tuning.md).
 
 * The objectives carry names with units (``study.set_metric_names``), which optuna-dashboard,
   Optuna's plots and ``palm-tune best --json`` show: throughput in samples/s, peak memory in
@@ -9,7 +9,7 @@ to the sampler (SPEC sec. 6).
   samplers that read COMPLETE trials only, it ends COMPLETE with its real values, as below.
 * A configuration that does not fit memory is never simulated. The objective records its
   overflow as Optuna's constraint ``memory_overflow_bytes`` (feasible when <= 0) and raises
-  ``TrialPruned``: the trial is pruned (SPEC sec. 6), which TPE reads (constraints of trials
+  ``TrialPruned``: the trial is pruned, which TPE reads (constraints of trials
   in any state). NSGA-II's constrained domination, GP's constrained log-EI and CMA-ES read
   COMPLETE trials only: for them :func:`report_overflow` ends that trial COMPLETE with the
   constraint violated instead.
@@ -129,8 +129,8 @@ def report_overflow(
     """``objective`` with its values in the display units of :data:`METRIC_NAMES` (memory in
     units of ``memory_unit`` bytes: :func:`memory_unit_bytes`), and, when ``complete``, a
     memory overflow (``TrialPruned`` with ``memory_overflow_bytes`` > 0) reported as a
-    COMPLETE, infeasible trial (see the module docstring); otherwise it stays pruned, as SPEC
-    sec. 6 has it (:func:`search.samplers.learns_from_pruned` decides)."""
+    COMPLETE, infeasible trial (see the module docstring); otherwise it stays pruned
+    (docs/tuning.md; :func:`search.samplers.learns_from_pruned` decides)."""
 
     def run(trial: optuna.Trial) -> float | list[float]:
         try:

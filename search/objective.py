@@ -1,4 +1,4 @@
-"""The objective: a trial's configuration run through the full simulator (SPEC sec. 6).
+"""The objective: a trial's configuration run through the full simulator (docs/tuning.md).
 
 In order, each step cheaper than the next, so that a trial stops as early as it can:
 
@@ -11,14 +11,19 @@ In order, each step cheaper than the next, so that a trial stops as early as it 
    evaluating is pruned as a duplicate (user attribute ``duplicate_of``, the first trial's
    constraints copied), with no simulation, and is not counted as a new configuration. The
    sampler sees a pruned trial there, which steers it to configurations it has not tried.
-3. Memory, from the stage memories alone (:func:`palm.api.memory_check`, not the full plan):
+3. Memory, then the plan, from one plan context (:func:`palm.api.evaluate`: the memory check
+   reads the stage memories before any product, ring or flow is priced):
    ``trial.set_constraint("memory_overflow_bytes", peak - capacity)`` (feasible when <= 0);
    an overflow prunes the trial, with user attributes ``memory_overflow_bytes``,
    ``peak_memory_bytes`` and ``pruned``, so the dashboard shows why.
-4. The plan, and the event-driven engine (or the study's engine). The full configuration and
-   the result fields (:data:`RESULT_FIELDS`, the memory's among them) are stored as user
-   attributes ``config`` and ``result``. Each user attribute is a storage write (a commit on
-   SQLite), so a trial writes each fact once.
+4. When it fits, the plan and the event-driven engine (or the study's engine). The full
+   configuration and the result fields (:data:`RESULT_FIELDS`, the memory's among them) are
+   stored as user attributes ``config`` and ``result``. Each user attribute is a storage write
+   (a commit on SQLite), so a trial writes each fact once.
+
+A trial validates its configuration once, builds its workload at most once (the study's
+space built it already for the same model) and one plan context
+(tests/search/test_one_context.py counts them).
 5. A simulator error fails the trial with its message (user attribute ``error``), counted and
    never hidden.
 """
@@ -32,7 +37,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from palm.api import memory_check, plan_for, simulate, simulate_plan
+from palm.api import Evaluation, evaluate, memory_check, plan_for, simulate, simulate_plan
 from palm.config import config_to_dict, parse_config
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
@@ -65,7 +70,7 @@ INVALID_PENALTY = float(2**50)
 #: how a trial's configuration is simulated: (config, engine) -> Result
 Simulator = Callable[[SimConfig, str], Result]
 
-#: SPEC sec. 5 fields stored on every completed trial
+#: the result's JSON fields (palm/result.py) stored on every completed trial
 RESULT_FIELDS = (
     "throughput_samples_per_s",
     "iteration_time_s",
@@ -176,6 +181,22 @@ class Objective:
         self.simulations = 0
         self.seen = SeenConfigs()
 
+    def _evaluate(self, config: SimConfig) -> Evaluation:
+        """The memory check and, when it fits, the result: with :func:`run_engine`,
+        :func:`palm.api.evaluate` (one plan context); with a stand-in (benchmarks replay
+        stored values), :func:`palm.api.memory_check` and then the stand-in. Counts the
+        simulations it runs."""
+        engine = self.spec.engine
+        if self.simulate is run_engine:
+            evaluation = evaluate(config, engine=engine)
+            self.simulations += int(evaluation.result is not None)
+            return evaluation
+        memory = memory_check(config)
+        if memory.overflow_bytes > 0:
+            return Evaluation(memory, None)
+        self.simulations += 1
+        return Evaluation(memory, self.simulate(config, engine))
+
     def _values(self, config: SimConfig, result: Result) -> list[float]:
         out = []
         for name in self.spec.objectives:
@@ -215,22 +236,17 @@ class Objective:
         trial.set_user_attr("config", tables)
         try:
             with interruptible():
-                memory = memory_check(config)
+                evaluation = self._evaluate(config)
         except Exception as exc:  # noqa: BLE001 - recorded, never hidden
             raise _failed(trial, exc) from exc
+        memory, result = evaluation.memory, evaluation.result
         excess = memory.overflow_bytes
         trial.set_constraint("memory_overflow_bytes", excess)
-        if excess > 0:  # a trial that fits has both in its ``result``: two writes fewer
+        if result is None:  # a trial that fits has both in its ``result``: two writes fewer
             trial.set_user_attr("memory_overflow_bytes", excess)
             trial.set_user_attr("peak_memory_bytes", memory.peak_bytes)
             trial.set_user_attr("pruned", "memory overflow")
             raise optuna.TrialPruned(f"needs {excess / 2**30:.2f} GiB more than a device holds")
-        try:
-            self.simulations += 1
-            with interruptible():
-                result = self.simulate(config, self.spec.engine)
-        except Exception as exc:  # noqa: BLE001 - recorded, never hidden
-            raise _failed(trial, exc) from exc
         trial.set_user_attr("result", _result_attrs(result))
         values = self._values(config, result)
         _latency_limits(trial, config, result, values)

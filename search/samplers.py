@@ -1,8 +1,8 @@
-"""Samplers by name (SPEC sec. 6).
+"""Samplers by name (docs/tuning.md).
 
 Memory overflow reaches every sampler through Optuna's constraint mechanism: the objective
 records ``trial.set_constraint("memory_overflow_bytes", peak - capacity)`` (feasible when <= 0),
-and prunes the trial (SPEC sec. 6). Optuna 5's TPE reads constraints from trials of any state,
+and prunes the trial. Optuna 5's TPE reads constraints from trials of any state,
 but NSGA-II (``optuna/samplers/_ga/_base.py``), GP (``optuna/samplers/_gp/sampler.py``) and
 CMA-ES read only COMPLETE trials; a pruned overflow was invisible to them, so with these
 samplers :func:`search.metrics.report_overflow` ends an overflowing trial COMPLETE and

@@ -1,5 +1,5 @@
 """Multi-fidelity: screen the space with the analytical engine, then spend event simulations
-on the most promising configurations (issue 13).
+on the most promising configurations.
 
 The analytical engine prices the same plan in closed form (no event queue), so it ranks
 configurations at a fraction of the event engine's cost (measured in docs/tuning.md). A
@@ -7,7 +7,7 @@ screening draws ``budget`` distinct configurations (every one when the space is 
 else a seeded random sample of them), drops those that do not fit in memory (the memory
 check is the same for both engines and builds no plan), ranks the rest by the analytical
 value of the study's first objective (the candidates' plans sharing their routes through
-:func:`palm.network.memo.shared_geometry`, which leaves every value unchanged) and enqueues
+:func:`palm.api.batch`, which leaves every value unchanged) and enqueues
 the ``top`` best into the study (``study.enqueue_trial``): the event engine evaluates them
 first, and the sampler (TPE) starts from them instead of from random draws. The screening
 runs once per study; its size, wall time and the enqueued configurations are stored as the
@@ -25,10 +25,9 @@ from typing import Any
 
 import optuna
 
-from palm.api import analytical_if_fits, memory_check
+from palm.api import batch, evaluate, memory_check
 from palm.config import parse_config
 from palm.errors import ConfigError
-from palm.network.memo import shared_geometry
 from palm.strategy import SimConfig
 from search.objective import Simulator, run_engine
 from search.study_file import StudySpec
@@ -56,12 +55,12 @@ def analytical_value(
 ) -> Callable[[SimConfig], float | None]:
     """The study's first objective under the analytical engine, larger is better; ``None``
     when the configuration does not fit in memory. With the real engine the memory check
-    and the plan share one context (:func:`palm.api.analytical_if_fits`)."""
+    and the plan share one context (:func:`palm.api.evaluate`)."""
     name = spec.objectives[0]
 
     def value(config: SimConfig) -> float | None:
         if simulate is run_engine:
-            result = analytical_if_fits(config)
+            result = evaluate(config, engine="analytical").result
             if result is None:
                 return None
         else:
@@ -152,7 +151,7 @@ def screen(
     value = analytical_value(spec, simulate=simulate)
     ranked: list[tuple[float, dict[str, Any]]] = []
     candidates = _candidates(spec, budget, 0 if seed is None else seed)
-    with shared_geometry():  # the candidates share most of their routes (palm.network.memo)
+    with batch():  # the candidates share most of their routes
         for params, config in candidates:
             try:
                 v = value(config)

@@ -1,4 +1,4 @@
-"""Where studies live (SPEC sec. 6).
+"""Where studies live (docs/tuning.md, "Storage, workers, resuming").
 
 * ``sqlite:///palm-tune.db`` (default): one file in the working directory; works with
   ``optuna-dashboard sqlite:///palm-tune.db``.

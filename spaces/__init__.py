@@ -1,12 +1,15 @@
-"""Search spaces: turn an Optuna trial into a simulator configuration (SPEC sec. 6).
+"""Search spaces: turn an Optuna trial into a simulator configuration (docs/tuning.md).
 
 A :class:`Space` is a tuple of parts (:mod:`spaces.parts`) applied in order to a draft of the
 study's base configuration; a draw whose choices contradict each other raises
 :class:`Infeasible`. :func:`space_from_table`
-builds one from a study file's ``[space]`` table.
+builds one from a study file's ``[space]`` table; :func:`check_space` refuses one that cannot
+give a valid trial. The rules a draw obeys are the simulator's (:mod:`palm.feasibility`).
 """
 
-from spaces._math import divisors, factorizations, lehmer_to_permutation, permutation_to_lehmer
+from palm.feasibility import divisors
+from spaces._math import factorizations, lehmer_to_permutation, permutation_to_lehmer
+from spaces.checks import check_sampler, check_space
 from spaces.context import SpaceContext
 from spaces.enumerate import ContinuousSpace, Draw, count_configurations, enumerate_space
 from spaces.parts import (
@@ -48,4 +51,6 @@ __all__ = [
     "lehmer_to_permutation",
     "permutation_to_lehmer",
     "space_from_table",
+    "check_space",
+    "check_sampler",
 ]

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
+from palm.feasibility import divisors
+
 __all__ = ["divisors", "lehmer_to_permutation", "permutation_to_lehmer", "factorizations"]
-
-
-def divisors(n: int) -> list[int]:
-    """The divisors of ``n`` in increasing order."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return sorted(set(small + [n // d for d in small]))
 
 
 def lehmer_to_permutation(code: Sequence[int]) -> list[int]:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from palm import feasibility
 from palm.hardware.spec import Mesh2DHardware
 from palm.strategy import SimConfig
 from palm.workload.model import Workload, build_workload
@@ -55,8 +56,34 @@ class SpaceContext:
         return self.workload.blocks
 
     def tp_allowed(self, tp: int) -> bool:
-        m = self.base.model
-        if not m.is_transformer:
-            return True
-        kv = m.kv_heads or m.heads
-        return m.heads % tp == 0 and m.ffn_hidden % tp == 0 and (kv % tp == 0 or tp % kv == 0)
+        """The model allows ``tp`` (:func:`palm.feasibility.tensor_parallel`)."""
+        return feasibility.tensor_parallel(self.base.model, tp) is None
+
+    def pp_allowed(self, tp: int, pp: int) -> bool:
+        """``tp x pp`` divides the devices, ``pp`` fits the layers and the ``dp`` left divides
+        the global batch (:mod:`palm.feasibility`)."""
+        n = self.devices
+        return (
+            (n // tp) % pp == 0
+            and feasibility.pipeline_depth(
+                pp=pp, blocks=self.blocks, transformer=self.workload.transformer
+            )
+            is None
+            and feasibility.batch_split(global_batch=self.global_batch, dp=n // (tp * pp)) is None
+        )
+
+    def cp_allowed(self, cp: int, ranks: int) -> bool:
+        """Context parallelism may take ``cp`` of ``ranks`` data-parallel ranks: it divides
+        them, leaves a ``dp`` that divides the global batch, and cuts the sequence as
+        :func:`palm.feasibility.context_parallel` requires."""
+        return (
+            ranks % cp == 0
+            and feasibility.batch_split(global_batch=self.global_batch, dp=ranks // cp) is None
+            and feasibility.context_parallel(
+                cp=cp,
+                seq_len=self.base.model.seq_len,
+                transformer=self.workload.transformer,
+                mesh=self.mesh,
+            )
+            is None
+        )

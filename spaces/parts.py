@@ -1,7 +1,7 @@
 """Composable pieces of a search space. Each draws its parameters from an Optuna trial and
 writes them into a draft of the configuration's tables.
 
-Encoding (issue 13): one decision is one Optuna parameter with one distribution in every
+Encoding (docs/tuning.md): one decision is one Optuna parameter with one distribution in every
 trial, so that TPE carries what it learns about, say, the pipeline depth at one TP degree to
 every other. Degrees are ordered integers: ``log2_<name>`` when the candidates are consecutive
 powers of two (``tp = 2 ** log2_tp``), else a categorical of the candidates. A draw whose
@@ -21,8 +21,16 @@ from typing import Any, Protocol
 
 import optuna
 
+from palm.feasibility import (
+    batch_split,
+    divisors,
+    expert_layout,
+    expert_parallel,
+    expert_tensor_parallel,
+    interleave_batches,
+)
 from palm.workload.ops import Conv2d, Linear, Pool
-from spaces._math import divisors, factorizations, lehmer_to_permutation
+from spaces._math import factorizations, lehmer_to_permutation
 from spaces.context import SpaceContext
 
 __all__ = [
@@ -115,13 +123,7 @@ class Parallelism:
         return tps, pps
 
     def _pp_fits(self, ctx: SpaceContext, tp: int, pp: int) -> bool:
-        n = ctx.devices
-        return (
-            (n // tp) % pp == 0
-            and pp <= ctx.blocks
-            and ctx.global_batch % (n // (tp * pp)) == 0
-            and (not self.pp or pp in self.pp)
-        )
+        return ctx.pp_allowed(tp, pp) and (not self.pp or pp in self.pp)
 
     def apply(self, trial: optuna.Trial, draft: Draft, ctx: SpaceContext) -> None:
         tps, pps = self.candidates(ctx)
@@ -156,12 +158,7 @@ class ContextParallel:
         ranks = ctx.devices // (par.get("tp", 1) * par.get("pp", 1))
         seq = ctx.base.model.seq_len
         cp = pick_degree(trial, "cp", self.choices)
-        ok = (
-            ranks % cp == 0
-            and ctx.global_batch % (ranks // cp) == 0
-            and (cp == 1 or (ctx.workload.transformer and seq % (2 * cp) == 0))
-        )
-        if not ok:
+        if not ctx.cp_allowed(cp, ranks):
             raise Infeasible(
                 "cp",
                 cp,
@@ -182,7 +179,7 @@ class MicroBatch:
         dp = draft["parallelism"]["dp"]
         per_replica = ctx.global_batch // dp
         m = pick_degree(trial, "micro_batch", self.choices)
-        if per_replica % m:
+        if batch_split(global_batch=ctx.global_batch, dp=dp, micro_batch=m) is not None:
             raise Infeasible(
                 "micro_batch", m, f"must divide the per-replica batch {per_replica} (dp = {dp})"
             )
@@ -214,7 +211,8 @@ class Schedule:
             return
         v = pick_degree(trial, "interleave", [c for c in self.interleave if c > 1])
         m = ctx.global_batch // (par["dp"] * tr["micro_batch"])
-        if ctx.blocks % (pp * v) or m % pp:
+        # even chunks of layers (the space's choice), micro-batches in groups of pp (a rule)
+        if ctx.blocks % (pp * v) or interleave_batches(micro_batches=m, pp=pp, chunks=v):
             raise Infeasible(
                 "interleave",
                 v,
@@ -413,14 +411,16 @@ class ExpertParallelism:
             return
         stage = par["tp"] * par.get("cp", 1) * par["dp"]
         ep = pick_degree(trial, "ep", self.ep)
-        if m.experts % ep or stage % ep:
+        if expert_parallel(ep=ep, experts=m.experts) or stage % ep:
             if len(set(self.ep)) > 1:
                 raise Infeasible(
                     "ep", ep, f"must divide the {m.experts} experts and the stage's {stage} devices"
                 )
             ep = 1
         etp = pick_degree(trial, "etp", self.etp)
-        if m.moe_ffn_hidden % etp or (stage // ep) % etp:
+        if expert_tensor_parallel(etp=etp, moe_ffn_hidden=m.moe_ffn_hidden) or expert_layout(
+            ep=ep, etp=etp, stage_devices=stage
+        ):
             if len(set(self.etp)) > 1:
                 raise Infeasible(
                     "etp",

@@ -1,5 +1,5 @@
 """DRAM transfers of many cores on a Wormhole B0 chip, with max-min fair sharing of its NoC
-links, NoC ports and DRAM channels (issue 11, item 5; validated against the DRAM bandwidth
+links, NoC ports and DRAM channels (validated against the DRAM bandwidth
 tables of tt-isa-documentation ``WormholeB0/DRAMTile/README.md``).
 
 **Floorplan** (NoC-0 coordinates, tt-isa-documentation ``WormholeB0/README.md`` and

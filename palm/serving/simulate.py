@@ -1,6 +1,6 @@
 """``palm.simulate`` of a ``training.mode = "serve"`` configuration: the served model's memory,
 its steady state (:mod:`palm.serving.scenario`) and the :class:`palm.result.Result` with its
-serving fields (SPEC sec. 5).
+serving fields (docs/serving.md).
 
 The usual keys mean, for serving: ``throughput_samples_per_s`` requests answered per second
 (``sample_unit = "requests"``), ``tokens_per_s`` output tokens per second, ``iteration_time_s``

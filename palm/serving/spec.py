@@ -4,7 +4,7 @@ the number formats a served model's weights and KV cache are stored in.
 A serving configuration asks: *with ``batch`` sequences in flight on the whole system, each
 reading ``input_tokens`` of prompt and writing ``output_tokens``, how long is the first token
 (``ttft_s``), how long each next one (``tpot_s``), how many tokens a second leave the system,
-and does it fit?* (SPEC sec. 3 and 5; docs/serving.md).
+and does it fit?* (docs/serving.md).
 
 Number formats. ``training.precision`` is the precision the matrix engine computes in (its
 peak is the hardware's for that precision); ``weights`` and ``kv_cache`` are the formats the

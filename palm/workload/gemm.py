@@ -1,6 +1,6 @@
 """One matrix product as a workload (``[model] family = "gemm"``) and its split over a core grid.
 
-``C[m, n] = A[m, k] B[k, n]``, operands in DRAM before and after (SPEC sec. 3, a contract), so
+``C[m, n] = A[m, k] B[k, n]``, operands in DRAM before and after (docs/config.md, a contract), so
 that a chip can be checked against kernel measurements. As an operator it is one bias-free
 :class:`~palm.workload.ops.Linear` (``tokens = m``, ``in_features = k``, ``out_features = n``).
 

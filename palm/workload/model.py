@@ -9,11 +9,13 @@ Linear / Conv2d / Pool / Transformer operators.
 
 from __future__ import annotations
 
-import math
+import functools
 from dataclasses import dataclass, field
 from typing import Literal
 
+from palm import feasibility
 from palm.errors import ConfigError
+from palm.feasibility import divisors_or_note
 from palm.workload.gemm import gemm_ops
 from palm.workload.moe import MoELayer
 from palm.workload.ops import Embedding, Logits, Op, TransformerLayer
@@ -209,7 +211,23 @@ def _layer(m: ModelConfig, i: int) -> TransformerLayer:
 
 
 def build_workload(model: ModelConfig) -> Workload:
-    """Build the operator chain of ``model`` (validated by :mod:`palm.config`)."""
+    """The operator chain of ``model`` (validated by :mod:`palm.config`). A function of the
+    model's fields alone, both frozen, so it is built once per distinct model and shared:
+    validation, the plan context and a study's search space ask for the same one."""
+    try:
+        hash(model)
+    except TypeError:  # a field that cannot be a key: built afresh
+        return _build_workload(model)
+    return _cached_workload(model)
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_workload(model: ModelConfig) -> Workload:
+    return _build_workload(model)
+
+
+def _build_workload(model: ModelConfig) -> Workload:
+    """:func:`build_workload`, built."""
     if model.is_transformer:
         return Workload(
             name=model.name,
@@ -252,26 +270,9 @@ def build_workload(model: ModelConfig) -> Workload:
     raise ConfigError("model.family", model.family, f"one of {', '.join(FAMILIES)}")
 
 
-def divisors_or_note(n: int) -> list[int] | str:
-    """The divisors of ``n`` in O(sqrt n), or a placeholder for numbers too big to factor here
-    (for error messages)."""
-    if n > 10**12:
-        return "its divisors"
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return small + [n // d for d in reversed(small) if d * d != n]
-
-
 def check_tensor_parallel(m: ModelConfig, tp: int) -> None:
-    """A transformer's tensor-parallel degree divides its heads and MLP width, and divides or
-    is a multiple of its KV heads (Megatron-LM's split). Raises :class:`ConfigError`."""
-    if m.heads % tp:
-        raise ConfigError(
-            "parallelism.tp",
-            tp,
-            f"a divisor of model.heads = {m.heads}: {divisors_or_note(m.heads)}",
-        )
-    if m.ffn_hidden % tp:
-        raise ConfigError("parallelism.tp", tp, f"a divisor of model.ffn_hidden = {m.ffn_hidden}")
-    kv = m.kv_heads or m.heads
-    if kv % tp and tp % kv:
-        raise ConfigError("parallelism.tp", tp, f"a divisor or multiple of kv_heads = {kv}")
+    """:func:`palm.feasibility.tensor_parallel` for a transformer, raising
+    :class:`ConfigError` (``parallelism.tp``) when ``tp`` breaks it."""
+    allowed = feasibility.tensor_parallel(m, tp)
+    if allowed is not None:
+        raise ConfigError("parallelism.tp", tp, allowed)

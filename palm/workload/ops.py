@@ -209,7 +209,7 @@ class Op:
 
     def update_collectives(self, *, tp: int, dp: int, grad_bytes: float) -> tuple[Collective, ...]:
         """Gradient reduction before the update: by default the data-parallel all-reduce of
-        every parameter the device holds (SPEC sec. 9)."""
+        every parameter the device holds (docs/model.md; Rajbhandari et al. 2020, sec. 5)."""
         nbytes = self.params_per_device(tp=tp) * grad_bytes
         if dp <= 1 or nbytes <= 0:
             return ()

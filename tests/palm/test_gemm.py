@@ -1,4 +1,4 @@
-"""One matrix product as a workload (issue 11, item 4): the contract TOML, the split over the
+"""One matrix product as a workload: the contract TOML, the split over the
 compute grid, fidelity, grid and dispatch, bounds, and bad input."""
 
 from __future__ import annotations

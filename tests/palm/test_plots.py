@@ -240,7 +240,7 @@ def test_each_chip_draws_its_channels_round_its_own_border() -> None:
     edge drawn to the right; the outer sides are drawn outward as on one chip."""
     from palm.hardware import HARDWARE_PRESETS
     from palm.network.loads import dram_channel_cores
-    from palm.plots import dram_marker_sides
+    from palm.plot_mesh import dram_marker_sides
 
     hw = HARDWARE_PRESETS["wormhole-n300"]
     assert isinstance(hw, Mesh2DHardware)

@@ -104,7 +104,7 @@ def test_t145b_layer_forward_is_well_below_the_per_layer_penalty() -> None:
         )
     )
     penalty = dict(old.sram[0])[1].forward_bytes
-    assert penalty == pytest.approx(12.2e9, rel=0.01)  # issue 11's figure
+    assert penalty == pytest.approx(12.2e9, rel=0.01)  # the figure docs/model.md quotes
     assert blocked < penalty / 5
     # and above what any schedule must move: per product the bound on its domain, per device
     ctx = plan_context(cfg, with_links=False)

@@ -1,5 +1,5 @@
 """Tenstorrent chips: the wormhole-n150 and blackhole-p150 presets, math fidelity, the compute
-grid and the block floating-point formats (issue 11, item 3)."""
+grid and the block floating-point formats."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tiled validation cases (issue 11, item 5): loading, the Wormhole DRAM flow model and
+"""The tiled validation cases: loading, the Wormhole DRAM flow model and
 the report that ``palm-tune validate`` prints next to the GPU cases."""
 
 from __future__ import annotations

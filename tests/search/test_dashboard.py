@@ -1,5 +1,5 @@
 """``palm-tune dashboard`` serves optuna-dashboard for a storage, with the artifact store that
-holds the best trial's trace and plots (SPEC sec. 6): through its API, and rendered by a real
+holds the best trial's trace and plots (docs/tuning.md): through its API, and rendered by a real
 headless browser (``benchmarks/dashboard_screenshot.py`` provides the steps and takes the
 screenshot in docs/tuning.md)."""
 

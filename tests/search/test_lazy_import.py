@@ -1,4 +1,4 @@
-"""``palm-tune``'s simulator commands do not load the tuner's dependencies (issue 11: Optuna
+"""``palm-tune``'s simulator commands do not load the tuner's dependencies (Optuna
 took 0.16 s of a 0.6 s ``simulate``); the tuner's commands still do."""
 
 from __future__ import annotations

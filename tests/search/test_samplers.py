@@ -1,4 +1,4 @@
-"""The samplers honour memory overflow and parameter types (issue 13, item 4).
+"""The samplers honour memory overflow and parameter types.
 
 A plan that does not fit memory is never simulated; it reaches every constraint-aware sampler as
 Optuna's constraint ``memory_overflow_bytes`` > 0 on a COMPLETE trial (NSGA-II, GP and CMA-ES read

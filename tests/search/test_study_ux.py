@@ -1,4 +1,4 @@
-"""A study a person can read (issue 13, item 5): objective names with units, memory in GiB,
+"""A study a person can read: objective names with units, memory in GiB,
 the best trial's trace and plots attached to that trial, progress over the whole study,
 storage URLs optuna-dashboard takes as they are, and a Python API shaped like Optuna's."""
 

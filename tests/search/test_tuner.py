@@ -1,4 +1,4 @@
-"""Tests of the tuner (``search``, SPEC sec. 6): the objective's memory pruning and failure
+"""Tests of the tuner (``search``, docs/tuning.md): the objective's memory pruning and failure
 recording, study files' errors, and the quickstart end to end through ``palm-tune``.
 
 Study files are written into ``tmp_path`` with ``base`` pointing at the repository's examples by
@@ -20,6 +20,7 @@ import pytest
 from optuna.trial import TrialState
 
 import palm
+import palm.api
 import search
 import search.objective
 from palm.errors import ConfigError
@@ -87,13 +88,13 @@ seed = 1
         "parallelism = true\nmicro_batch = [1, 2]",
     )
     simulated: list[palm.SimConfig] = []
-    real = search.objective.simulate_plan
+    real = palm.api.simulate_plan
 
     def spy(plan: Any, **kwargs: Any) -> Any:
         simulated.append(plan.config)
         return real(plan, **kwargs)
 
-    monkeypatch.setattr(search.objective, "simulate_plan", spy)
+    monkeypatch.setattr(palm.api, "simulate_plan", spy)  # what palm.api.evaluate runs
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
     search.optimize(tuning)
     trials = tuning.study.trials
@@ -118,7 +119,7 @@ seed = 1
         assert t.user_attrs["memory_overflow_bytes"] == pytest.approx(overflow)
         assert t.user_attrs["peak_memory_bytes"] > overflow
         assert "result" not in t.user_attrs  # stopped before the event simulation
-        assert t.values is None  # pruned (SPEC sec. 6): TPE reads the constraint of any state
+        assert t.values is None  # pruned: TPE reads the constraint of any state
         assert t.user_attrs["pruned"] == "memory overflow"
     assert search.best_trial(tuning).constraints["memory_overflow_bytes"] <= 0
     for t in complete:
@@ -184,7 +185,7 @@ tp_group = ["compact", "strided"]
 hardware = { inter_tile_link_gbps = { low = 128, high = 512 } }
 """,
     )
-    real = search.objective.simulate_plan
+    real = palm.api.simulate_plan
     calls = []
 
     def flaky(plan: Any, **kwargs: Any) -> Any:
@@ -193,7 +194,7 @@ hardware = { inter_tile_link_gbps = { low = 128, high = 512 } }
             raise RuntimeError("boom")
         return real(plan, **kwargs)
 
-    monkeypatch.setattr(search.objective, "simulate_plan", flaky)
+    monkeypatch.setattr(palm.api, "simulate_plan", flaky)  # what palm.api.evaluate runs
     tuning = search.create_study(path, storage=f"sqlite:///{tmp_path}/s.db")
     search.optimize(tuning)  # the failure does not stop the study
     trials = tuning.study.trials
@@ -226,13 +227,13 @@ seed = 0
         'tp_group = ["compact", "strided"]\nrecompute = ["full", "selective"]',
     )
     simulated: list[palm.SimConfig] = []
-    real = search.objective.simulate_plan
+    real = palm.api.simulate_plan
 
     def spy(plan: Any, **kwargs: Any) -> Any:
         simulated.append(plan.config)
         return real(plan, **kwargs)
 
-    monkeypatch.setattr(search.objective, "simulate_plan", spy)
+    monkeypatch.setattr(palm.api, "simulate_plan", spy)  # what palm.api.evaluate runs
     storage = f"sqlite:///{tmp_path}/s.db"
     tuning = search.create_study(path, storage=storage)
     same = {"tp_group": "compact", "recompute": "full"}

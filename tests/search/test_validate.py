@@ -27,7 +27,8 @@ def test_validate_reports_every_visible_case_within_the_spec_bar() -> None:
         assert case["error"] == pytest.approx(
             case["predicted_iteration_time_s"] / case["published_iteration_time_s"] - 1
         )
-    # SC21 Table 1 as plain TOML files, guarded against regressions (the SPEC sec. 8 bar);
+    # SC21 Table 1 as plain TOML files, guarded against regressions (docs/validation.md's
+    # accuracy bar);
     # Korthikanti et al. 2022 Table 5 reported beside it (docs/validation.md)
     sc21 = [abs(c["error"]) for c in report["cases"] if "sc21" in c["id"]]
     assert len(sc21) == 6 and max(sc21) < 0.10 and sum(sc21) / len(sc21) < 0.05

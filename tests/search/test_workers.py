@@ -1,5 +1,5 @@
-"""Tests of studies shared by several worker processes (SPEC sec. 6 storage, sec. 8 robustness):
-JournalStorage on one machine, PostgreSQL for many, and a worker killed mid-study.
+"""Tests of studies shared by several worker processes (docs/tuning.md, "Storage, workers,
+resuming"): JournalStorage on one machine, PostgreSQL for many, and a worker killed mid-study.
 
 ``palm-tune`` runs as a subprocess (``python -m search.cli``) in ``tmp_path``, so that nothing
 (artifact folders, default storages) is written into the repository.

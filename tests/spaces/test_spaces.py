@@ -1,4 +1,4 @@
-"""Tests of the search spaces (``spaces``, SPEC sec. 6).
+"""Tests of the search spaces (``spaces``, docs/tuning.md).
 
 A space turns an Optuna trial into configuration tables: every draft it returns parses with
 ``palm.parse_config``, and a draw it refuses (``spaces.Infeasible``) really breaks a rule of

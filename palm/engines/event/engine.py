@@ -331,13 +331,14 @@ class _Run:
         """Pipeline rank ``s``: its passes in schedule order, then the gradient all-reduce's
         tail, the optimizer step and, under ZeRO 1-2, the all-gather of the updated weights.
 
-        The hot loop of the engine (one turn per pass): the pass (:meth:`_pass`'s steps) is
-        run inline rather than as a generator of its own, and what it reads is held in locals,
-        so that a pass costs few calls beyond its events (the events, and their order, are
-        those of :meth:`_pass`)."""
-        par, p = self.par, self.p
+        The hot loop of the engine (one turn per pass): a pass that only computes (most passes
+        on GPUs) is run inline, one that streams its weights or waits for its collectives in
+        :meth:`_streamed_pass`; what the loop reads is held in locals, so that a pass costs
+        few calls beyond its events (the events, and their order, are those of
+        :meth:`_pass`)."""
+        p = self.p
         program = stage_program(
-            schedule=par.schedule,
+            schedule=self.par.schedule,
             pp=p,
             chunks=self.v,
             micro_batches=self.m,
@@ -348,8 +349,7 @@ class _Run:
         stage_busy = 0.0
         dp_proc = None
         env, net, keep = self.env, self.net, self.keep
-        timeout, block = env.timeout, net.block
-        fair = isinstance(net, FairNet)
+        timeout = env.timeout
         forward_params, backward_params = self.forward, self.backward
         started, n_chunks = self.started, self.n_chunks
         received, sent_bytes, done_last = self.received, self.sent_bytes, self.done_last
@@ -357,7 +357,6 @@ class _Run:
         send, group = net.send, self.group
         fetch_s = self.plan.chunks[0].fetch_s
         buckets = bool(self.plan.stages[s].dp_buckets)
-        tp_flow, dp_flow = self.flows.tp[s], self.flows.dp[s]
         tp_exclusive = self.flows.tp_exclusive[s]
         for index, (kind, j, mb) in enumerate(program):
             g = j * p + s
@@ -394,37 +393,7 @@ class _Run:
                 if end - now > 0:
                     yield timeout(end - now)
             else:
-                # :meth:`_pass`, inline: compute while the weights stream from DRAM, then the
-                # collectives (folded when nothing else uses their resources), then ZeRO-3
-                now = env._now  # noqa: SLF001
-                end = now + x.compute
-                streaming = net.read(s, x.stream_bytes) if x.stream > 0 else None
-                if fold and streaming is None:
-                    self._fold(s, end, x)
-                    end += comm
-                if end > now:
-                    yield timeout(end - now)
-                if streaming is not None:
-                    if fair:  # FairNet.wait, inline
-                        if streaming.callbacks is not None:
-                            yield streaming
-                    else:  # ExclusiveNet.wait, inline: the channels, then the NoC links
-                        channels, noc_end = streaming
-                        if channels.callbacks is not None:
-                            yield channels
-                        if noc_end > env._now:  # noqa: SLF001
-                            yield timeout(noc_end - env._now)  # noqa: SLF001
-                    if fold:  # the collectives follow the pass, which waited for its weights
-                        self._fold(s, env._now, x)  # noqa: SLF001
-                        yield timeout(comm)
-                if comm > 0 and not fold:
-                    event = block(tp_flow, comm, x.sent, s)
-                    if event is not None:
-                        yield event
-                if x.zero3 > 0:
-                    event = block(dp_flow, x.zero3, 0.0, s)
-                    if event is not None:
-                        yield event
+                yield from self._streamed_pass(s, x, fold)
             now = env._now  # noqa: SLF001
             stage_busy += now - t0
             if keep:
@@ -437,6 +406,50 @@ class _Run:
             elif forward:
                 done_last.append(now)
         self.busy[s] = stage_busy
+        yield from self._stage_tail(s, dp_proc)
+
+    def _streamed_pass(
+        self, s: int, x: _PassParams, fold: bool
+    ) -> Generator[simpy.Event, Any, None]:
+        """:meth:`_pass` for :meth:`stage`: compute while the weights stream from DRAM, then
+        the collectives (folded when nothing else uses their resources), then ZeRO-3."""
+        env, net = self.env, self.net
+        timeout, comm = env.timeout, x.comm
+        now = env._now  # noqa: SLF001 - the clock (a float), without the property
+        end = now + x.compute
+        streaming = net.read(s, x.stream_bytes) if x.stream > 0 else None
+        if fold and streaming is None:
+            self._fold(s, end, x)
+            end += comm
+        if end > now:
+            yield timeout(end - now)
+        if streaming is not None:
+            if isinstance(net, FairNet):  # FairNet.wait, inline
+                if streaming.callbacks is not None:
+                    yield streaming
+            else:  # ExclusiveNet.wait, inline: the channels, then the NoC links
+                channels, noc_end = streaming
+                if channels.callbacks is not None:
+                    yield channels
+                if noc_end > env._now:  # noqa: SLF001
+                    yield timeout(noc_end - env._now)  # noqa: SLF001
+            if fold:  # the collectives follow the pass, which waited for its weights
+                self._fold(s, env._now, x)  # noqa: SLF001
+                yield timeout(comm)
+        if comm > 0 and not fold:
+            event = net.block(self.flows.tp[s], comm, x.sent, s)
+            if event is not None:
+                yield event
+        if x.zero3 > 0:
+            event = net.block(self.flows.dp[s], x.zero3, 0.0, s)
+            if event is not None:
+                yield event
+
+    def _stage_tail(
+        self, s: int, dp_proc: simpy.Process | None
+    ) -> Generator[simpy.Event, Any, None]:
+        """After stage ``s``'s last pass: its folded collectives accounted, the gradient
+        all-reduce's tail (``dp_proc``), the optimizer step and ZeRO 1-2's all-gather."""
         if self._tp_busy[s]:
             self.net.account(self.flows.tp[s], self._tp_busy[s], self._tp_bytes[s])
         self.pipe_end[s] = float(self.env.now)

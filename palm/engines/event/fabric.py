@@ -4,7 +4,7 @@ A resource is a link, an aggregate of links, or a DRAM channel; it serves one fl
 (paper sec. IV-C: "treating the link as an exclusive resource"). A flow holds all of its
 resources for its whole duration, which is the uncontended duration of the plan's profile
 (so a flow alone takes exactly what the analytical engine charges), and starts when every one
-of them is free: first come, first served in simulated time (SPEC sec. 9: a collective's links
+of them is free: first come, first served in simulated time (docs/model.md: a collective's links
 are held as one flow, so cost does not grow with the square of the group size).
 
 Granularity (``communication.noc_granularity``):

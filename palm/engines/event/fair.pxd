@@ -1,5 +1,7 @@
-# C types for the compiled build of fair.py (an "augmenting" .pxd: Cython reads it beside the
-# .py it compiles; see setup.py and palm/engines/event/accel.py). It changes no arithmetic:
+# C types for the compiled build of the fair network: filling.py, flowclass.py, clock.py and
+# fair.py compiled as one unit (palm/engines/event/builds.py, PARTS), for which this is an
+# "augmenting" .pxd (Cython reads it beside the unit; see setup.py and accel.py). It changes
+# no arithmetic:
 # every value stays an IEEE double or a Python object, so the build's results equal fair.py's
 # bit for bit (tests/palm/test_compiled.py). What it buys is in the kinds of access:
 #   * the network's, a class's, a route's and the filler's fields become C struct fields
@@ -33,6 +35,17 @@ cdef class _Class:
     cdef public dict weight, members, rest
     cdef public list heap
     cdef public set touched, seen
+
+    cpdef double served(self, double now)
+    cpdef join(self, object f, double now)
+    cpdef admit(self, object f, double now, list capacity)
+    cpdef move_to(self, double now, double level)
+    cpdef see(self, Route route)
+
+    @cython.locals(
+        weight=dict, bottleneck=Py_ssize_t, bound=double, w=double, a=double, q=Py_ssize_t
+    )
+    cpdef double add_load(self, Route route, list capacity)
 
 cdef class FairNetwork:
     cdef public object env, _capacity_array, _started, _first, ready, ready_eid, _filler
@@ -70,6 +83,16 @@ cdef class FairNetwork:
         rate=double, share=double, finish=double, end=double, e=double, rest=dict, rates=list,
     )
     cpdef bint _class_change(self, object flow, double now, bint started)
+
+    cpdef _through(self, object f, double now)
+
+
+@cython.locals(finish=double, end=double, e=double, c=_Class)
+cpdef _class_next(FairNetwork net)
+
+
+@cython.locals(rate=double, share=double, a=double, q=Py_ssize_t)
+cpdef double _share(Route route, list capacity, dict taken, double level)
 
 
 @cython.locals(

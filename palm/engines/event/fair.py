@@ -26,6 +26,11 @@ bytes are through. A change that would make another resource bind the class, or 
 slower than the class, ends the class, and a full filling takes over. The rates are those of
 a full filling, up to rounding (the class's load is kept as flows join and leave, not summed
 anew).
+
+The network is four modules, compiled together as one unit with the C types of ``fair.pxd``
+(setup.py; :mod:`palm.engines.event.builds` lists the parts): :mod:`~.filling` (progressive
+filling and routes), :mod:`~.flowclass` (the classes), :mod:`~.clock` (the event loop) and
+this one (the flows in flight).
 """
 
 from __future__ import annotations
@@ -33,553 +38,47 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from operator import attrgetter
-from typing import Any
 
 import numpy as np
 import simpy
 
-from palm.engines.event.shared import Arrival, Timer
-from palm.errors import NoProgressError
-from palm.network.flows import fill
+from palm.engines.event.clock import _NORMAL, STALL_LIMIT, FlowEnvironment
+from palm.engines.event.filling import (
+    _INF,
+    _NUMPY_ABOVE,
+    _RESOURCES,
+    _SLACK,
+    _TIGHT,
+    Route,
+    _fill_arrays,
+    _Filler,
+    fair_rates,
+)
+from palm.engines.event.flowclass import (
+    _CLASS_MIN,
+    _END,
+    _ORDER,
+    _ROUTE,
+    _SEQ,
+    _apart,
+    _Class,
+    _class_next,
+    _connected,
+    _dissolve,
+    _Flow,
+    _form_class,
+    _share,
+    _slower,
+    _tops,
+)
+from palm.engines.event.shared import Arrival
 
 __all__ = ["FairNetwork", "FlowEnvironment", "Route", "STALL_LIMIT", "fair_rates"]
 
-#: relative slack when deciding that a resource is full (rounding of the filling levels)
-_TIGHT = 1e-12
-#: a resource loaded above 1 - _SLACK of its capacity counts as full
-_SLACK = 1e-9
-#: groups of flows with more (flow, resource) loads than this are filled with numpy
-_NUMPY_ABOVE = 400
-_INF = float("inf")
 #: with at most this many flows in flight, a change recomputes them all
 _ALL_BELOW = 32
 #: answers of progressive filling kept for reuse (the memo is cleared when full)
 _MEMO_SIZE = 65536
-#: fewest flows on the first bottleneck for them to be kept as a :class:`_Class` (and at
-#: least as many as the other flows in flight)
-_CLASS_MIN = 4
-#: a class's loads are summed afresh and its service counted from zero every this many joins
-_REBASE = 256
-#: a resource loaded up to this much of its capacity (rounding of the level) is not over it
-_OVER = 1.0 + _TIGHT
-
-
-#: most SimPy events a run takes at one instant without a flow ending, unless its caller
-#: sets its own (``FlowEnvironment.stall_limit``)
-STALL_LIMIT = 1_000_000
-
-
-_ROUTES_MADE = itertools.count()
-#: SimPy's priority of an ordinary event (``simpy.events.NORMAL``)
-_NORMAL = simpy.events.NORMAL
-_new_event = object.__new__
-
-
-class Route:
-    """The resources a kind of flow loads and how much (bytes per byte moved), with the rate
-    it gets alone. Built once per flow kind."""
-
-    __slots__ = ("resources", "loads", "pairs", "alone_Bps", "tracked", "order")
-
-    def __init__(
-        self,
-        resources: Sequence[int],
-        loads: Sequence[float],
-        capacity: Sequence[float],
-        passive: Sequence[int] = (),
-    ) -> None:
-        kept: list[int] = []
-        kept_loads: list[float] = []
-        alone = _INF
-        for r, a in zip(resources, loads, strict=True):
-            if a > 0:
-                kept.append(int(r))
-                kept_loads.append(float(a))
-                lone = capacity[kept[-1]] / kept_loads[-1]
-                if lone < alone:
-                    alone = lone
-        self.resources = tuple(kept)
-        self.loads = tuple(kept_loads)
-        self.pairs = tuple(zip(kept, kept_loads, strict=True))  # (resource, load) pairs
-        self.alone_Bps = alone  # the least of capacity / load, inf without resources
-        #: resources whose busy time the flow counts: its own and ``passive`` ones, which it
-        #: loads but which can never bind its rate
-        self.tracked = (
-            self.resources + tuple(int(r) for r in passive) if passive else self.resources
-        )
-        #: creation rank: flows are filled in the order of their routes, so that rates depend
-        #: on which flows are in flight, not on the order they started in
-        self.order = next(_ROUTES_MADE)
-
-    @property
-    def empty(self) -> bool:
-        return not self.resources
-
-
-def fair_rates(routes: Sequence[Route], capacity: Sequence[float]) -> list[float]:
-    """Max-min fair rates of flows on ``routes`` by progressive filling: every unfrozen flow
-    sits at the same level; the resource that fills first (``level = room / weight``) freezes
-    the flows that load it; repeat. Resources wait in a heap by the level at which they fill
-    (entries made stale by a freeze are skipped), so a call costs ``O(loads log resources)``."""
-    return _Filler(list(capacity)).fill(routes)
-
-
-class _Filler:
-    """Progressive filling on the resources of one network, with per-resource scratch lists
-    kept between calls (each call sets the entries of the resources it loads, and leaves every
-    count at zero), so that a call costs nothing per resource it does not load."""
-
-    def __init__(self, capacity: list[float]) -> None:
-        n = len(capacity)
-        self.capacity = capacity
-        self.room = [0.0] * n  # capacity not taken by frozen flows
-        self.weight = [0.0] * n  # load of one unit of level from the unfrozen flows
-        self.unfrozen = [0] * n  # unfrozen flows on the resource
-        self.on: list[list[int]] = [[] for _ in range(n)]
-        self.loaded: list[int] = []  # the resources the last call loaded
-
-    def fill(
-        self,
-        routes: Sequence[Route],
-        taken: dict[int, float] | None = None,
-        class_level: float = 0.0,
-    ) -> list[float]:
-        """:func:`fair_rates` (:meth:`used` then tells the capacity they use). With ``taken``,
-        resource ``r`` has ``taken[r] x class_level`` of its capacity taken already (by a
-        :class:`_Class` of flows frozen at ``class_level``); where that rounds below zero (a
-        resource the class fills exactly, as it fills its bottleneck) no room is left, and
-        the flows there get rate 0.
-
-        It always ends (docs/model.md sec. 7, "Termination"): the heap holds at most one entry
-        per resource, every key is ``>= 0`` (room is never below zero at the start, and an
-        entry is pushed again only at a level above its key), so an entry popped with its
-        resource unchanged since its push is not stale; a resource changes only when a flow
-        on it freezes, so it is pushed again at most once per flow on it. More pushes than
-        that are a broken invariant: :class:`~palm.errors.NoProgressError`."""
-        inf = _INF
-        rates = [inf] * len(routes)  # flows without resources keep inf; inf also: unfrozen
-        room, weight, unfrozen, on, capacity = (
-            self.room,
-            self.weight,
-            self.unfrozen,
-            self.on,
-            self.capacity,
-        )
-        loaded: list[int] = []
-        self.loaded = loaded
-        left = 0  # flows not frozen yet
-        for i, route in enumerate(routes):
-            if route.pairs:
-                left += 1
-            for r, a in route.pairs:
-                if unfrozen[r]:
-                    weight[r] += a
-                    unfrozen[r] += 1
-                    on[r].append(i)
-                else:
-                    cap = (
-                        capacity[r]
-                        if taken is None
-                        else capacity[r] - taken.get(r, 0.0) * class_level
-                    )
-                    if cap < 0.0:  # the class's use of a resource it fills, rounded up
-                        cap = 0.0
-                    room[r], weight[r], unfrozen[r], on[r] = cap, a, 1, [i]
-                    loaded.append(r)
-        # a freeze only raises the level at which another resource fills ((room - a L) /
-        # (weight - a) >= L when room / weight >= L), so entries are refreshed lazily when
-        # popped; once every flow is frozen, the resources left in the heap change nothing
-        heap = [(room[r] / weight[r], r) for r in loaded]
-        heapq.heapify(heap)
-        pop, push = heapq.heappop, heapq.heappush
-        stale = len(loaded) * len(routes)  # pushes again the proof allows (see above)
-        while left:
-            level, r = pop(heap)
-            if not unfrozen[r]:
-                continue
-            current = room[r] / weight[r]
-            if current > level * (1.0 + _TIGHT):  # stale: a freeze took load off r
-                stale -= 1
-                if stale < 0:
-                    raise _stuck_filling(r, level, current, room[r], weight[r], len(routes))
-                push(heap, (current, r))
-                continue
-            for i in on[r]:
-                if rates[i] != inf:
-                    continue
-                rates[i] = level
-                left -= 1
-                for q, a in routes[i].pairs:
-                    room[q] -= a * level
-                    weight[q] -= a
-                    unfrozen[q] -= 1
-        return rates
-
-    def used(self) -> dict[int, float]:
-        """The capacity taken on each resource the last :meth:`fill` loaded, at its rates
-        (``taken``'s part included), by resource."""
-        capacity, room = self.capacity, self.room
-        return {r: capacity[r] - room[r] for r in self.loaded}
-
-
-def _stuck_filling(
-    r: int, level: float, current: float, room: float, weight: float, flows: int
-) -> NoProgressError:
-    """The error of a progressive filling that pushed a resource back more often than its
-    flows could have changed it (:meth:`_Filler.fill`)."""
-    return NoProgressError(
-        f"fair network: progressive filling of {flows} flows made no progress: resource {r} "
-        f"(room {room!r} B/s, load {weight!r} per unit of level) stays stale at level "
-        f"{level!r} (now {current!r})"
-    )
-
-
-def _fill_arrays(routes: Sequence[Route], capacity: np.ndarray) -> list[float]:
-    """:func:`fair_rates` through numpy (:func:`palm.network.flows.fill`), for groups of flows
-    spanning many resources (``link`` mode), where it is the faster of the two."""
-    ids = np.concatenate([np.asarray(r.resources, dtype=np.int64) for r in routes])
-    used, column = np.unique(ids, return_inverse=True)
-    rows = np.repeat(np.arange(len(routes)), [len(r.resources) for r in routes])
-    matrix = np.zeros((len(routes), len(used)))
-    np.add.at(matrix, (rows, column), np.concatenate([np.asarray(r.loads) for r in routes]))
-    return [float(x) for x in fill(matrix, capacity[used])]
-
-
-#: a flow in flight is kept on its done event (:class:`~palm.engines.event.shared.Arrival`,
-#: whose slots hold it): ``remaining`` bytes at time ``t0``, moving at ``rate`` since then,
-#: so through at ``end``; its ``route``, start rank ``seq`` (on equal ends, the flow started
-#: first ends first), ``latency`` after its last byte and, in a :class:`_Class`, ``finish``
-#: (the class's service counter when its bytes are through)
-_Flow = Arrival
-
-
-class _Class:
-    """The flows in flight that share one full resource ``bottleneck`` and all move at the
-    lowest rate in flight, ``level`` (= capacity / ``weight[bottleneck]``): the first
-    bottleneck of progressive filling, whose flows it freezes in its first round. On the
-    wafer every stage's DRAM reads share the channels' resource and mostly form one.
-
-    While the flows on the bottleneck stay the slowest, a start or an end there changes the
-    class's level only, and the other flows in flight (the *rest*) get the max-min fair
-    rates of what the class leaves of each resource (progressive filling continued past the
-    class's level, Bertsekas & Gallager sec. 6.5.2). So a change costs the rest's filling
-    and a pass over the resources the class loads, not a filling and an update per flow:
-
-    * ``weight[r]``: the load of the class on resource ``r`` per unit of level, kept as flows
-      join and leave (not summed anew, so rates may differ from a full filling's in the last
-      bits);
-    * ``service``: bytes each class flow has moved since the class was formed, at
-      ``service_t`` (the virtual time of generalized processor sharing: Parekh & Gallager,
-      IEEE/ACM Trans. Networking 1(3), 1993):
-      a flow that joins with ``b`` bytes to move is through when the counter reaches its
-      ``finish = service + b``; the class's flows end in the order of ``finish``, kept in a
-      heap, and a change of level costs one update of the counter, not one per flow.
-    """
-
-    __slots__ = (
-        "bottleneck",
-        "level",
-        "weight",
-        "members",
-        "heap",
-        "service",
-        "service_t",
-        "rest",
-        "touched",
-        "seen",
-        "bound",
-        "updates",
-    )
-
-    def __init__(self, bottleneck: int, level: float, now: float) -> None:
-        self.bottleneck = bottleneck
-        self.level = level
-        self.weight: dict[int, float] = {}
-        self.members: dict[_Flow, None] = {}
-        self.heap: list[tuple[float, int, _Flow]] = []
-        self.service = 0.0
-        self.service_t = now
-        self.rest: dict[_Flow, None] = {}  # the other flows in flight, in start order
-        self.touched: set[int] = set()  # resources loaded by any flow while the class lived
-        self.seen: set[Route] = set()  # the routes of those flows (their resources touched)
-        self.bound = 0.0  # see tighten
-        self.updates = 0
-
-    def tighten(self, capacity: Sequence[float]) -> float:
-        """``bound``: the least level at which a resource other than the bottleneck fills
-        under the class's flows alone (up to the rounding slack)."""
-        bound = _INF
-        for q, w in self.weight.items():
-            if w > 0.0 and q != self.bottleneck and capacity[q] * _OVER < bound * w:
-                bound = capacity[q] * _OVER / w
-        self.bound = bound
-        return bound
-
-    def rebase(self, capacity: Sequence[float]) -> None:
-        """Sum the class's loads afresh and count service from zero again, so that neither
-        the rounding of many joins and leaves nor a large counter builds up (every
-        ``_REBASE`` joins)."""
-        weight: dict[int, float] = {}
-        for f in self.members:
-            for q, a in f.route.pairs:
-                weight[q] = weight.get(q, 0.0) + a
-        self.weight = weight
-        served = self.service
-        heap = []
-        for f in self.members:
-            f.finish -= served
-            heap.append((f.finish, f.seq, f))
-        heapq.heapify(heap)
-        self.heap, self.service = heap, 0.0
-        self.tighten(capacity)
-
-    def served(self, now: float) -> float:
-        """The service counter at ``now`` (bytes each class flow moved since the start)."""
-        return self.service + self.level * (now - self.service_t)
-
-    def join(self, f: _Flow, now: float) -> None:
-        """``f``, with ``f.remaining`` bytes left at ``now``, joins."""
-        f.finish = self.served(now) + f.remaining
-        heapq.heappush(self.heap, (f.finish, f.seq, f))
-        self.members[f] = None
-
-
-def _tops(flows: dict[_Flow, None], new: _Flow, rate: float) -> bool:
-    """No flow of ``flows`` but ``new`` is faster than ``rate`` (up to rounding)."""
-    top = rate * (1.0 + _TIGHT)
-    return all(g.rate <= top for g in flows if g is not new)
-
-
-def _share(route: Route, capacity: Sequence[float], taken: dict[int, float], level: float) -> float:
-    """The rate of a flow on ``route`` that shares no resource with another flow but a
-    :class:`_Class`'s at ``level`` (which take ``taken[r] x level`` of resource ``r``): the
-    least room over load of its resources, as its progressive filling finds it, bit for bit."""
-    rate = _INF
-    for q, a in route.pairs:
-        share = (capacity[q] - taken.get(q, 0.0) * level) / a
-        if share < rate:
-            rate = share
-    return rate
-
-
-def _apart(routes: Sequence[Route]) -> bool:
-    """No resource is loaded twice by ``routes`` (by two of them, or twice by one)."""
-    seen: set[int] = set()
-    loads = 0
-    for route in routes:
-        seen.update(route.resources)
-        loads += len(route.resources)
-    return len(seen) == loads
-
-
-def _slower(flows: dict[_Flow, None], leaving: _Flow, rate: float) -> bool:
-    """Every flow of ``flows`` but ``leaving`` is clearly slower than ``rate``."""
-    below = rate * (1.0 - _SLACK)
-    return all(g.rate < below for g in flows if g is not leaving)
-
-
-_END = attrgetter("end")
-_ORDER = attrgetter("route.order")  # a flow's order in fillings: its route's rank
-_SEQ = attrgetter("seq")
-_ROUTE = attrgetter("route")
-_RESOURCES = attrgetter("resources")
-
-
-def _failure(event: simpy.Event) -> BaseException:
-    """The exception SimPy's ``Environment.step`` raises for a failed event nobody defused: a
-    copy of the event's, caused by it (SimPy 4.1, simpy/core.py)."""
-    cause: BaseException = event._value  # noqa: SLF001
-    exc = type(cause)(*cause.args)
-    exc.__cause__ = cause
-    return exc
-
-
-class _Process(simpy.Process):
-    """``simpy.Process`` with a leaner resume (SimPy 4.1, simpy/events.py ``Process._resume``):
-    the generator's ``send`` and the process's resume are bound once, not on every wait, and
-    the event it waits on is read once. The same events, in the same order: a failed event is
-    thrown into the generator by SimPy's own resume, and the process ends (its event
-    scheduled, with the generator's return value or exception) as SimPy ends it."""
-
-    def __init__(self, env: simpy.Environment, generator: simpy.events.ProcessGenerator) -> None:
-        super().__init__(env, generator)
-        self._send = generator.send
-        self._wake = self._resume  # the callback it leaves on every event it waits on
-
-    def _resume(self, event: simpy.Event) -> None:
-        env = self.env
-        env._active_proc = self  # noqa: SLF001 - as SimPy's resume
-        while True:
-            if not event._ok:  # noqa: SLF001 - a failed event: SimPy's resume throws it in
-                super()._resume(event)
-                return
-            try:
-                event = self._send(event._value)  # noqa: SLF001
-            except StopIteration as stop:  # the process ends
-                self._ok, self._value = True, stop.value
-                env.schedule(self)
-                break
-            except BaseException as exc:  # the process fails
-                self._ok, self._value = False, exc
-                exc.__traceback__ = exc.__traceback__.tb_next  # type: ignore[union-attr]
-                env.schedule(self)
-                break
-            try:
-                callbacks = event.callbacks
-            except AttributeError:
-                raise RuntimeError(f'Invalid yield value "{event}"') from None
-            if callbacks is not None:  # not processed yet: wait for it
-                callbacks.append(self._wake)
-                self._target = event
-                env._active_proc = None  # noqa: SLF001
-                return
-            # processed already: go on at once with its value, as SimPy does
-        self._target = None  # type: ignore[assignment]
-        env._active_proc = None  # noqa: SLF001
-
-
-class FlowEnvironment(simpy.Environment):
-    """A SimPy environment whose clock also runs a :class:`FairNetwork`: the network's next
-    flow end is an event of the simulation like SimPy's own, taken before SimPy's events of
-    the same instant (bytes through at ``t`` leave the links before flows started at ``t``
-    take their share). A change of rates therefore costs no SimPy event, and every flow costs
-    exactly one end event however flows overlap (``flow_events`` counts them). Only ``run()``
-    without ``until`` is supported."""
-
-    def __init__(self, initial_time: float = 0.0) -> None:
-        super().__init__(initial_time)
-        self.network: FairNetwork | None = None
-        self.flow_events = 0
-        #: most SimPy events ``run`` takes at one instant without a flow ending: beyond it
-        #: the run is stuck (a zero-delay loop) and raises :class:`NoProgressError`. The
-        #: engine sets it to what the run's whole program can schedule
-        self.stall_limit = STALL_LIMIT
-
-    def process(self, generator: simpy.events.ProcessGenerator) -> simpy.Process:
-        """``simpy.Process(self, generator)``, with the leaner resume of :class:`_Process`."""
-        return _Process(self, generator)
-
-    def timeout(self, delay: float, value: Any = None) -> simpy.Timeout:  # type: ignore[override]
-        """``simpy.Timeout(self, delay, value)`` built without its constructor's calls (SimPy
-        4.1, simpy/events.py: the fields ``Timeout.__init__`` sets, then ``schedule``'s push
-        with the environment's event counter): the same event, scheduled the same way, as a
-        :class:`~palm.engines.event.shared.Timer` (its fields in slots)."""
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        event = _new_event(Timer)
-        event.env, event.callbacks, event._value = self, [], value  # noqa: SLF001
-        event._delay, event._ok = delay, True  # noqa: SLF001
-        heapq.heappush(self._queue, (self._now + delay, _NORMAL, next(self._eid), event))
-        return event
-
-    def run(self, until: Any = None) -> None:
-        if until is not None:
-            raise ValueError("FlowEnvironment.run() runs until no event is left (no until)")
-        net = self.network
-        queue, pop = self._queue, heapq.heappop
-        if net is None:  # SimPy's events only (the exclusive model): Environment.step inlined
-            # events since the clock last moved, and when it did (the clock is written only
-            # when it moves)
-            idle, limit, last = 0, self.stall_limit, self._now
-            while queue:
-                now, _, _, event = pop(queue)
-                if now != last:
-                    self._now = last = now
-                    idle = 0
-                else:
-                    idle += 1
-                    if idle > limit:
-                        raise _stalled(self, event, idle)
-                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                    raise _failure(event)
-            return
-        _run_with_network(self, net)
-
-
-def _run_with_network(env: FlowEnvironment, net: FairNetwork) -> None:
-    """:meth:`FlowEnvironment.run` with a network: SimPy's events and the network's flow ends in
-    time order. A function of its own so that the compiled build can type its locals
-    (``fair.pxd``: the network's fields are then read as C fields, its ends called as C
-    methods)."""
-    queue, pop, heappush = env._queue, heapq.heappop, heapq.heappush  # noqa: SLF001
-    ends = 0  # flow ends, added to ``flow_events`` when the run stops
-    # SimPy events since the clock moved or a flow ended, and the clock (written only when it
-    # moves)
-    idle, limit, last = 0, env.stall_limit, env._now  # noqa: SLF001
-    try:
-        while True:
-            end = net.next_end
-            if queue and queue[0][0] < end:
-                # SimPy's Environment.step (SimPy 4.1, simpy/core.py), inlined: one call less
-                # per event
-                now, _, _, event = pop(queue)
-                if now != last:
-                    env._now = last = now  # noqa: SLF001
-                    idle = 0
-                else:
-                    idle += 1
-                    if idle > limit:
-                        raise _stalled(env, event, idle)
-                callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
-                for callback in callbacks:
-                    callback(event)
-                if not event._ok and not hasattr(event, "_defused"):  # noqa: SLF001
-                    raise _failure(event)
-            elif end < _INF:
-                env._now = last = end
-                ends += 1
-                idle = 0
-                if net._cls is None:  # noqa: SLF001
-                    net._fire()  # noqa: SLF001
-                else:  # FairNetwork._fire's first test, taken here: one call less
-                    net._fire_in_class()  # noqa: SLF001
-                ready = net.ready
-                if ready is not None:
-                    # the ended flow's done event, scheduled at ``end`` (no latency): it is
-                    # SimPy's next event when nothing else is due by then (every event queued
-                    # at ``end`` was scheduled earlier, so comes first) and no flow ends then
-                    # (flow ends go first): then run it at once, as step would, else queue it
-                    net.ready = None
-                    if (queue and queue[0][0] <= end) or net.next_end <= end:
-                        heappush(queue, (end, _NORMAL, net.ready_eid, ready))
-                    else:
-                        callbacks, ready.callbacks = ready.callbacks, None  # type: ignore[assignment]
-                        for callback in callbacks:
-                            callback(ready)
-            elif net.rates():  # flows in flight whose end is not a time (NaN rates)
-                raise _never_ending(net)
-            else:
-                return
-    finally:
-        env.flow_events += ends
-
-
-def _stalled(env: simpy.Environment, event: simpy.Event, idle: int) -> NoProgressError:
-    """The error of a run whose clock stays at one instant: ``idle`` events there without a
-    flow ending, the last ``event``."""
-    waiting = [getattr(getattr(c, "__self__", None), "name", None) for c in event.callbacks or ()]
-    who = ", ".join(w for w in waiting if w) or "no process"
-    return NoProgressError(
-        f"simulation made no progress: {idle} events at t = {env.now!r} s without the clock "
-        f"moving or a flow ending (more than the run can schedule); the last, "
-        f"{type(event).__name__}, resumes {who}"
-    )
-
-
-def _never_ending(net: FairNetwork) -> NoProgressError:
-    """The error of a run that has no event left but flows in flight (their ends are not
-    times: NaN rates)."""
-    flows = net.rates()
-    first = next(iter(flows))
-    return NoProgressError(
-        f"fair network: {len(flows)} flows in flight can never end; the first, on resources "
-        f"{list(first.route.resources)}, moves at {flows[first]!r} B/s with "
-        f"{first.remaining!r} B left (ends at {first.end!r} s)"
-    )
 
 
 class FairNetwork:
@@ -675,7 +174,7 @@ class FairNetwork:
         flow.route, flow.seq, flow.remaining, flow.t0 = route, next(self._started), nbytes, now
         flow.rate, flow.end, flow.latency = 0.0, _INF, latency_s
         c = self._cls
-        if c is not None:  # a class lives: the class's update, inline
+        if c is not None:  # a class lives: the class's update
             # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
             # and rest are the flows in flight: :meth:`_dissolve` sets them again)
             users, since = self._users, self._since
@@ -688,53 +187,28 @@ class FairNetwork:
                     since[r] = now
                 users[r] += 1
             if len(c.members) + len(c.rest) >= _ALL_BELOW:  # with flow, more in flight
-                self._dissolve(now, flow)
+                _dissolve(self, now, flow)
                 self._reschedule(route.resources, now, whole=True)
                 return
             member = c.bottleneck in route.resources
             if member and not c.rest:
                 # _class_change for a flow that joins the class, no flow beside it (a stage's
-                # reads among the others'), inline
-                if route not in c.seen:
-                    c.seen.add(route)
-                    c.touched.update(route.resources)
-                weight, capacity, bottleneck = c.weight, self.capacity, c.bottleneck
-                bound = c.bound
-                for q, a in route.pairs:
-                    w = weight[q] = weight.get(q, 0.0) + a
-                    if q != bottleneck and capacity[q] * _OVER < bound * w:
-                        bound = capacity[q] * _OVER / w
-                c.bound = bound
-                level = capacity[bottleneck] / weight[bottleneck]
-                if level <= bound or level <= c.tighten(capacity):
+                # reads among the others')
+                c.see(route)
+                capacity = self.capacity
+                level = c.add_load(route, capacity)
+                if level <= c.bound or level <= c.tighten(capacity):
                     self.class_updates += 1
-                    if level != c.level:
-                        c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-                        c.service_t, c.level = now, level
-                    # c.join(flow, now), inline
-                    flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
-                    heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
-                    c.members[flow] = None
-                    c.updates += 1
-                    if c.updates % _REBASE == 0:
-                        c.rebase(capacity)
-                    # self._class_next(), inline (no flow beside the class)
-                    finish, _seq, first = c.heap[0]
-                    first.end = end = c.service_t + (finish - c.service) / c.level
-                    self.next_end, self._first = end, first
+                    c.move_to(now, level)
+                    c.admit(flow, now, capacity)
+                    _class_next(self)
                     return
             elif not c.rest:
                 # _class_change's first case (a flow beside the class, no other: a hand-off
-                # beside the reads), inline: it takes what the class leaves
-                if route not in c.seen:
-                    c.seen.add(route)
-                    c.touched.update(route.resources)
-                capacity, weight, level = self.capacity, c.weight, c.level
-                rate = _INF  # _share(route, capacity, weight, level), inline (3-4% per event)
-                for q, a in route.pairs:
-                    share = (capacity[q] - weight.get(q, 0.0) * level) / a
-                    if share < rate:
-                        rate = share
+                # beside the reads): it takes what the class leaves
+                c.see(route)
+                level = c.level
+                rate = _share(route, self.capacity, c.weight, level)
                 if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
                     c.rest[flow] = None
                     self.class_updates += 1
@@ -746,7 +220,7 @@ class FairNetwork:
             elif self._class_change(flow, now, started=True):
                 return
             self._class_misses += 1
-            self._dissolve(now, flow)
+            _dissolve(self, now, flow)
             self._reschedule(route.resources, now, whole=True)
             return
         self._active[flow] = None
@@ -808,24 +282,6 @@ class FairNetwork:
             return
         self.start(route, duration_s * route.alone_Bps, latency_s=0.0, done=done)
 
-    def _connected(self, seeds: Sequence[int]) -> list[_Flow]:
-        """The flows in flight that share resources, directly or through other flows, with
-        ``seeds``: the only ones whose rates a start or an end there can change."""
-        on = self._on
-        seen: set[int] = set()
-        found: dict[_Flow, None] = {}
-        stack = list(seeds)
-        while stack:
-            r = stack.pop()
-            if r in seen:
-                continue
-            seen.add(r)
-            for f in on[r]:
-                if f not in found:
-                    found[f] = None
-                    stack.extend(f.route.resources)
-        return list(found)
-
     def _reschedule(self, changed: Sequence[int], now: float, *, whole: bool = False) -> None:
         """New rates for the flows connected to the resources that ``changed`` (every flow
         in flight if ``whole``), and the next flow end (``next_end``)."""
@@ -838,7 +294,7 @@ class FairNetwork:
         if whole:  # by route (ties: start order), the memo's key
             group = sorted(active, key=_ORDER)
         else:
-            group = self._connected(changed)
+            group = _connected(self, changed)
             group.sort(key=_ORDER)
         routes = tuple(map(_ROUTE, group))
         filled = self._filled.get(routes)
@@ -866,59 +322,9 @@ class FairNetwork:
         if whole:
             self.next_end, self._first = first_end, first
             if _CLASS_MIN <= len(group) <= _ALL_BELOW:
-                self._form_class(group, rates, now)
+                _form_class(self, group, rates, now)
         else:
             self._next()
-
-    def _form_class(self, group: list[_Flow], rates: list[float], now: float) -> None:
-        """Keep the flows on a full resource as a :class:`_Class` if they all move at the
-        lowest rate of ``group`` (every flow in flight, just refilled): that resource is
-        then a bottleneck of the filling's first round, which froze all its flows. (While
-        the class lives, ``_used`` is not kept; :meth:`_dissolve` sets
-        them again.)"""
-        lowest = min(rates)
-        on, used, capacity = self._on, self._used, self.capacity
-        for r in group[rates.index(lowest)].route.resources:
-            flows = on[r]
-            if (
-                len(flows) >= _CLASS_MIN
-                and 2 * len(flows) >= len(group)  # the class is at least half of the flows
-                and used[r] >= capacity[r] * (1.0 - _SLACK)
-                and all(g.rate == lowest for g in flows)
-            ):
-                break
-        else:
-            return
-        c = self._cls = _Class(r, lowest, now)
-        weight, touched = c.weight, c.touched
-        seen = c.seen
-        for g in group:
-            if g.route not in seen:
-                seen.add(g.route)
-                touched.update(g.route.resources)
-            if g in flows:
-                g.remaining -= g.rate * (now - g.t0)  # bytes left now
-                g.t0 = now
-                c.join(g, now)
-                for q, a in g.route.pairs:
-                    weight[q] = weight.get(q, 0.0) + a
-            else:
-                c.rest[g] = None
-        c.tighten(self.capacity)
-        self._class_next()
-
-    def _class_next(self) -> None:
-        """``next_end`` while a class lives: its first flow through, or a rest flow's end
-        (ties: the earliest started)."""
-        c = self._cls
-        assert c is not None
-        finish, seq, first = c.heap[0]
-        end = first.end = c.service_t + (finish - c.service) / c.level
-        for g in c.rest:
-            e = g.end
-            if e <= end and (e < end or g.seq < seq):
-                first, end, seq = g, e, g.seq
-        self.next_end, self._first = end, first
 
     def _class_change(self, flow: _Flow, now: float, *, started: bool) -> bool:
         """``flow`` started (``started``) or ended while a class lives: the class's new level
@@ -932,19 +338,11 @@ class FairNetwork:
         joins = False
         level, bottleneck = c.level, c.bottleneck
         if started:
-            if route not in c.seen:
-                c.seen.add(route)
-                c.touched.update(route.resources)
+            c.see(route)
             member = bottleneck in route.resources
             if member:
                 joins = True
-                bound = c.bound
-                for q, a in route.pairs:
-                    w = weight[q] = weight.get(q, 0.0) + a
-                    if q != bottleneck and capacity[q] * _OVER < bound * w:
-                        bound = capacity[q] * _OVER / w
-                c.bound = bound
-                level = capacity[bottleneck] / weight[bottleneck]
+                level = c.add_load(route, capacity)
             else:
                 c.rest[flow] = None
         elif flow in c.members:
@@ -971,13 +369,9 @@ class FairNetwork:
         # ... and the rest, filled on what it leaves, is no slower: the class's bottleneck
         # fills first, so the class's flows freeze in the first round, at ``level``
         rest = c.rest
-        if len(rest) == 1:  # the usual case: progressive filling of one flow, inlined
+        if len(rest) == 1:  # the usual case: progressive filling of one flow
             (g,) = rest
-            rate = _INF  # _share(g.route, capacity, weight, level), inline
-            for q, a in g.route.pairs:
-                share = (capacity[q] - weight.get(q, 0.0) * level) / a
-                if share < rate:
-                    rate = share
+            rate = _share(g.route, capacity, weight, level)
             rates = [rate]
             if rate < level * (1.0 - _TIGHT):
                 return False
@@ -990,17 +384,9 @@ class FairNetwork:
             if min(rates) < level * (1.0 - _TIGHT):
                 return False
         self.class_updates += 1
-        if level != c.level:
-            c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-            c.service_t, c.level = now, level
+        c.move_to(now, level)
         if joins:
-            # c.join(flow, now), inline
-            flow.finish = c.service + c.level * (now - c.service_t) + flow.remaining
-            heapq.heappush(c.heap, (flow.finish, flow.seq, flow))
-            c.members[flow] = None
-            c.updates += 1
-            if c.updates % _REBASE == 0:
-                c.rebase(capacity)
+            c.admit(flow, now, capacity)
         if rest:
             for g, rate in zip(rest, rates):  # noqa: B905 (equal by construction)
                 old = g.rate
@@ -1010,45 +396,8 @@ class FairNetwork:
                         g.t0 = now
                     g.rate = rate
                     g.end = now + g.remaining / rate
-        # self._class_next(), inline: the class's first through, or a rest flow's end
-        finish, seq, first = c.heap[0]
-        end = first.end = c.service_t + (finish - c.service) / c.level
-        for g in rest:
-            e = g.end
-            if e <= end and (e < end or g.seq < seq):
-                first, end, seq = g, e, g.seq
-        self.next_end, self._first = end, first
+        _class_next(self)  # the class's first through, or a rest flow's end
         return True
-
-    def _dissolve(self, now: float, started: _Flow | None = None) -> None:
-        """End the class: its flows get their bytes left, rate and end as flows of their own,
-        and the use of every resource it touched is left for a full filling to set. The flows
-        in flight are the class's members and rest, and ``started``, the flow starting."""
-        c = self._cls
-        assert c is not None
-        self._cls = None
-        served, level = c.served(now), c.level
-        for f in c.members:
-            f.remaining = f.finish - served
-            f.t0, f.rate = now, level
-            f.end = now + f.remaining / level
-        used = self._used
-        for r in c.touched:
-            used[r] = 0.0
-        # the flows on each resource, in start order, as begin and _fire keep them (every
-        # flow in flight loads only resources the class touched, but one that starts with
-        # too many in flight, whose resources carry no other flow)
-        flows = dict.fromkeys(c.members)
-        flows.update(dict.fromkeys(c.rest))
-        if started is not None:
-            flows[started] = None
-        self._active = active = dict.fromkeys(sorted(flows, key=_SEQ))  # in start order
-        on = self._on
-        for r in c.touched:
-            on[r] = {}
-        for f in active:
-            for r in f.route.resources:
-                on[r][f] = None
 
     def _fill(self, routes: tuple[Route, ...]) -> tuple[list[float], dict[int, float]]:
         """Rates of flows on ``routes`` and the capacity they use on each resource, memoised."""
@@ -1122,14 +471,18 @@ class FairNetwork:
             self.next_end = first.end
         else:
             self._reschedule(route.resources, now)
-        # Arrival.succeed_in, inlined: the fields Event.succeed sets and a delayed schedule
-        done = f  # the flow is its done event
-        done._ok, done._value = True, None  # noqa: SLF001
+        self._through(f, now)
+
+    def _through(self, f: _Flow, now: float) -> None:
+        """Flow ``f``'s bytes are through at ``now``: its done event (the flow itself)
+        succeeds after its latency (``Arrival.succeed_in``'s fields and delayed schedule);
+        without latency the clock pushes it, or runs it at once if it comes next (``ready``)."""
+        f._ok, f._value = True, None  # noqa: SLF001
         env = self.env
         if f.latency:
-            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
-        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
-            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
+            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), f))  # noqa: SLF001
+        else:
+            self.ready, self.ready_eid = f, next(env._eid)  # noqa: SLF001
 
     def _fire_in_class(self) -> None:
         """:meth:`_fire` while a class lives (the clock calls it directly then)."""
@@ -1148,15 +501,13 @@ class FairNetwork:
         assert c is not None
         rest = c.rest
         if f in rest and len(rest) == 1 and c.members and c.level <= c.bound:
-            # _class_change for the end of the only flow beside the class (a hand-off), inline:
+            # _class_change for the end of the only flow beside the class (a hand-off):
             # nothing else changes, the next end is the class's first through
             del rest[f]
             self.class_updates += 1
-            finish, _seq, first = c.heap[0]
-            first.end = end = c.service_t + (finish - c.service) / c.level
-            self.next_end, self._first = end, first
+            _class_next(self)
         elif not rest and len(c.members) > 1:
-            # _class_change for a class flow through, no flow beside the class, inline
+            # _class_change for a class flow through, no flow beside the class
             assert c.heap[0][2] is f  # the class's first through (_class_next)
             heapq.heappop(c.heap)
             del c.members[f]
@@ -1166,27 +517,17 @@ class FairNetwork:
             level = capacity[bottleneck] / weight[bottleneck]
             if level > c.bound and level > c.tighten(capacity):
                 self._class_misses += 1
-                self._dissolve(now)
+                _dissolve(self, now)
                 self._reschedule(route.resources, now, whole=True)
             else:
                 self.class_updates += 1
-                if level != c.level:
-                    c.service = c.service + c.level * (now - c.service_t)  # c.served(now)
-                    c.service_t, c.level = now, level
-                finish, _seq, first = c.heap[0]
-                first.end = end = c.service_t + (finish - c.service) / c.level
-                self.next_end, self._first = end, first
+                c.move_to(now, level)
+                _class_next(self)
         elif not self._class_change(f, now, started=False):
             self._class_misses += 1
-            self._dissolve(now)
+            _dissolve(self, now)
             if self._active:
                 self._reschedule(route.resources, now, whole=True)
             else:
                 self._next()
-        done = f  # the flow is its done event
-        done._ok, done._value = True, None  # noqa: SLF001
-        env = self.env
-        if f.latency:
-            heapq.heappush(env._queue, (now + f.latency, _NORMAL, next(env._eid), done))  # noqa: SLF001
-        else:  # scheduled now: the clock pushes it, or runs it at once if it comes next
-            self.ready, self.ready_eid = done, next(env._eid)  # noqa: SLF001
+        self._through(f, now)
