@@ -179,20 +179,7 @@ def study_from_tables(
     if not isinstance(overrides, list) or not all(isinstance(x, str) for x in overrides):
         raise ConfigError("study.set", overrides, 'an array of "section.field=value" strings')
     base = load_config(base_dir / base_path, overrides=overrides)
-    objectives = study.get("objectives", ["throughput"])
-    if (
-        not isinstance(objectives, list)
-        or not objectives
-        or not all(isinstance(o, str) and o in OBJECTIVES for o in objectives)
-        or len(set(objectives)) != len(objectives)
-    ):
-        raise ConfigError(
-            "study.objectives", objectives, f"distinct names among {', '.join(OBJECTIVES)}"
-        )
-    sampler = study.get("sampler", default_sampler(len(objectives)))
-    if sampler not in SAMPLERS:
-        raise ConfigError("study.sampler", sampler, f"one of {', '.join(SAMPLERS)}")
-    check_objectives(sampler, len(objectives))
+    objectives, sampler = _objectives_and_sampler(study)
     trials = study.get("trials", 20)
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise ConfigError("study.trials", trials, "an integer >= 1")
@@ -246,6 +233,26 @@ def study_from_tables(
         screen_top=screen_top,
         screen_set="screen" in study,
     )
+
+
+def _objectives_and_sampler(study: Mapping[str, Any]) -> tuple[list[str], str]:
+    """``study.objectives`` (distinct names of :data:`OBJECTIVES`) and ``study.sampler`` (one
+    of :data:`SAMPLERS`, by default :func:`default_sampler`'s), checked together."""
+    objectives = study.get("objectives", ["throughput"])
+    if (
+        not isinstance(objectives, list)
+        or not objectives
+        or not all(isinstance(o, str) and o in OBJECTIVES for o in objectives)
+        or len(set(objectives)) != len(objectives)
+    ):
+        raise ConfigError(
+            "study.objectives", objectives, f"distinct names among {', '.join(OBJECTIVES)}"
+        )
+    sampler = study.get("sampler", default_sampler(len(objectives)))
+    if sampler not in SAMPLERS:
+        raise ConfigError("study.sampler", sampler, f"one of {', '.join(SAMPLERS)}")
+    check_objectives(sampler, len(objectives))
+    return objectives, sampler
 
 
 def check_objectives(sampler: str, objectives: int) -> None:
