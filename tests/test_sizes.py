@@ -19,11 +19,9 @@ MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600
 
 #: modules still over MAX_MODULE_LINES, with their lines when listed. config.py and
-#: workload/ops.py are being changed by other work and are split after it lands; dram.py is
-#: next.
+#: workload/ops.py are being changed by other work and are split after it lands.
 MODULES_STILL_OVER: dict[str, int] = {
     "palm/config.py": 1022,
-    "palm/network/dram.py": 848,
     "palm/workload/ops.py": 789,
 }
 
