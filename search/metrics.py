@@ -3,7 +3,7 @@ to the sampler (docs/tuning.md).
 
 * The objectives carry names with units (``study.set_metric_names``), which optuna-dashboard,
   Optuna's plots and ``palm-tune best --json`` show: throughput in samples/s, peak memory in
-  GiB (2**30 bytes), hardware cost in the relative units of :func:`search.objective.hardware_cost`.
+  GiB (2**30 bytes), hardware cost in the relative units of :func:`palm.api.hardware_cost`.
 * A configuration that does not fit memory is never simulated. The objective records its
   overflow as Optuna's constraint ``memory_overflow_bytes`` (feasible when <= 0) and raises
   ``TrialPruned``: the trial is pruned, which TPE reads (constraints of trials
