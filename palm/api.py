@@ -16,6 +16,7 @@ from palm.engines.analytical import run_analytical
 from palm.engines.event.engine import Timeline, run_event
 from palm.engines.gemm import run_gemm
 from palm.errors import ConfigError, SimulationError
+from palm.hardware.spec import GpuClusterHardware
 from palm.network.memo import shared_geometry
 from palm.plan import Plan, build_plan
 from palm.plan.context import PlanContext, plan_context
@@ -35,6 +36,7 @@ __all__ = [
     "Evaluation",
     "evaluate",
     "batch",
+    "hardware_cost",
     "ENGINES",
     "DEFAULT_ENGINE",
 ]
@@ -247,6 +249,20 @@ def simulate_plan(
     if not (math.isfinite(result.iteration_time_s) and result.iteration_time_s > 0):
         raise SimulationError(f"non-finite or zero iteration time {result.iteration_time_s!r}")
     return dataclasses.replace(result, sim_wall_s=time.perf_counter() - start), timeline
+
+
+def hardware_cost(config: SimConfig) -> float:
+    """A relative cost proxy for co-design studies: on a GPU cluster the number of GPUs; on a
+    mesh, per core its bf16 TFLOP/s plus a quarter of its SRAM MiB (compute and SRAM area),
+    plus the DRAM bandwidth in units of 100 GB/s and the link bandwidth of every tile in units
+    of 100 GB/s. Only differences between designs are meant."""
+    hw = config.hardware
+    if isinstance(hw, GpuClusterHardware):
+        return float(config.parallelism.devices)
+    tiles = hw.tiles[0] * hw.tiles[1]
+    per_core = hw.core_peak_tflops.bf16 + hw.sram_per_core_mib / 4
+    links = tiles * (hw.inter_tile_link_gbps + hw.intra_tile_link_gbps) / 100
+    return hw.device_count * per_core + hw.dram_bandwidth_gbps / 100 + links
 
 
 def _is_mesh(config: SimConfig) -> bool:

@@ -41,7 +41,12 @@ _DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
-    """Register ``simulate``, ``plot`` and ``presets`` on ``sub``."""
+    """Register ``simulate``, ``plot``, ``validate`` and ``presets`` on ``sub``."""
+    _add_simulate_and_plot(sub)
+    _add_validate_and_presets(sub)
+
+
+def _add_simulate_and_plot(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
         "simulate",
         help="simulate one configuration (TOML) and print its throughput, memory and timings",
@@ -88,6 +93,8 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     g.set_defaults(handler=_cmd_plot)
 
+
+def _add_validate_and_presets(sub: argparse._SubParsersAction[Any]) -> None:
     v = sub.add_parser(
         "validate",
         help="compare the simulator with published runs and print the errors",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -191,8 +192,6 @@ def link_utilisation_grid(*, result: Result, config: SimConfig) -> np.ndarray:
 
 def _gantt_figure(*, timeline: Timeline, result: Result, config: SimConfig) -> Figure:
     mpl = _matplotlib()
-    from matplotlib.patches import Patch
-
     pp = config.parallelism.pp
     chunks = max(1, config.parallelism.chunks)
     phases = timeline.raw_phases
@@ -215,18 +214,8 @@ def _gantt_figure(*, timeline: Timeline, result: Result, config: SimConfig) -> F
     fig = _figure(12.0, min(24.0, max(3.4, 1.7 + row_in * pp)))
     ax = fig.add_subplot()
 
-    forward = mpl.colormaps[_FORWARD_CMAP]
-    backward = mpl.colormaps[_BACKWARD_CMAP]
-
     def color(kind: str, chunk: int) -> tuple[float, float, float, float]:
-        if kind not in ("F", "B"):
-            rgba: tuple[float, float, float, float] = mpl.colors.to_rgba(_OPTIMIZER_COLOR)
-            return rgba
-        cmap = forward if kind == "F" else backward
-        # chunk 0 darkest, later chunks lighter (never near white)
-        level = 0.78 - 0.43 * chunk / (chunks - 1) if chunks > 1 else 0.7
-        out: tuple[float, float, float, float] = cmap(level)
-        return out
+        return _pass_color(mpl, kind, chunk, chunks)
 
     bar_h = 0.8
     for (stage, kind, chunk), spans in sorted(bars.items()):
@@ -258,7 +247,34 @@ def _gantt_figure(*, timeline: Timeline, result: Result, config: SimConfig) -> F
         what = "pipeline timeline"
     ax.set_title(_title(config, result, what), fontsize=10)
 
-    kinds = {k for (_, k, _) in bars}
+    _gantt_legend(fig, {k for (_, k, _) in bars}, chunks=chunks, color=color)
+    if labels and max(per_row.values()) <= GANTT_LABEL_MAX_BARS:
+        _gantt_labels(fig, ax, labels, x_span=span_s * scale, row_in=row_in, color=color)
+    return fig
+
+
+def _pass_color(mpl: Any, kind: str, chunk: int, chunks: int) -> tuple[float, float, float, float]:
+    """A bar's colour: forward blue, backward orange, chunk 0 darkest and later chunks
+    lighter (never near white); the optimizer step grey."""
+    if kind not in ("F", "B"):
+        rgba: tuple[float, float, float, float] = mpl.colors.to_rgba(_OPTIMIZER_COLOR)
+        return rgba
+    cmap = mpl.colormaps[_FORWARD_CMAP if kind == "F" else _BACKWARD_CMAP]
+    level = 0.78 - 0.43 * chunk / (chunks - 1) if chunks > 1 else 0.7
+    out: tuple[float, float, float, float] = cmap(level)
+    return out
+
+
+def _gantt_legend(
+    fig: Figure,
+    kinds: set[str],
+    *,
+    chunks: int,
+    color: Callable[[str, int], tuple[float, float, float, float]],
+) -> None:
+    """The legend below the chart: the kinds of bar drawn (each chunk when there are few)."""
+    from matplotlib.patches import Patch
+
     handles: list[Any] = []
     for kind, name in (("F", "forward"), ("B", "backward")):
         if kind not in kinds:
@@ -280,28 +296,37 @@ def _gantt_figure(*, timeline: Timeline, result: Result, config: SimConfig) -> F
             fontsize=9,
         )
 
-    if labels and max(per_row.values()) <= GANTT_LABEL_MAX_BARS:
-        fig.canvas.draw()  # settle the layout: the axes' size in points is then known
-        ax_w_pt = ax.get_window_extent().width * 72.0 / fig.dpi
-        x_span = span_s * scale
-        max_font = min(7.5, row_in * 72.0 * 0.5)
-        for stage, x0, w, text, kind, chunk in labels:
-            w_pt = w / x_span * ax_w_pt if x_span > 0 else 0.0
-            size = min(max_font, (w_pt - 2.0) / (0.64 * len(text)))
-            if size < 4.5:
-                continue
-            r, g, b, _ = color(kind, chunk)
-            ax.text(
-                x0 + w / 2,
-                stage,
-                text,
-                ha="center",
-                va="center",
-                fontsize=size,
-                color="black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "white",
-                clip_on=True,
-            )
-    return fig
+
+def _gantt_labels(
+    fig: Figure,
+    ax: Any,
+    labels: list[tuple[int, float, float, str, str, int]],
+    *,
+    x_span: float,
+    row_in: float,
+    color: Callable[[str, int], tuple[float, float, float, float]],
+) -> None:
+    """Each bar's micro-batch, where the bar is wide enough for a legible label, in black or
+    white by the bar's luminance."""
+    fig.canvas.draw()  # settle the layout: the axes' size in points is then known
+    ax_w_pt = ax.get_window_extent().width * 72.0 / fig.dpi
+    max_font = min(7.5, row_in * 72.0 * 0.5)
+    for stage, x0, w, text, kind, chunk in labels:
+        w_pt = w / x_span * ax_w_pt if x_span > 0 else 0.0
+        size = min(max_font, (w_pt - 2.0) / (0.64 * len(text)))
+        if size < 4.5:
+            continue
+        r, g, b, _ = color(kind, chunk)
+        ax.text(
+            x0 + w / 2,
+            stage,
+            text,
+            ha="center",
+            va="center",
+            fontsize=size,
+            color="black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.6 else "white",
+            clip_on=True,
+        )
 
 
 # --------------------------------------------------------------------------- heat map

@@ -199,8 +199,21 @@ def _build_trace(
                 args = {"stage": stage, "resource": r}
                 events.append(_complete(kind, "network", NETWORK_PID, tid, start, end, args))
 
+    other = _other_data(result=result, timeline=timeline, config=config)
+    other.update(
+        network_tracks=len(kept),
+        network_lanes=len(lane_tid),
+        network_tracks_dropped=dropped,
+        network_track_limit=max_tracks,
+    )
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def _other_data(*, result: Result, timeline: Timeline, config: SimConfig) -> dict[str, Any]:
+    """The trace's ``otherData``: the run and its plan, in the order the trace shows them
+    (the network's track counts are added by :func:`_build_trace`)."""
     par = config.parallelism
-    other: dict[str, Any] = {
+    return {
         "generator": "palm-tune",
         "engine": result.engine,
         "model": config.model.name,
@@ -221,13 +234,8 @@ def _build_trace(
         "sample_unit": result.sample_unit,
         "events_simulated": result.events_simulated,
         "phases": len(timeline.raw_phases),
-        "flows": len(flows),
-        "network_tracks": len(kept),
-        "network_lanes": len(lane_tid),
-        "network_tracks_dropped": dropped,
-        "network_track_limit": max_tracks,
+        "flows": len(timeline.raw_flows),
     }
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
 
 
 _PHASE_CATEGORY: Mapping[str, str] = {"F": "forward", "B": "backward"}

@@ -45,6 +45,13 @@ MAX_WORKERS = 4 * (os.cpu_count() or 1)
 
 
 def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
+    """The tuner's commands: tune, best, report, dashboard, storage-proxy."""
+    _add_tune(sub)
+    _add_readers(sub)
+    _add_servers(sub)
+
+
+def _add_tune(sub: argparse._SubParsersAction[Any]) -> None:
     t = sub.add_parser(
         "tune",
         help="search the fastest configuration described by a study file (Optuna)",
@@ -74,6 +81,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     t.set_defaults(handler=_cmd_tune)
 
+
+def _add_readers(sub: argparse._SubParsersAction[Any]) -> None:
+    """``best`` and ``report``: read a study in a storage."""
     b = sub.add_parser(
         "best",
         help="print the best trial's parameters, values, configuration",
@@ -107,6 +117,9 @@ def add_commands(sub: argparse._SubParsersAction[Any]) -> None:
     )
     r.set_defaults(handler=_cmd_report)
 
+
+def _add_servers(sub: argparse._SubParsersAction[Any]) -> None:
+    """``dashboard`` and ``storage-proxy``: serve a storage."""
     d = sub.add_parser(
         "dashboard",
         help="start optuna-dashboard on a storage (extra: dashboard)",

@@ -3,7 +3,7 @@ to the sampler (docs/tuning.md).
 
 * The objectives carry names with units (``study.set_metric_names``), which optuna-dashboard,
   Optuna's plots and ``palm-tune best --json`` show: throughput in samples/s, peak memory in
-  GiB (2**30 bytes), hardware cost in the relative units of :func:`search.objective.hardware_cost`.
+  GiB (2**30 bytes), hardware cost in the relative units of :func:`palm.api.hardware_cost`.
 * A served plan over a latency limit (``serving.tpot_limit_s``, ``ttft_limit_s``) ran: its
   constraints ``tpot_over_limit_s`` / ``ttft_over_limit_s`` are positive and, for the
   samplers that read COMPLETE trials only, it ends COMPLETE with its real values, as below.

@@ -37,10 +37,17 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from palm.api import Evaluation, evaluate, memory_check, plan_for, simulate, simulate_plan
+from palm.api import (
+    Evaluation,
+    evaluate,
+    hardware_cost,
+    memory_check,
+    plan_for,
+    simulate,
+    simulate_plan,
+)
 from palm.config import config_to_dict, parse_config
 from palm.errors import ConfigError
-from palm.hardware.spec import GpuClusterHardware
 from palm.result import Result
 from palm.strategy import SimConfig
 from search.dedup import DUPLICATE_ATTR, INVALID_CONSTRAINT, KEY_ATTR, SeenConfigs, config_key
@@ -90,20 +97,6 @@ RESULT_FIELDS = (
 
 class TrialFailed(Exception):
     """The simulator could not evaluate a proposal; the trial ends FAIL with this message."""
-
-
-def hardware_cost(config: SimConfig) -> float:
-    """A relative cost proxy for co-design studies: on a GPU cluster the number of GPUs; on a
-    mesh, per core its bf16 TFLOP/s plus a quarter of its SRAM MiB (compute and SRAM area),
-    plus the DRAM bandwidth in units of 100 GB/s and the link bandwidth of every tile in units
-    of 100 GB/s. Only differences between designs are meant."""
-    hw = config.hardware
-    if isinstance(hw, GpuClusterHardware):
-        return float(config.parallelism.devices)
-    tiles = hw.tiles[0] * hw.tiles[1]
-    per_core = hw.core_peak_tflops.bf16 + hw.sram_per_core_mib / 4
-    links = tiles * (hw.inter_tile_link_gbps + hw.intra_tile_link_gbps) / 100
-    return hw.device_count * per_core + hw.dram_bandwidth_gbps / 100 + links
 
 
 def _result_attrs(result: Result) -> dict[str, Any]:

@@ -123,27 +123,8 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
             raise ConfigError(
                 f"space.{key}", table[key], f"a space part among {', '.join(SPACE_KEYS)}"
             )
-    parts: list[SpacePart] = []
     par = table.get("parallelism", False)
-    if par is True:
-        parts.append(Parallelism())
-    elif isinstance(par, Mapping):
-        for k, v in par.items():
-            if (
-                k not in ("tp", "pp")
-                or not isinstance(v, list)
-                or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
-            ):
-                raise ConfigError(f"space.parallelism.{k}", v, "tp or pp with an array of degrees")
-            if not v:  # as every other choice list: an empty one is refused, not read as "all"
-                raise ConfigError(
-                    f"space.parallelism.{k}",
-                    v,
-                    f"a non-empty array of degrees (leave {k} out to search every valid one)",
-                )
-        parts.append(Parallelism(tp=tuple(par.get("tp", ())), pp=tuple(par.get("pp", ()))))
-    elif par is not False:
-        raise ConfigError("space.parallelism", par, "true, false or a table with tp / pp")
+    parts: list[SpacePart] = [] if par is False else [_parallelism(par)]
     if "cp" in table:
         parts.append(ContextParallel(_choices(table, "cp", kind=int)))
     elif par is not False and ctx.base.parallelism.cp > 1:
@@ -214,6 +195,29 @@ def space_from_table(table: Mapping[str, Any], ctx: SpaceContext) -> Space:
     for field, spec in hardware.items():
         parts.append(_knob(field, spec, ctx))
     return Space(tuple(parts))
+
+
+def _parallelism(par: Any) -> Parallelism:
+    """The part of ``space.parallelism``: ``true`` (every valid degree) or a table restricting
+    ``tp`` and ``pp`` to non-empty arrays of degrees."""
+    if par is True:
+        return Parallelism()
+    if not isinstance(par, Mapping):
+        raise ConfigError("space.parallelism", par, "true, false or a table with tp / pp")
+    for k, v in par.items():
+        if (
+            k not in ("tp", "pp")
+            or not isinstance(v, list)
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v)
+        ):
+            raise ConfigError(f"space.parallelism.{k}", v, "tp or pp with an array of degrees")
+        if not v:  # as every other choice list: an empty one is refused, not read as "all"
+            raise ConfigError(
+                f"space.parallelism.{k}",
+                v,
+                f"a non-empty array of degrees (leave {k} out to search every valid one)",
+            )
+    return Parallelism(tp=tuple(par.get("tp", ())), pp=tuple(par.get("pp", ())))
 
 
 def _tp_candidates(parts: list[SpacePart], ctx: SpaceContext) -> list[int]:

@@ -18,12 +18,11 @@ PACKAGES = ("palm", "search", "spaces")
 MAX_FUNCTION_LINES = 80
 MAX_MODULE_LINES = 600
 
-#: modules still over MAX_MODULE_LINES, with their lines when listed. config.py, dram.py and
+#: modules still over MAX_MODULE_LINES, with their lines when listed. config.py and
 #: workload/ops.py grew with the multi-chip systems and grouped convolutions that landed beside
 #: this list (per-tile DRAM checks, groups); they are split next, config.py into a package.
 MODULES_STILL_OVER: dict[str, int] = {
     "palm/config.py": 1068,
-    "palm/network/dram.py": 856,
     "palm/workload/ops.py": 808,
 }
 
@@ -31,15 +30,9 @@ MODULES_STILL_OVER: dict[str, int] = {
 #: listed. The plan's cost functions (plan/chunks.py, plan/stages.py)
 #: are being changed by other work and are split after it lands.
 FUNCTIONS_STILL_OVER: dict[str, int] = {
-    "palm/cli.py:add_commands": 90,
     "palm/engines/_common.py:assemble_result": 103,
-    "palm/engines/event/fair.py:FairNetwork.begin": 120,
     "palm/plan/chunks.py:chunk_cost": 92,
     "palm/plan/stages.py:stage_cost": 86,
-    "palm/plots.py:_gantt_figure": 113,
-    "palm/trace.py:_build_trace": 86,
-    "search/commands.py:add_commands": 99,
-    "spaces/space.py:space_from_table": 98,
 }
 
 

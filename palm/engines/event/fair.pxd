@@ -57,12 +57,16 @@ cdef class FairNetwork:
     cdef public _Class _cls
 
     @cython.locals(
-        now=double, rate=double, level=double, bound=double, w=double, a=double, share=double,
-        end=double, left=double, room=bint, member=bint, q=Py_ssize_t, r=Py_ssize_t,
-        bottleneck=Py_ssize_t, c=_Class, capacity=list, users=list, since=list, carried=list,
-        on=list, weight=dict, used=dict,
+        now=double, rate=double, end=double, left=double, room=bint, a=double, r=Py_ssize_t,
+        c=_Class, capacity=list, on=list, used=dict,
     )
     cpdef begin(self, Route route, double nbytes, double latency_s, object done)
+
+    @cython.locals(a=double, r=Py_ssize_t, users=list, since=list, carried=list)
+    cpdef _count_start(self, Route route, double nbytes, double now)
+
+    @cython.locals(level=double, rate=double, end=double, member=bint, capacity=list)
+    cpdef _begin_in_class(self, _Class c, object flow, Route route, double now)
 
     @cython.locals(
         now=double, level=double, finish=double, end=double, a=double, q=Py_ssize_t,

@@ -175,57 +175,11 @@ class FairNetwork:
         flow.rate, flow.end, flow.latency = 0.0, _INF, latency_s
         c = self._cls
         if c is not None:  # a class lives: the class's update
-            # (neither ``_active`` nor ``_on`` is kept while a class lives, whose members
-            # and rest are the flows in flight: :meth:`_dissolve` sets them again)
-            users, since = self._users, self._since
-            if self._count_bytes:
-                carried = self.nbytes
-                for r, a in route.pairs:
-                    carried[r] += a * nbytes
-            for r in route.tracked:
-                if not users[r]:
-                    since[r] = now
-                users[r] += 1
-            if len(c.members) + len(c.rest) >= _ALL_BELOW:  # with flow, more in flight
-                _dissolve(self, now, flow)
-                self._reschedule(route.resources, now, whole=True)
-                return
-            member = c.bottleneck in route.resources
-            if member and not c.rest:
-                # _class_change for a flow that joins the class, no flow beside it (a stage's
-                # reads among the others')
-                c.see(route)
-                capacity = self.capacity
-                level = c.add_load(route, capacity)
-                if level <= c.bound or level <= c.tighten(capacity):
-                    self.class_updates += 1
-                    c.move_to(now, level)
-                    c.admit(flow, now, capacity)
-                    _class_next(self)
-                    return
-            elif not c.rest:
-                # _class_change's first case (a flow beside the class, no other: a hand-off
-                # beside the reads): it takes what the class leaves
-                c.see(route)
-                level = c.level
-                rate = _share(route, self.capacity, c.weight, level)
-                if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
-                    c.rest[flow] = None
-                    self.class_updates += 1
-                    flow.rate = rate
-                    flow.end = end = now + flow.remaining / rate
-                    if end < self.next_end:  # on a tie, the class's flow started earlier
-                        self.next_end, self._first = end, flow
-                    return
-            elif self._class_change(flow, now, started=True):
-                return
-            self._class_misses += 1
-            _dissolve(self, now, flow)
-            self._reschedule(route.resources, now, whole=True)
+            self._count_start(route, nbytes, now)
+            self._begin_in_class(c, flow, route, now)
             return
         self._active[flow] = None
-        users, carried, on, since = self._users, self.nbytes, self._on, self._since
-        used, capacity, alone = self._used, self.capacity, route.alone_Bps
+        on, used, capacity, alone = self._on, self._used, self.capacity, route.alone_Bps
         # the rate it gets from the room the flows in flight leave, and the resource that
         # holds it there (None: none, it runs at its lone rate)
         rate, tight, room = alone, None, True
@@ -237,13 +191,7 @@ class FairNetwork:
                     room = False  # a full resource: someone has to make room
                 elif left < a * alone * (1.0 - _TIGHT):
                     rate, tight = left / a, r
-        if self._count_bytes:
-            for r, a in route.pairs:
-                carried[r] += a * nbytes
-        for r in route.tracked:
-            if not users[r]:
-                since[r] = now
-            users[r] += 1
+        self._count_start(route, nbytes, now)
         if room and (tight is None or _tops(on[tight], flow, rate)):
             # every flow in flight keeps its bottleneck (none is on a resource of the new flow,
             # which were not full), and the new one gets one: the resource it fills, on which
@@ -257,6 +205,61 @@ class FairNetwork:
                 self.next_end, self._first = end, flow
         else:
             self._reschedule(route.resources, now)
+
+    def _count_start(self, route: Route, nbytes: float, now: float) -> None:
+        """Utilisation of a flow of ``nbytes`` starting on ``route`` at ``now``: the bytes
+        its resources carry (with ``count_bytes``), and the busy time of those it tracks
+        from their first user."""
+        if self._count_bytes:
+            carried = self.nbytes
+            for r, a in route.pairs:
+                carried[r] += a * nbytes
+        users, since = self._users, self._since
+        for r in route.tracked:
+            if not users[r]:
+                since[r] = now
+            users[r] += 1
+
+    def _begin_in_class(self, c: _Class, flow: _Flow, route: Route, now: float) -> None:
+        """:meth:`begin` while class ``c`` lives: the class's update, or its dissolution and
+        a full filling. (Neither ``_active`` nor ``_on`` is kept while a class lives, whose
+        members and rest are the flows in flight: :func:`_dissolve` sets them again.)"""
+        if len(c.members) + len(c.rest) >= _ALL_BELOW:  # with flow, more in flight
+            _dissolve(self, now, flow)
+            self._reschedule(route.resources, now, whole=True)
+            return
+        member = c.bottleneck in route.resources
+        if member and not c.rest:
+            # _class_change for a flow that joins the class, no flow beside it (a stage's
+            # reads among the others')
+            c.see(route)
+            capacity = self.capacity
+            level = c.add_load(route, capacity)
+            if level <= c.bound or level <= c.tighten(capacity):
+                self.class_updates += 1
+                c.move_to(now, level)
+                c.admit(flow, now, capacity)
+                _class_next(self)
+                return
+        elif not c.rest:
+            # _class_change's first case (a flow beside the class, no other: a hand-off
+            # beside the reads): it takes what the class leaves
+            c.see(route)
+            level = c.level
+            rate = _share(route, self.capacity, c.weight, level)
+            if rate >= level * (1.0 - _TIGHT):  # else it binds the class: dissolve
+                c.rest[flow] = None
+                self.class_updates += 1
+                flow.rate = rate
+                flow.end = end = now + flow.remaining / rate
+                if end < self.next_end:  # on a tie, the class's flow started earlier
+                    self.next_end, self._first = end, flow
+                return
+        elif self._class_change(flow, now, started=True):
+            return
+        self._class_misses += 1
+        _dissolve(self, now, flow)
+        self._reschedule(route.resources, now, whole=True)
 
     def rates(self) -> dict[_Flow, float]:
         """The rate (bytes/s) of every flow in flight, in start order."""
