@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from palm.cost.weight_streaming import check_execution
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import (
@@ -495,6 +496,7 @@ def _check_ranges(obj: Any, section: str) -> None:
             if f.name.endswith(("_ns", "_us")) or f.name in (
                 "matmul_half_dim",
                 "operand_feed_gbps",
+                "external_memory_gbps",
                 "overlap_interference",
                 "sfu_exp_tera_per_s",
                 "tpot_limit_s",
@@ -738,6 +740,7 @@ def validate(config: SimConfig) -> None:
     """Checks that involve more than one table. Raises :class:`ConfigError`."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
     _validate_bounds(config)
+    check_execution(config)
     if m.family == "gemm":
         _validate_gemm(config)
         return
