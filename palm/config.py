@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from palm.cost.weight_streaming import check_execution
+from palm.cost.execution import check_execution
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import (

@@ -27,41 +27,8 @@ Bounds: a pass is never shorter than its compute ``sum c_i`` nor than its stream
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-from palm.errors import ConfigError
-from palm.hardware.spec import Mesh2DHardware
-
-if TYPE_CHECKING:
-    from palm.strategy import SimConfig
-
-__all__ = ["check_execution", "streamed_forward_s", "streamed_backward_s"]
-
-
-def check_execution(config: SimConfig) -> None:
-    """Refuse what weight streaming cannot run (:class:`ConfigError`, one line): a link of
-    no bandwidth, a pipeline (the whole mesh runs one layer at a time), expert parallelism
-    (one broadcast of a layer's weights serves every data rank) and the ``gemm`` and serving
-    workloads (single products and request traffic, priced without layers)."""
-    hw = config.hardware
-    if not isinstance(hw, Mesh2DHardware) or not hw.weight_streaming:
-        return
-    why = 'with execution = "weight-streaming"'
-    if hw.external_memory_gbps <= 0:
-        raise ConfigError(
-            "hardware.external_memory_gbps", hw.external_memory_gbps, f"a number > 0 {why}"
-        )
-    par = config.parallelism
-    if par.pp != 1:
-        raise ConfigError("parallelism.pp", par.pp, f"1 {why} (the mesh runs one layer at a time)")
-    if par.ep != 1:
-        raise ConfigError("parallelism.ep", par.ep, f"1 {why}")
-    if config.model.family == "gemm" or config.training.mode == "serve":
-        raise ConfigError(
-            "hardware.execution",
-            hw.execution,
-            f'"overlapped" for a {"gemm" if config.model.family == "gemm" else "serve"} run',
-        )
+__all__ = ["streamed_forward_s", "streamed_backward_s"]
 
 
 def streamed_forward_s(*, compute_s: Sequence[float], stream_s: Sequence[float]) -> float:

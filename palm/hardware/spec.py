@@ -147,7 +147,10 @@ class Mesh2DHardware:
     #: "weight-streaming" (Cerebras: the model state lives in an external memory service
     #: reached over ``external_memory_gbps``; each layer's weights stream in, its gradients
     #: stream out, the optimizer step runs in the service and only activations stay in SRAM)
-    execution: Literal["overlapped", "weight-streaming"] = "overlapped"
+    #: or "bulk-synchronous" (Graphcore IPU, docs/model.md sec. 7e: every pass computes, then
+    #: exchanges; nothing overlaps its compute, the gradient reduction waits for the last
+    #: backward pass)
+    execution: Literal["overlapped", "weight-streaming", "bulk-synchronous"] = "overlapped"
     #: bandwidth (GB/s, per direction) of the link between the mesh and its external memory
     #: service under ``execution = "weight-streaming"`` (0: none)
     external_memory_gbps: float = 0.0
@@ -198,6 +201,11 @@ class Mesh2DHardware:
     def weight_streaming(self) -> bool:
         """Whether the model state lives off the mesh (``execution = "weight-streaming"``)."""
         return self.execution == "weight-streaming"
+
+    @property
+    def bulk_synchronous(self) -> bool:
+        """Whether compute and exchange alternate (``execution = "bulk-synchronous"``)."""
+        return self.execution == "bulk-synchronous"
 
     @property
     def device_memory_bytes(self) -> float:

@@ -8,13 +8,15 @@
 6. :func:`~palm.plan.traffic.sram_allocations`: what stays in SRAM (Algorithm 1) and the DRAM
    and multicast bytes of every product (mesh, :mod:`palm.plan.products`);
 7. :func:`~palm.plan.chunks.chunk_cost` per chunk (under weight streaming
-   :func:`~palm.plan.streaming.streamed_chunk` adds the waits on the external link) and
+   :func:`~palm.plan.streaming.streamed_chunk` adds the waits on the external link, under
+   bulk-synchronous execution :mod:`palm.plan.bsp` serialises each pass's phases) and
    :func:`~palm.plan.stages.stage_cost` per stage.
 """
 
 from __future__ import annotations
 
 from palm.network.memo import shared_geometry
+from palm.plan.bsp import bsp_chunk, bsp_stage, is_bulk_synchronous
 from palm.plan.chunks import OpPricer, chunk_cost
 from palm.plan.context import PlanContext, plan_context
 from palm.plan.handoffs import hand_offs
@@ -70,6 +72,9 @@ def _priced(ctx: PlanContext) -> Plan:
     )
     if streams_weights(ctx):  # each pass waits on the external link (docs/model.md sec. 7d)
         chunks = tuple(streamed_chunk(ctx, ch, priced=priced) for ch in chunks)
+    bsp = is_bulk_synchronous(ctx)
+    if bsp:  # compute, then exchange: nothing overlaps (docs/model.md sec. 7e)
+        chunks = tuple(bsp_chunk(ctx, ch, priced=priced) for ch in chunks)
     stages = tuple(
         stage_cost(
             ctx,
@@ -83,6 +88,8 @@ def _priced(ctx: PlanContext) -> Plan:
         )
         for s in range(pp)
     )
+    if bsp:
+        stages = tuple(bsp_stage(st) for st in stages)
     return Plan(
         config=config,
         workload=ctx.workload,

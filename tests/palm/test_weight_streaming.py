@@ -15,9 +15,10 @@ from palm.api import plan_for
 from palm.cost.weight_streaming import streamed_backward_s, streamed_forward_s
 from palm.errors import ConfigError
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
+from tests.palm.mesh_toys import LINEAR_SIDE as SIDE
+from tests.palm.mesh_toys import linear_toy
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SIDE = 256
 LAYER_BYTES = SIDE * SIDE * 2.0  # one fp16 256 x 256 weight
 
 
@@ -25,33 +26,8 @@ def _config(
     *, gbps: float = 0.1, execution: str = "weight-streaming", **par: Any
 ) -> palm.SimConfig:
     """Four 256x256 linear layers, fp16 SGD, one micro-batch per rank on a 16-core mesh."""
-    linear = {"type": "linear", "in_features": SIDE, "out_features": SIDE, "bias": False}
-    return palm.parse_config(
-        {
-            "model": {"name": "toy", "ops": [linear] * 4},
-            "hardware": {
-                "topology": "mesh2d",
-                "tiles": [2, 2],
-                "cores_per_tile": [2, 2],
-                "core_peak_tflops": {"fp16": 1.0},
-                "sram_per_core_mib": 1.0,
-                "sram_bandwidth_per_core_gbps": 100.0,
-                "intra_tile_link_gbps": 100.0,
-                "inter_tile_link_gbps": 10.0,
-                "intra_tile_link_latency_ns": 1.0,
-                "inter_tile_link_latency_ns": 5.0,
-                "dram_channels": 4,
-                "dram_channel_bandwidth_gbps": 10.0,
-                "dram_capacity_gib": 1.0,
-                "dram_response_ns": 50.0,
-                "execution": execution,
-                "external_memory_gbps": gbps,
-            },
-            "training": {"global_batch": 16, "micro_batch": 1, "precision": "fp16"}
-            | {"optimizer": "sgd"},
-            "parallelism": {"tp": 1, "pp": 1, "dp": 16, **par},
-        }
-    )
+    hardware = {"execution": execution, "external_memory_gbps": gbps}
+    return linear_toy(hardware=hardware, parallelism=par)
 
 
 def test_forward_recurrence_by_hand() -> None:
