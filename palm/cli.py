@@ -441,7 +441,13 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
                         f"{hw.chip_links_per_edge} x {hw.inter_tile_link_gbps:g} per chip edge"
                         if hw.chip_links_per_edge
                         else f"{hw.inter_tile_link_gbps:g} across"
+                    )
+                    + (
+                        f" / {hw.external_memory_gbps:g} to external memory"
+                        if hw.weight_streaming
+                        else ""
                     ),
+                    "execution": hw.execution,
                 }
             )
     if args.json:
@@ -469,6 +475,8 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for h in hardware:
         out.write(
             f"  {h['name']:<{width}} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
-            f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n"
+            f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}"
+            + (f"; {h['execution']}" if h.get("execution", "overlapped") != "overlapped" else "")
+            + "\n"
         )
     return 0
