@@ -20,7 +20,7 @@ from palm.api import DEFAULT_ENGINE, ENGINES, simulate, simulate_timeline
 from palm.config import apply_overrides, config_to_dict, load_config, parse_config
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS
-from palm.hardware.spec import GpuClusterHardware
+from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware
 from palm.inputs import read_input
 from palm.result import Result
 from palm.strategy import SimConfig
@@ -400,8 +400,8 @@ def format_summary(config: SimConfig, result: Result) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    out = out or sys.stdout
+def _preset_model_rows() -> list[dict[str, object]]:
+    """One row per model preset for ``palm-tune presets``."""
     models: list[dict[str, object]] = []
     for name, m in MODEL_PRESETS.items():
         w = build_workload(m)
@@ -420,37 +420,44 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
                 "source": MODEL_SOURCES.get(name, ""),
             }
         )
-    hardware = []
-    for name, hw in HARDWARE_PRESETS.items():
-        if isinstance(hw, GpuClusterHardware):
-            hardware.append(
-                {
-                    "name": name,
-                    "topology": hw.topology,
-                    "devices": "per strategy",
-                    "peak_bf16_tflops_per_device": hw.peak_tflops.bf16,
-                    "memory_gib_per_device": hw.hbm_gib,
-                    "link_gbps": f"{hw.switch_bandwidth_gbps:g} in node / "
-                    f"{hw.inter_node_bandwidth_gbps:g} across",
-                }
-            )
-        else:
-            hardware.append(
-                {
-                    "name": name,
-                    "topology": hw.topology,
-                    "devices": f"{hw.device_count} cores ({hw.tiles[0]}x{hw.tiles[1]} tiles "
-                    f"of {hw.cores_per_tile[0]}x{hw.cores_per_tile[1]})",
-                    "peak_bf16_tflops_per_device": hw.core_peak_tflops.bf16,
-                    "memory_gib_per_device": hw.device_memory_bytes / 2**30,
-                    "link_gbps": f"{hw.intra_tile_link_gbps:g} in tile / "
-                    + (
-                        f"{hw.chip_links_per_edge} x {hw.inter_tile_link_gbps:g} per chip edge"
-                        if hw.chip_links_per_edge
-                        else f"{hw.inter_tile_link_gbps:g} across"
-                    ),
-                }
-            )
+    return models
+
+
+def _preset_hardware_row(name: str, hw: Hardware) -> dict[str, object]:
+    """One hardware preset's row for ``palm-tune presets``."""
+    if isinstance(hw, GpuClusterHardware):
+        return {
+            "name": name,
+            "topology": hw.topology,
+            "devices": "per strategy",
+            "peak_bf16_tflops_per_device": hw.peak_tflops.bf16,
+            "memory_gib_per_device": hw.hbm_gib,
+            "link_gbps": f"{hw.switch_bandwidth_gbps:g} in node / "
+            f"{hw.inter_node_bandwidth_gbps:g} across",
+        }
+    assert isinstance(hw, Mesh2DHardware)
+    chips = (
+        f"{hw.chip_links_per_edge} x {hw.inter_tile_link_gbps:g} per chip edge"
+        if hw.chip_links_per_edge
+        else f"{hw.inter_tile_link_gbps:g} across"
+    )
+    external = f" / {hw.external_memory_gbps:g} to external memory" if hw.weight_streaming else ""
+    return {
+        "name": name,
+        "topology": hw.topology,
+        "devices": f"{hw.device_count} cores ({hw.tiles[0]}x{hw.tiles[1]} tiles "
+        f"of {hw.cores_per_tile[0]}x{hw.cores_per_tile[1]})",
+        "peak_bf16_tflops_per_device": hw.core_peak_tflops.bf16,
+        "memory_gib_per_device": hw.device_memory_bytes / 2**30,
+        "link_gbps": f"{hw.intra_tile_link_gbps:g} in tile / {chips}{external}",
+        "execution": hw.execution,
+    }
+
+
+def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    models = _preset_model_rows()
+    hardware = [_preset_hardware_row(name, hw) for name, hw in HARDWARE_PRESETS.items()]
     if args.json:
         out.write(json.dumps({"models": models, "hardware": hardware}, indent=2) + "\n")
         return 0
@@ -476,6 +483,8 @@ def _cmd_presets(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for h in hardware:
         out.write(
             f"  {h['name']:<{width}} {h['topology']:<12} {h['peak_bf16_tflops_per_device']:>11.2f} "
-            f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}\n"
+            f"{h['memory_gib_per_device']:>6.1f} GiB  {h['devices']}; {h['link_gbps']}"
+            + (f"; {h['execution']}" if h.get("execution", "overlapped") != "overlapped" else "")
+            + "\n"
         )
     return 0

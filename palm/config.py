@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from palm import feasibility
+from palm.cost.execution import check_execution
 from palm.errors import ConfigError
 from palm.hardware.presets import HARDWARE_PRESETS, hardware_preset
 from palm.hardware.spec import (
@@ -496,6 +497,7 @@ def _check_ranges(obj: Any, section: str) -> None:
             if f.name.endswith(("_ns", "_us")) or f.name in (
                 "matmul_half_dim",
                 "operand_feed_gelems",
+                "external_memory_gbps",
                 "overlap_interference",
                 "sfu_exp_tera_per_s",
                 "tpot_limit_s",
@@ -735,6 +737,7 @@ def _validate(config: SimConfig) -> None:
     """:func:`validate`'s checks."""
     m, hw, tr, par = config.model, config.hardware, config.training, config.parallelism
     _validate_bounds(config)
+    check_execution(config)
     if m.family == "gemm":
         _validate_gemm(config)
         return

@@ -143,6 +143,18 @@ class Mesh2DHardware:
     #: shared evenly by the core rows (columns) that cross it (:meth:`inter_tile_gbps`).
     #: 0: the paper's mesh, one inter-tile link per crossing core row (column)
     chip_links_per_edge: int = 0
+    #: how the mesh runs a training step (docs/model.md sec. 7d): "overlapped" (the paper's:
+    #: the model state lives in SRAM and DRAM, compute overlaps its streams) or
+    #: "weight-streaming" (Cerebras: the model state lives in an external memory service
+    #: reached over ``external_memory_gbps``; each layer's weights stream in, its gradients
+    #: stream out, the optimizer step runs in the service and only activations stay in SRAM)
+    #: or "bulk-synchronous" (Graphcore IPU, docs/model.md sec. 7e: every pass computes, then
+    #: exchanges; nothing overlaps its compute, the gradient reduction waits for the last
+    #: backward pass)
+    execution: Literal["overlapped", "weight-streaming", "bulk-synchronous"] = "overlapped"
+    #: bandwidth (GB/s, per direction) of the link between the mesh and its external memory
+    #: service under ``execution = "weight-streaming"`` (0: none)
+    external_memory_gbps: float = 0.0
     topology: Literal["mesh2d"] = "mesh2d"
 
     def inter_tile_gbps(self, *, along_row: bool) -> float:
@@ -187,8 +199,22 @@ class Mesh2DHardware:
         return rows * cols
 
     @property
+    def weight_streaming(self) -> bool:
+        """Whether the model state lives off the mesh (``execution = "weight-streaming"``)."""
+        return self.execution == "weight-streaming"
+
+    @property
+    def bulk_synchronous(self) -> bool:
+        """Whether compute and exchange alternate (``execution = "bulk-synchronous"``)."""
+        return self.execution == "bulk-synchronous"
+
+    @property
     def device_memory_bytes(self) -> float:
-        """Memory one core may use: its SRAM plus an equal share of the DRAM capacity."""
+        """Memory one core may use: its SRAM plus an equal share of the DRAM capacity; under
+        weight streaming its SRAM alone (the external service holds the model state, the
+        activations stay in SRAM)."""
+        if self.weight_streaming:
+            return self.sram_per_core_mib * 2**20
         return self.sram_per_core_mib * 2**20 + self.dram_capacity_gib * 2**30 / self.device_count
 
     @property

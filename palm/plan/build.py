@@ -7,19 +7,23 @@
 5. :func:`~palm.plan.memory.recompute_mode`: parameters, memory, ``recompute = "auto"``;
 6. :func:`~palm.plan.traffic.sram_allocations`: what stays in SRAM (Algorithm 1) and the DRAM
    and multicast bytes of every product (mesh, :mod:`palm.plan.products`);
-7. :func:`~palm.plan.chunks.chunk_cost` per chunk and :func:`~palm.plan.stages.stage_cost`
-   per stage.
+7. :func:`~palm.plan.chunks.chunk_cost` per chunk (under weight streaming
+   :func:`~palm.plan.streaming.streamed_chunk` adds the waits on the external link, under
+   bulk-synchronous execution :mod:`palm.plan.bsp` serialises each pass's phases) and
+   :func:`~palm.plan.stages.stage_cost` per stage.
 """
 
 from __future__ import annotations
 
 from palm.network.memo import shared_geometry
+from palm.plan.bsp import bsp_chunk, bsp_stage, is_bulk_synchronous
 from palm.plan.chunks import OpPricer, chunk_cost
 from palm.plan.context import PlanContext, plan_context
 from palm.plan.handoffs import hand_offs
 from palm.plan.memory import recompute_mode, stage_memory, stage_params
 from palm.plan.rings import stage_rings
 from palm.plan.stages import stage_cost
+from palm.plan.streaming import streamed_chunk, streams_weights
 from palm.plan.traffic import chunk_traffic, sram_allocations, stage_dram
 from palm.plan.types import Plan
 from palm.strategy import SimConfig
@@ -66,6 +70,11 @@ def _priced(ctx: PlanContext) -> Plan:
         )
         for c in range(ctx.n_chunks)
     )
+    if streams_weights(ctx):  # each pass waits on the external link (docs/model.md sec. 7d)
+        chunks = tuple(streamed_chunk(ctx, ch, priced=priced) for ch in chunks)
+    bsp = is_bulk_synchronous(ctx)
+    if bsp:  # compute, then exchange: nothing overlaps (docs/model.md sec. 7e)
+        chunks = tuple(bsp_chunk(ctx, ch, priced=priced) for ch in chunks)
     stages = tuple(
         stage_cost(
             ctx,
@@ -79,6 +88,8 @@ def _priced(ctx: PlanContext) -> Plan:
         )
         for s in range(pp)
     )
+    if bsp:
+        stages = tuple(bsp_stage(st) for st in stages)
     return Plan(
         config=config,
         workload=ctx.workload,

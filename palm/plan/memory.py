@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, stage_extra_weight_bytes
+from palm.hardware.spec import Mesh2DHardware
 from palm.plan.context import PlanContext
 from palm.workload.moe import expert_params_per_device
 from palm.workload.ops import RecomputeMode
@@ -59,6 +60,11 @@ def stage_memory(
             gathered_layers=ctx.config.training.zero3_prefetch + 1,
         )
     experts = stage_expert_params(ctx, s)
+    hw = ctx.config.hardware
+    if isinstance(hw, Mesh2DHardware) and hw.weight_streaming:
+        # the model state is off the mesh; weights are used as they stream past (docs/model.md
+        # sec. 7d): SRAM holds the activations
+        params, experts, extra = 0.0, 0.0, 0.0
     memory = MemoryBreakdown.for_stage(
         params=params - experts,
         states=ctx.states,

@@ -28,6 +28,7 @@ from palm.cost.compute import DeviceRates, gemm_time
 from palm.cost.memory import MemoryBreakdown
 from palm.cost.overlap import param_gather_chain_exposed_s
 from palm.cost.sram import SramAllocation
+from palm.hardware.spec import Mesh2DHardware
 from palm.network.dram import DramAccess
 from palm.plan.context import PlanContext
 from palm.plan.memory import stage_expert_params
@@ -43,6 +44,12 @@ __all__ = [
     "optimizer_time",
     "optimizer_bytes",
 ]
+
+
+def _streams_weights(ctx: PlanContext) -> bool:
+    hw = ctx.config.hardware
+    return isinstance(hw, Mesh2DHardware) and hw.weight_streaming
+
 
 #: most gradient buckets of a stage's DP reduction (docs/model.md, data parallelism)
 MAX_DP_BUCKETS = 1024
@@ -105,16 +112,7 @@ def stage_cost(
                 else gather_s
             )
         in_dram = dram is not None and any(a.update_bytes > 0 for a in allocations.values())
-        opt_s = sum(
-            optimizer_time(
-                n,
-                ctx.config,
-                ctx.rates,
-                shards=k,
-                dram=dram[s] if (dram is not None and in_dram) else None,
-            )
-            for n, k in _shards(ctx, s, params)
-        )
+        opt_s = _optimizer_s(ctx, s, params, dram=dram[s] if dram is not None and in_dram else None)
     return StageCost(
         stage=s,
         chunks=tuple(chunks),
@@ -133,6 +131,18 @@ def stage_cost(
         ),
         dp_param_gather_s=gather_s,
         param_gather_exposed_s=gather_exposed,
+    )
+
+
+def _optimizer_s(ctx: PlanContext, s: int, params: float, *, dram: DramAccess | None) -> float:
+    """Seconds of stage ``s``'s optimizer step over its shards (its state in ``dram`` when
+    given); none under weight streaming, whose step runs in the external memory service
+    (:mod:`palm.plan.streaming`)."""
+    if _streams_weights(ctx):
+        return 0.0
+    return sum(
+        optimizer_time(n, ctx.config, ctx.rates, shards=k, dram=dram)
+        for n, k in _shards(ctx, s, params)
     )
 
 

@@ -67,11 +67,15 @@ class StageSram:
 
 
 def stage_dram(ctx: PlanContext) -> tuple[DramAccess, ...] | None:
-    """How each stage's cores reach DRAM (mesh only, :mod:`palm.network.dram`)."""
+    """How each stage's cores reach DRAM (mesh only, :mod:`palm.network.dram`); none under
+    weight streaming, where the model state is off the mesh and the activations in SRAM
+    (:mod:`palm.plan.streaming`)."""
     hw = ctx.config.hardware
     if not ctx.mesh:
         return None
     assert isinstance(hw, Mesh2DHardware)
+    if hw.weight_streaming:
+        return None
     return dram_accesses(hw, ctx.regions, dram_channel_cores(hw), with_links=ctx.with_links)
 
 

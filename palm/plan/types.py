@@ -69,6 +69,10 @@ class ChunkCost:
     multicast_bytes_forward: float = 0.0
     multicast_bytes_backward: float = 0.0
     zero3_backward_s: float = 0.0
+    #: weight streaming (:mod:`palm.plan.streaming`): bytes of the pass on the mesh's link to
+    #: its external memory (weights in; in the backward pass also gradients out)
+    external_bytes_forward: float = 0.0
+    external_bytes_backward: float = 0.0
 
     @property
     def forward_busy_s(self) -> float:

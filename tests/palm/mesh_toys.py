@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import palm
 from palm.api import simulate_timeline
@@ -61,3 +62,40 @@ def wafer_palm(
     base = HARDWARE_PRESETS["wafer-palm"]
     assert isinstance(base, Mesh2DHardware)
     return dataclasses.replace(base, tiles=tiles, cores_per_tile=cores, **changes)  # type: ignore[arg-type]
+
+
+LINEAR_SIDE = 256
+
+
+def linear_toy(
+    *, hardware: dict[str, Any] | None = None, parallelism: dict[str, Any] | None = None
+) -> palm.SimConfig:
+    """Four 256x256 linear layers (fp16, SGD, global batch 16 of micro-batches of 1) on a 2x2
+    mesh of 2x2 cores (1 MiB SRAM each), TP=1 PP=1 DP=16; ``hardware`` and ``parallelism``
+    override fields."""
+    linear = {"type": "linear", "in_features": LINEAR_SIDE, "out_features": LINEAR_SIDE}
+    return palm.parse_config(
+        {
+            "model": {"name": "toy", "ops": [linear | {"bias": False}] * 4},
+            "hardware": {
+                "topology": "mesh2d",
+                "tiles": [2, 2],
+                "cores_per_tile": [2, 2],
+                "core_peak_tflops": {"fp16": 1.0},
+                "sram_per_core_mib": 1.0,
+                "sram_bandwidth_per_core_gbps": 100.0,
+                "intra_tile_link_gbps": 100.0,
+                "inter_tile_link_gbps": 10.0,
+                "intra_tile_link_latency_ns": 1.0,
+                "inter_tile_link_latency_ns": 5.0,
+                "dram_channels": 4,
+                "dram_channel_bandwidth_gbps": 10.0,
+                "dram_capacity_gib": 1.0,
+                "dram_response_ns": 50.0,
+                **(hardware or {}),
+            },
+            "training": {"global_batch": 16, "micro_batch": 1, "precision": "fp16"}
+            | {"optimizer": "sgd"},
+            "parallelism": {"tp": 1, "pp": 1, "dp": 16, **(parallelism or {})},
+        }
+    )
