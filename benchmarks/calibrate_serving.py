@@ -3,17 +3,17 @@ in-sample, leave-one-out and leave-one-source-out (docs/validation.md, "LLM infe
 
 Six constants per kind of device (``gpu``, ``mesh``; :class:`palm.serving.step.RuntimeCosts`):
 ``kernel_us`` (fixed device time per kernel), ``step_us`` and ``sequence_us`` (the host's work
-per step and per sequence in it, overlapped with the devices': a step takes
-``max(device, host)``), ``grouped_efficiency`` (fraction of the shape rule's rate a fused
-mixture-of-experts kernel reaches), ``attention_efficiency`` and ``matmul_efficiency`` (the
-forward kernels' fractions of peak; the three efficiencies on a grid, and only on GPUs: a
-single chip's few rows fit ``kernel_us`` alone). For fixed efficiencies each row is simulated
-twice (``kernel_us`` 0 and 1) to get its decode and prefill steps' device time as
-``a + b kernel_us``, and its figure is then recombined in closed form (static batching:
-``n O / (steps S_p + (O - 1) S_d)``, ``ttft = steps S_p``; continuous: ``n / S_d``; with
-``S = max(a + b k, step_us + sequence_us x sequences)``), so the fit is an exhaustive grid,
-exact, and cheap enough to refit for every row left out. The objective is the mean absolute
-relative error.
+per step and per sequence in it, overlapped with the devices': a step takes ``max(device,
+host)``), ``grouped_efficiency`` (fraction of the shape rule's rate a fused mixture-of-experts
+kernel reaches), ``attention_efficiency`` and ``matmul_efficiency`` (the forward kernels'
+fractions of peak; the three efficiencies on a grid, and only on GPUs: the Tenstorrent rows fit
+``kernel_us`` and the host terms alone; there, where one source covers every row,
+leave-one-system-out, n150 / n300 / T3000 / Galaxy, as well). For fixed efficiencies each row
+is simulated twice (``kernel_us`` 0 and 1) to get its decode and prefill steps' device time as
+``a + b kernel_us``, and its figure is then recombined in closed form (static batching: ``n O /
+(steps S_p + (O - 1) S_d)``, ``ttft = steps S_p``; continuous: ``n / S_d``; with ``S = max(a +
+b k, step_us + sequence_us x sequences)``), so the fit is an exhaustive grid, exact, and cheap
+enough to refit for every row left out. The objective is the mean absolute relative error.
 
     python benchmarks/calibrate_serving.py            # fit and report, GPU and Tenstorrent
     python benchmarks/calibrate_serving.py --write    # also store the constants
@@ -26,8 +26,10 @@ import itertools
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -163,8 +165,8 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
     signed: dict[Eff, np.ndarray] = {}
     absolute: dict[Eff, np.ndarray] = {}
     moe = any(c.configs[0].model.experts > 0 for c in cases)
-    # few rows (a single chip's): the fixed cost per kernel alone
-    grid = (GROUPED if moe else (0.0,), ATTENTION, MATMUL) if len(cases) > 20 else ((0.0,),) * 3
+    # Tenstorrent: the fixed cost per kernel and the host terms alone (no efficiency grid)
+    grid = (GROUPED if moe else (0.0,), ATTENTION, MATMUL) if kind == "gpu" else ((0.0,),) * 3
     for e in itertools.product(*grid):
         rows = row_forms(cases, kind, e)
         # dk is seconds per microsecond of kernel_us: k stays in microseconds
@@ -208,6 +210,7 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
         print(f"  {src}:")
         for what in ("in-sample", "leave-one-out", "leave-one-source-out"):
             print(f"    {what:<22} {_summary(report[src][what])}")
+    _by_system(cases, signed, g, j, fit)
     for what in ("in-sample", "leave-one-out"):
         print(f"  all {what}: {_summary([e for s in sources for e in report[s][what]])}")
     return {
@@ -218,6 +221,26 @@ def calibrate(kind: str, cases: list[InferenceCase]) -> dict[str, float]:
         "attention_efficiency": g[1],
         "matmul_efficiency": g[2],
     }
+
+
+def _by_system(
+    cases: list[InferenceCase],
+    signed: dict[Any, np.ndarray],
+    g: Any,
+    j: int,
+    fit: Callable[[np.ndarray], tuple[Any, int]],
+) -> None:
+    """In-sample and leave-one-system-out errors per accelerator type (the fit without that
+    type's rows: whether the constants carry from one system size to another)."""
+    systems = sorted({c.hardware for c in cases})
+    if len(systems) < 2 or len(systems) > 8:
+        return
+    for system in systems:
+        mask = np.array([c.hardware != system for c in cases])
+        gs, js = fit(mask)
+        ins = [float(signed[g][i, j]) for i, c in enumerate(cases) if c.hardware == system]
+        out = [float(signed[gs][i, js]) for i, c in enumerate(cases) if c.hardware == system]
+        print(f"  {system}: in-sample {_summary(ins)}; leave-one-system-out {_summary(out)}")
 
 
 def main(argv: list[str] | None = None) -> int:

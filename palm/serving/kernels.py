@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from palm.cost.compute import DeviceRates, attention_time, device_rates, gemm_efficiency
 from palm.hardware.spec import GpuClusterHardware, Hardware, Mesh2DHardware
+from palm.serving.chips import chip_devices
 from palm.serving.model import is_mla, kv_bytes_per_token_layer
 from palm.workload.moe import MoELayer
 from palm.workload.ops import Gemm, TransformerLayer
@@ -110,12 +111,16 @@ def serve_rates(
         rates = dataclasses.replace(rates, attention_efficiency=attention_efficiency)
     if isinstance(hw, Mesh2DHardware):
         # a chip serves as one device: every core's matrix engine, weights and cache streamed
-        # from the DRAM channels (the cores' SRAM holds a layer's working set, not the model)
+        # from the DRAM channels (the cores' SRAM holds a layer's working set, not the model);
+        # chips on links serve as one device each, with their own channels
+        # (:func:`palm.serving.chips.chip_devices`)
+        chips = chip_devices(hw)
+        dram = hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency / chips
         rates = dataclasses.replace(
             rates,
-            peak_flops=hw.peak_flops(precision) * hw.device_count,
-            local_bandwidth_Bps=hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency,
-            dram_bandwidth_Bps=hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency,
+            peak_flops=hw.peak_flops(precision) * hw.device_count / chips,
+            local_bandwidth_Bps=dram,
+            dram_bandwidth_Bps=dram,
         )
     if isinstance(hw, GpuClusterHardware) and precision == "fp4":
         rates = dataclasses.replace(

@@ -38,6 +38,7 @@ import math
 from dataclasses import dataclass
 
 from palm.hardware.spec import GpuClusterHardware, Hardware
+from palm.serving.chips import chip_link
 from palm.serving.comm import group_link, handoff_time
 from palm.serving.kernels import ServeRates
 from palm.serving.model import ServedModel
@@ -75,8 +76,12 @@ class Pipeline:
             for s in range(self.pp)
         ]
         hand = 0.0
-        if self.pp > 1 and isinstance(self.hw, GpuClusterHardware):
-            link = group_link(self.hw, size=self.model.tp * 2)
+        if self.pp > 1:
+            hw = self.hw
+            if isinstance(hw, GpuClusterHardware):
+                link = group_link(hw, size=self.model.tp * 2)
+            else:
+                link = chip_link(hw)
             nbytes = micro.tokens * self.model.embedding.hidden * self.sr.act_bytes
             hand = (self.pp - 1) * handoff_time(nbytes=nbytes, link=link)
         return sum(c.time_s for c in costs) + hand, costs

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware
 from palm.result import MemoryResult, Result, ServingResult, ServingStep, StageResult
+from palm.serving.chips import chip_devices
 from palm.serving.kernels import serve_rates
 from palm.serving.memory import StageMemory, max_sequences, stage_bytes, stage_memory
 from palm.serving.model import ServedModel, kv_bytes_per_token_layer, served_model
@@ -103,7 +104,8 @@ def _device_memory(config: SimConfig) -> float:
     hw = config.hardware
     if isinstance(hw, GpuClusterHardware):
         return hw.device_memory_bytes
-    return hw.dram_capacity_gib * 2**30 + hw.sram_per_core_mib * 2**20 * hw.device_count
+    chip = hw.dram_capacity_gib * 2**30 + hw.sram_per_core_mib * 2**20 * hw.device_count
+    return chip / chip_devices(hw)
 
 
 def _step(costs: list[StepCost], scale: float = 1.0) -> ServingStep:

@@ -12,7 +12,9 @@ TensorRT-LLM mix context and generation tokens in one forward pass). Per layer, 
 The products see all ``T`` tokens of the step (linear layers are shared by decode and prefill
 tokens); attention is per sequence. The first stage adds the embedding gather, the last the
 output layer over the tokens that emit a token (one per decoding sequence and one per prompt
-that finishes in the step) and the all-gather of its vocabulary-parallel logits; every step
+that finishes in the step) and the all-gather of its vocabulary-parallel logits; on chips
+joined by Ethernet the collectives run on a ring over the chips (:mod:`palm.serving.chips`);
+every step
 runs beside the host's work for it (:class:`RuntimeCosts`, :mod:`palm.serving.scenario`).
 """
 
@@ -22,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from palm.hardware.spec import GpuClusterHardware, Hardware
+from palm.serving.chips import chip_allgather_time, chip_allreduce_time
 from palm.serving.comm import Link, all_to_all_time, allreduce_time, group_link
 from palm.serving.kernels import (
     ServeRates,
@@ -177,10 +180,12 @@ def _layer_comm(
     MLP, or, when the experts span more devices than a tensor-parallel group (attention data
     parallelism with expert parallelism), the dispatch and combine all-to-alls instead of the
     second all-reduce. Returns the time and the number of collectives."""
-    if not isinstance(hw, GpuClusterHardware):
-        return 0.0, 0
     tp = model.tp
     nbytes = tokens * op.hidden * sr.act_bytes
+    if not isinstance(hw, GpuClusterHardware):
+        # chips on Ethernet: the ring over the group's chips (palm.serving.chips)
+        ar_chips = chip_allreduce_time(hw, n=tp, nbytes=nbytes)
+        return 2 * ar_chips, 2 if tp > 1 else 0
     link = group_link(hw, size=tp)
     ar = allreduce_time(n=tp, nbytes=nbytes, link=link)
     group = model.ep * model.etp
@@ -244,8 +249,10 @@ def _output_layer(
     g = Gemm(rows, math.ceil(lg.vocab / model.tp), lg.hidden, fp8=False)
     t = product_time(g, sr, weight_bytes=2.0)
     comm = 0.0
+    nbytes = rows * lg.vocab * sr.act_bytes
     if isinstance(hw, GpuClusterHardware) and model.tp > 1:
         link: Link = group_link(hw, size=model.tp)
-        nbytes = rows * lg.vocab * sr.act_bytes
         comm = (model.tp - 1) / model.tp * nbytes / link.bandwidth_Bps + link.latency_s
+    elif not isinstance(hw, GpuClusterHardware):
+        comm = chip_allgather_time(hw, n=model.tp, nbytes=nbytes)
     return t, comm, g.flops

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from palm.errors import ConfigError
 from palm.hardware.spec import GpuClusterHardware, Mesh2DHardware
+from palm.serving.chips import chip_devices
 from palm.serving.spec import ServingConfig
 from palm.strategy import SimConfig
 from palm.units import PRECISIONS
@@ -104,10 +105,11 @@ def _check_hardware(config: SimConfig) -> None:
     if hw.core_peak_tflops.get(tr.precision) <= 0:
         ok = [p for p in PRECISIONS if hw.core_peak_tflops.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
-    if (par.tp, par.pp, par.dp) != (1, 1, 1):
-        raise ConfigError(
-            "parallelism.tp*pp*dp",
-            f"{par.tp}*{par.pp}*{par.dp}",
-            f"1*1*1 on a mesh2d chip ({hw.name} serves as one device; multi-chip "
-            "systems are not modelled yet)",
+    chips = chip_devices(hw)
+    if par.devices != chips:
+        what = (
+            f"degrees whose product equals the {chips} chips of {hw.name} (one device per chip)"
+            if chips > 1
+            else f"1*1*1 on {hw.name} (it serves as one device)"
         )
+        raise ConfigError("parallelism.tp*pp*dp", f"{par.tp}*{par.pp}*{par.dp}", what)

@@ -7,15 +7,17 @@ The rules, each from a fact the row states (never its id, commit, model name or 
 * **model**: the published architecture of the row's ``hf_id`` (:data:`MODELS`, read by the
   same importer as ``model.hf_config``); a model not in that table is left out;
 * **hardware**: the accelerator type's preset and datasheet figures
-  (:mod:`palm.serving.hardware`) with the row's memory size; Tenstorrent n150 as the
-  ``wormhole-n150`` chip; multi-chip Tenstorrent systems (n300, T3000, Galaxy) are left out
-  until multi-chip Ethernet is modelled;
+  (:mod:`palm.serving.hardware`) with the row's memory size; Tenstorrent n150, n300, T3000
+  and Galaxy as the ``wormhole-n150``, ``wormhole-n300``, ``wormhole-t3000`` and
+  ``wormhole-galaxy`` presets, one serving device per chip (:mod:`palm.serving.chips`);
 * **precision** (the row's text): ``fp4`` / ``FP4`` -> NVFP4 products, ``fp8`` / ``FP8`` -> FP8
   products, both with an FP8 KV cache; ``fp16`` -> 16-bit; Tenstorrent ``bfp4 MLP`` /
   ``bfp8 MLP`` -> MLP weights in that block format, attention weights in ``bf16`` when the
   text says so, else ``bfp8``, the KV cache in ``bfp8``;
 * **plan**: the row's TP / PP / DP; unstated PP and DP are 1; an unstated EP is 1 (experts
-  split tensor-parallel, TensorRT-LLM's default); TP unstated -> the one of 1, 2, 4, 8 (a
+  split tensor-parallel, TensorRT-LLM's default); on a Tenstorrent system an unstated TP is
+  every chip not taken by the stated DP (``tt_transformers``' multi-device default) and an
+  unstated DP is 1; on GPUs an unstated TP is the one of 1, 2, 4, 8 (a
   divisor of the accelerators per node) that the simulator finds fastest, with the other
   accelerators as data-parallel replicas (a submitter tunes the plan);
 * **batching**: a stated batch -> static batching (one prefill, then decode: TensorRT-LLM's
@@ -202,16 +204,24 @@ def _model_table(row: dict[str, Any]) -> dict[str, Any] | str:
     return plain
 
 
+#: Tenstorrent systems as the rows name them -> their presets (one device per chip)
+_TT_SYSTEMS = {
+    "Wormhole-n150": "wormhole-n150",
+    "Wormhole-n300": "wormhole-n300",
+    "Wormhole-T3K": "wormhole-t3000",
+    "Wormhole-Galaxy": "wormhole-galaxy",
+}
+
+
 def _hardware(row: dict[str, Any]) -> tuple[dict[str, Any], int] | str:
     from palm.serving.hardware import accelerator_hardware
 
     hw = row.get("hardware") or {}
     kind = str(hw.get("accelerator_type"))
     count = int(hw.get("count") or 1)
-    if kind == "Wormhole-n150":
-        return {"preset": "wormhole-n150"}, 1
-    if kind.startswith("Wormhole"):
-        return "multi-chip Tenstorrent system (Ethernet between chips is not modelled yet)"
+    preset = _TT_SYSTEMS.get(kind)
+    if preset is not None:
+        return {"preset": preset}, count
     per_node = int(hw.get("accelerators_per_node") or count)
     gpu = accelerator_hardware(
         kind, memory_gb=hw.get("memory_per_accelerator_GB"), per_node=per_node
@@ -246,7 +256,7 @@ def translate_row(row: dict[str, Any]) -> InferenceCase | str:
     if isinstance(hw, str):
         return hw
     hw_table, count = hw
-    tt = hw_table.get("preset") == "wormhole-n150"
+    tt = hw_table.get("preset") in _TT_SYSTEMS.values()
     assumptions: list[str] = []
     batch = _int(setup.get("batch"))
     i_len, o_len = _int(setup.get("input_len")), _int(setup.get("output_len"))
@@ -273,7 +283,9 @@ def translate_row(row: dict[str, Any]) -> InferenceCase | str:
         "serving": serving,
     }
     if tt:
-        tps = [1]
+        tps = [tp or max(1, count // (pp * dp))]
+        if tp is None:
+            assumptions.append("TP across all chips (tt_transformers' multi-device default)")
     elif tp is not None:
         tps = [tp]
     else:
@@ -282,7 +294,7 @@ def translate_row(row: dict[str, Any]) -> InferenceCase | str:
         assumptions.append(f"TP chosen among {tps} (fastest)")
     configs = []
     for t in tps:
-        replicas = dp if (tp is not None or tt) else max(1, count // (t * pp))
+        replicas = dp if tp is not None else max(1, count // (t * pp))
         par = {"tp": t, "pp": pp, "dp": replicas}
         try:
             configs.append(parse_config({**base, "parallelism": par}))

@@ -51,7 +51,7 @@ def test_the_fit_reports_every_error(
     monkeypatch.setattr(bench, "GROUPED", (0.0,))
     monkeypatch.setattr(bench, "ATTENTION", (0.5,))
     monkeypatch.setattr(bench, "MATMUL", (0.0,))
-    big = cases * 3  # over the 20 rows under which only kernel_us is fitted
+    big = cases * 3
     fitted = bench.calibrate("gpu", big)
     assert set(fitted) == {
         "kernel_us",
@@ -64,6 +64,19 @@ def test_the_fit_reports_every_error(
     assert fitted["attention_efficiency"] == 0.5
     out = capsys.readouterr().out
     assert "leave-one-out" in out and "leave-one-source-out" in out
+
+
+def test_the_tenstorrent_fit_reports_leave_one_system_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bench = load_benchmark("calibrate_serving")
+    data = load_inference_cases(None)
+    mesh = [c for c in data.cases if c.hardware.startswith("Wormhole")][::4]
+    assert len({c.hardware for c in mesh}) >= 3
+    fitted = bench.calibrate("mesh", mesh)
+    assert fitted["attention_efficiency"] == fitted["matmul_efficiency"] == 0.0
+    out = capsys.readouterr().out
+    assert "leave-one-system-out" in out and "Wormhole-T3K" in out
 
 
 def test_the_serving_study_optimum_is_the_best_valid_plan() -> None:

@@ -118,12 +118,6 @@ def test_precision_text_sets_the_formats(rows: list[dict[str, Any]]) -> None:
     assert (sv.weights, sv.attention_weights, sv.kv_cache) == ("bfp4", "bfp8", "bfp8")
 
 
-def test_multi_chip_tenstorrent_rows_are_left_out_with_the_reason() -> None:
-    data = load_inference_cases(None)
-    multi = [x for x in data.left_out if "t3k" in x.case_id or x.case_id.endswith("_tg")]
-    assert multi and all("multi-chip" in x.reason for x in multi)
-
-
 def test_validate_suite_inference_reports_the_suite_keys(tmp_path: Path) -> None:
     assert is_inference_file(default_inference_file())
     out = run("validate", "--suite", "inference", "--json", timeout_s=300)
