@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from palm.cost.collectives import bytes_sent_per_member, collective_time
 from palm.cost.compute import OpTimes, gemm_time, linear_gemm_time, op_times
+from palm.cost.offload import offload_exposed_s, offloaded_layers
 from palm.cost.overlap import (
     cp_exposed_s,
     ep_overlap_exposed_s,
@@ -29,6 +30,7 @@ __all__ = [
     "chunk_collectives",
     "chunk_cost",
     "multicast_collectives",
+    "offload_s",
 ]
 
 
@@ -142,6 +144,7 @@ def chunk_cost(
     comm_f, comm_b = _comm_exposed(
         ctx, rings, stage, ops, f_coll, b_coll, compute_s=compute_f + compute_b + recompute_s
     )
+    offload_f, offload_b = offload_s(ctx, ops, times, recompute=recompute)
     gathered_f = bytes_sent_per_member(Collective("all-gather", prev_out), n=tp) if recv_f else 0.0
     gathered_b = bytes_sent_per_member(Collective("all-gather", full_out), n=tp) if recv_b else 0.0
     return ChunkCost(
@@ -179,6 +182,34 @@ def chunk_cost(
         multicast_backward_s=multicast_b,
         multicast_bytes_forward=sum(x for _, x in traffic.multicast_forward),
         multicast_bytes_backward=sum(x for _, x in traffic.multicast_backward),
+        offload_forward_s=offload_f,
+        offload_backward_s=offload_b,
+    )
+
+
+def offload_s(
+    ctx: PlanContext, ops: Sequence[Op], times: Sequence[OpTimes], *, recompute: RecomputeMode
+) -> tuple[float, float]:
+    """Exposed seconds of a chunk's activation offload, forward and backward
+    (``training.activation_offload``; :func:`palm.cost.offload.offload_exposed_s`, with one
+    layer's compute as the window each copy hides behind)."""
+    fraction = ctx.config.training.activation_offload
+    layers = [(op, t) for op, t in zip(ops, times, strict=True) if isinstance(op, TransformerLayer)]
+    if fraction <= 0 or not ctx.training or not layers:
+        return 0.0, 0.0
+    b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
+    n = len(layers)
+    return offload_exposed_s(
+        layers=n,
+        offloaded=offloaded_layers(layers=n, fraction=fraction),
+        layer_bytes=sum(
+            op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
+            for op, _ in layers
+        )
+        / n,
+        host_Bps=getattr(ctx.config.hardware, "host_link_gbps", 0.0) * 1e9,
+        forward_layer_s=sum(t.forward_s for _, t in layers) / n,
+        backward_layer_s=sum(t.backward_s + t.recompute_s for _, t in layers) / n,
     )
 
 
