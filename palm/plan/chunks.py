@@ -14,6 +14,7 @@ from palm.cost.overlap import (
     cp_exposed_s,
     ep_overlap_exposed_s,
     fsdp_exposed_s,
+    parameter_tensors,
     tp_overlap_exposed_s,
 )
 from palm.plan.context import PlanContext, unnamed
@@ -120,6 +121,9 @@ def chunk_cost(
             interference=getattr(ctx.config.hardware, "overlap_interference", 0.0),
             backward_gathers=ctx.zero >= 3,  # SHARD_GRAD_OP keeps the forward's weights
             prefetch=ctx.config.training.zero3_prefetch,
+            tensors=[parameter_tensors(op) for op in ops]
+            if ctx.config.training.zero3_gather_per_tensor
+            else None,
         )
     if par.cp > 1:  # the K/V ring against the attention it overlaps
         cp_ring, cp_n = rings.group(stage, "cp")
