@@ -134,9 +134,15 @@ def chunk_cost(
     send_bytes = full_out / tp if c + 1 < ctx.n_chunks else 0.0  # Megatron scatter/gather
     recv_f = recv_b = 0.0
     prev_out = ctx.ops(c - 1)[-1].output_bytes(batch=b, act_bytes=p) if c else 0.0
-    if tp > 1 and c > 0 and not ctx.mesh:  # Megatron scatter/gather (a mesh broadcasts)
+    # Megatron's scatter/gather of the hand-off (SC21 sec. 4.1): each TP rank sends 1/tp of it
+    # and the receivers all-gather it; a mesh broadcasts instead. Under sequence parallelism
+    # the tensor is already split by sequence, so each rank sends and keeps its own part and
+    # nothing is gathered (Megatron-LM p2p_communication.py: ``scatter_gather_tensors_in_
+    # pipeline and not args.sequence_parallel``; the received shape is ``seq_length / tp``).
+    regather = tp > 1 and not ctx.mesh and not ctx.sp
+    if regather and c > 0:
         recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=rings.tp[stage])
-    if tp > 1 and training and c + 1 < ctx.n_chunks and not ctx.mesh:
+    if regather and training and c + 1 < ctx.n_chunks:
         recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=rings.tp[stage])
     # the multicast of shared operands runs under the pass's compute (double-buffered), so a
     # pass takes at least its time on the group rings; see ChunkCost
