@@ -494,7 +494,11 @@ def _check_ranges(obj: Any, section: str) -> None:
                 raise ConfigError(where, value, f"a number of at most {_MAX_FLOAT:g}")
             if 0 < value < _MIN_POSITIVE:
                 raise ConfigError(where, value, f"0 or a number of at least {_MIN_POSITIVE:g}")
-            if f.name.endswith(("_ns", "_us")) or f.name in (
+            if f.name == "activation_offload":
+                if not 0 <= value <= 1:
+                    raise ConfigError(where, value, "a fraction in [0, 1] of each chunk's layers")
+            elif f.name.endswith(("_ns", "_us")) or f.name in (
+                "host_link_gbps",
                 "matmul_half_dim",
                 "operand_feed_gelems",
                 "external_memory_gbps",
@@ -788,6 +792,7 @@ def _validate(config: SimConfig) -> None:
     if peak.get(tr.precision) <= 0:
         ok = [p for p in PRECISIONS if peak.get(p) > 0]
         raise ConfigError("training.precision", tr.precision, f"one of {ok} on {hw.name}")
+    _validate_offload(config)
     if tr.mode == "train" and tr.precision in ("int8", "bfp8", "bfp4", "fp4"):
         raise ConfigError(
             "training.precision", tr.precision, "fp32, bf16, fp16 or fp8 for training"
@@ -851,6 +856,28 @@ def _validate_communication(config: SimConfig) -> None:
     if comm.adapters > group:
         raise ConfigError(
             "communication.adapters", comm.adapters, f"at most the {group} devices of a stage"
+        )
+
+
+def _validate_offload(config: SimConfig) -> None:
+    """``training.activation_offload > 0`` needs a GPU cluster whose preset knows its host link,
+    and a training run (:mod:`palm.cost.offload`)."""
+    hw, tr = config.hardware, config.training
+    if tr.activation_offload <= 0:
+        return
+    if not isinstance(hw, GpuClusterHardware):
+        raise ConfigError(
+            "training.activation_offload", tr.activation_offload, "0 on a mesh (GPU clusters only)"
+        )
+    if tr.mode != "train":
+        raise ConfigError(
+            "training.activation_offload", tr.activation_offload, "0 unless training.mode = 'train'"
+        )
+    if hw.host_link_gbps <= 0:
+        raise ConfigError(
+            "training.activation_offload",
+            tr.activation_offload,
+            f"0 on {hw.name}, whose host link is not known (set hardware.host_link_gbps > 0)",
         )
 
 

@@ -32,6 +32,8 @@ The fields a framework sets, and why they matter (docs/config.md):
   parallelism and the TP collectives pipelined with the linear products;
 * ``training.zero3_prefetch``: how far ahead ZeRO-3 / FSDP gathers weights (0: on demand,
   serialised, DeepSpeed before 0.6);
+* ``training.zero3_gather_per_tensor``: one all-gather per parameter tensor (DeepSpeed before
+  0.6) or per operator;
 * ``hardware.attention_efficiency`` where a release's kernels differ measurably from the
   current ones on the same GPU (NeMo before 25.04 on Blackwell).
 """
@@ -273,6 +275,14 @@ FRAMEWORKS: dict[str, tuple[Behaviour, ...]] = {
             "partition_parameters.py _allgather_param calls torch.cuda.synchronize() before "
             "every parameter all-gather (@v0.3.13 to v0.5.10); from v0.6.0 the fetch runs "
             "all_gather_coalesced asynchronously (stage3.py @v0.6.0)",
+            until=(0, 6),
+        ),
+        Behaviour(
+            "training.zero3_gather_per_tensor",
+            True,
+            "partition_parameters.py _all_gather calls _allgather_param once per parameter "
+            "of the module, one NCCL all-gather each (@v0.3.13 to v0.5.10); from v0.6.0 a "
+            "module's parameters go through one all_gather_coalesced (stage3.py @v0.6.0)",
             until=(0, 6),
         ),
     ),

@@ -64,7 +64,15 @@ class TrainingConfig:
     ``zero3_prefetch``: how many operators ahead ZeRO-3 / FSDP issues a weight all-gather (1:
     PyTorch FSDP and FSDP2; 0: on demand, every collective serialised with the compute, as
     DeepSpeed ZeRO-3 before 0.6 ran; more: deeper prefetch), which bounds the
-    communication the compute hides (:func:`palm.cost.overlap.prefetch_exposed_s`)."""
+    communication the compute hides (:func:`palm.cost.overlap.prefetch_exposed_s`).
+    ``zero3_gather_per_tensor``: ZeRO-3 gathers each parameter tensor by a collective of its
+    own (DeepSpeed before 0.6), each paying the ring's latency, instead of one per operator
+    (:func:`palm.cost.overlap.parameter_tensors`).
+    ``activation_offload``: the fraction of each model chunk's transformer layers whose saved
+    activations go to host memory during the forward pass and come back for the backward pass
+    (Megatron-Core ``--cpu-offloading-num-layers`` over the chunk's layers), over the preset's
+    ``host_link_gbps``, overlapped with the compute of the layers that follow
+    (:mod:`palm.cost.offload`); GPU clusters, training only."""
 
     mode: Literal["train", "inference", "serve"] = "train"
     global_batch: int = 8
@@ -77,6 +85,8 @@ class TrainingConfig:
     recompute_early_stop: bool = False
     grad_accumulation_fusion: bool = True
     zero3_prefetch: int = 1
+    zero3_gather_per_tensor: bool = False
+    activation_offload: float = 0.0
 
     @property
     def zero_stage(self) -> int:

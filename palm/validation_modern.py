@@ -195,9 +195,6 @@ def _unsupported(row: dict[str, Any], supported: Callable[[str], bool]) -> str |
         return _NO_PRESET.get(hw["gpu"], f"GPU {hw['gpu']}: no hardware preset")
     if _precision(row["training"].get("precision")) is None:
         return f"precision {row['training']['precision']}: not modelled"
-    hints = ((row["training"].get("recipe_hints") or {}).get("values")) or {}
-    if hints.get("cpu_offloading_num_layers") or row["training"].get("activation_cpu_offload"):
-        return "activation CPU offloading (recipe) is not modelled"
     if m.get("experts") and not supported("moe"):
         return "mixture of experts: needs the MoE model"
     if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"] and not supported("moe"):
@@ -304,6 +301,9 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
         },
         "parallelism": _parallelism_table(row, assumed),
     }
+    offload = _activation_offload(row)
+    if offload:
+        tables["training"]["activation_offload"] = offload
     for key, value in _stated_overlap(row, row["parallelism"]["tp"]).items():
         table, name = key.split(".")
         tables[table][name] = value
@@ -315,6 +315,18 @@ def modern_case_tables(row: dict[str, Any]) -> tuple[dict[str, Any], tuple[str, 
             "docs/config.md, '[software]'"
         )
     return tables, tuple(assumed)
+
+
+def _activation_offload(row: dict[str, Any]) -> float:
+    """``training.activation_offload`` from the recipe's ``cpu_offloading_num_layers``
+    (Megatron-Core ``--cpu-offloading-num-layers``): that many of a model chunk's layers,
+    over the ``layers / (pp x vp)`` of a chunk; 0 without it."""
+    layers = _hints(row).get("cpu_offloading_num_layers") or 0
+    if not layers:
+        return 0.0
+    par = row["parallelism"]
+    per_chunk = row["model"]["layers"] / ((par.get("pp") or 1) * (par.get("vp") or 1))
+    return float(min(1.0, layers / per_chunk))
 
 
 def _hints(row: dict[str, Any]) -> dict[str, Any]:

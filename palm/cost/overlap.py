@@ -83,7 +83,7 @@ from collections.abc import Sequence
 
 from palm.cost.collectives import RingStep, collective_time
 from palm.cost.compute import DeviceRates, OpTimes, attention_time
-from palm.workload.ops import Collective, Op, TransformerLayer
+from palm.workload.ops import Collective, Embedding, Logits, Op, TransformerLayer
 
 __all__ = [
     "prefetch_exposed_s",
@@ -93,6 +93,7 @@ __all__ = [
     "fsdp_exposed_s",
     "cp_exposed_s",
     "param_gather_chain_exposed_s",
+    "parameter_tensors",
 ]
 
 
@@ -158,6 +159,7 @@ def fsdp_exposed_s(
     interference: float = 0.0,
     backward_gathers: bool = True,
     prefetch: int = 1,
+    tensors: Sequence[int] | None = None,
 ) -> tuple[float, float]:
     """Exposed ZeRO-3 / FSDP time of a chunk's forward and backward pass for one micro-batch:
     per operator an all-gather of its 16-bit weights over the ``n`` data ranks and, in the
@@ -169,10 +171,15 @@ def fsdp_exposed_s(
     many operators ahead a gather is issued (:func:`prefetch_exposed_s`): 1 for PyTorch FSDP
     and FSDP2, 0 for DeepSpeed ZeRO-3 before 0.6, whose every parameter all-gather first
     synchronises the device, so nothing runs beside it (the reduce-scatters in flight
-    included)."""
+    included). ``tensors``: the collectives each operator's gather takes, one per parameter
+    tensor (:func:`parameter_tensors`, DeepSpeed ZeRO-3 before 0.6); ``None``: one per
+    operator. Each extra collective pays the ring's ``(n - 1)`` step latencies again."""
     params = [op.params_per_device(tp=tp) for op in ops]
+    counts = [1] * len(ops) if tensors is None else [max(1, k) for k in tensors]
     gathers = [
-        collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step) for x in params
+        collective_time(Collective("all-gather", x * weight_bytes), n=n, step=step)
+        + (k - 1) * max(0, n - 1) * step.latency_s * (x > 0)
+        for x, k in zip(params, counts, strict=True)
     ]
     scatters = [
         collective_time(Collective("reduce-scatter", x * 4.0), n=n, step=step) for x in params
@@ -185,6 +192,26 @@ def fsdp_exposed_s(
     hidden_f = max(0.0, sum(gathers) - forward)
     hidden_b = max(0.0, sum(g_back) + sum(scatters) - backward)
     return forward + interference * hidden_f, backward + interference * hidden_b
+
+
+def parameter_tensors(op: Op) -> int:
+    """How many parameter tensors ``op`` holds, each gathered by a collective of its own when a
+    framework gathers parameter by parameter (DeepSpeed ZeRO-3 before 0.6: ``_all_gather``
+    loops ``_allgather_param`` over a module's parameters,
+    ``deepspeed/runtime/zero/partition_parameters.py`` @v0.3.13). A transformer layer: the
+    QKV, output, and MLP matrices (two, or three gated), a bias each with ``bias``, and two
+    norms (weight, and bias for layer norm); an embedding: the token table and the learned
+    positions; the logits: the final norm and an untied projection; another operator: its
+    weight and bias."""
+    if isinstance(op, TransformerLayer):
+        matrices = 2 + (3 if op.mlp in ("swiglu", "geglu", "clamped-swiglu") else 2)
+        norms = 2 * (2 if op.norm == "layernorm" else 1)
+        return matrices * (2 if op.bias else 1) + norms
+    if isinstance(op, Embedding):
+        return 1 + (1 if op.learned_positions else 0)
+    if isinstance(op, Logits):
+        return (2 if op.norm == "layernorm" else 1) + (0 if op.tied else 1)
+    return 1 + (1 if getattr(op, "bias", False) else 0)
 
 
 def cp_exposed_s(

@@ -243,6 +243,9 @@ class GpuClusterHardware:
     grouped_gemm_expert_us: float = 0.0
     overlap_interference: float = 0.0
     sfu_exp_tera_per_s: float = 0.0
+    #: GB/s per direction between one GPU and host memory (PCIe, or NVLink-C2C to a Grace
+    #: CPU, shared by the GPUs on it); 0: not known (no activation offloading)
+    host_link_gbps: float = 0.0
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property

@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from palm.cost.collectives import bytes_sent_per_member, collective_time
+from palm.cost.collectives import RingStep, bytes_sent_per_member, collective_time
 from palm.cost.compute import OpTimes, gemm_time, linear_gemm_time, op_times
+from palm.cost.offload import offload_exposed_s, offloaded_layers
 from palm.cost.overlap import (
     cp_exposed_s,
     ep_overlap_exposed_s,
     fsdp_exposed_s,
+    parameter_tensors,
     tp_overlap_exposed_s,
 )
 from palm.plan.context import PlanContext, unnamed
@@ -29,6 +31,7 @@ __all__ = [
     "chunk_collectives",
     "chunk_cost",
     "multicast_collectives",
+    "offload_s",
 ]
 
 
@@ -106,19 +109,8 @@ def chunk_cost(
     ops = ctx.ops(c)
     times = [priced(op) for op in ops]
     f_coll, b_coll = chunk_collectives(ctx, c, recompute=recompute, hands=hands)
-    zero3 = zero3_back = cp_f = cp_b = 0.0
-    if training and ctx.per_layer_sharding and ctx.ranks > 1:  # FSDP: prefetched, overlapped
-        zero3, zero3_back = fsdp_exposed_s(
-            ops,
-            times,
-            tp=tp,
-            weight_bytes=ctx.states.weights,
-            n=ctx.ranks,
-            step=rings.dp[stage],
-            interference=getattr(ctx.config.hardware, "overlap_interference", 0.0),
-            backward_gathers=ctx.zero >= 3,  # SHARD_GRAD_OP keeps the forward's weights
-            prefetch=ctx.config.training.zero3_prefetch,
-        )
+    zero3, zero3_back = _zero3_s(ctx, ops, times, rings.dp[stage])
+    cp_f = cp_b = 0.0
     if par.cp > 1:  # the K/V ring against the attention it overlaps
         cp_ring, cp_n = rings.group(stage, "cp")
         cp_f, cp_b = cp_exposed_s(
@@ -126,12 +118,8 @@ def chunk_cost(
         )
     full_out = ops[-1].output_bytes(batch=b, act_bytes=p)
     send_bytes = full_out / tp if c + 1 < ctx.n_chunks else 0.0  # Megatron scatter/gather
-    recv_f = recv_b = 0.0
     prev_out = ctx.ops(c - 1)[-1].output_bytes(batch=b, act_bytes=p) if c else 0.0
-    if tp > 1 and c > 0 and not ctx.mesh:  # Megatron scatter/gather (a mesh broadcasts)
-        recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=rings.tp[stage])
-    if tp > 1 and training and c + 1 < ctx.n_chunks and not ctx.mesh:
-        recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=rings.tp[stage])
+    recv_f, recv_b = _regather_s(ctx, c, rings.tp[stage], prev_out=prev_out, full_out=full_out)
     # the multicast of shared operands runs under the pass's compute (double-buffered), so a
     # pass takes at least its time on the group rings; see ChunkCost
     multicast_f = rings.time(multicast_collectives(traffic.multicast_forward, stage, rings), stage)
@@ -142,6 +130,7 @@ def chunk_cost(
     comm_f, comm_b = _comm_exposed(
         ctx, rings, stage, ops, f_coll, b_coll, compute_s=compute_f + compute_b + recompute_s
     )
+    offload_f, offload_b = offload_s(ctx, ops, times, recompute=recompute)
     gathered_f = bytes_sent_per_member(Collective("all-gather", prev_out), n=tp) if recv_f else 0.0
     gathered_b = bytes_sent_per_member(Collective("all-gather", full_out), n=tp) if recv_b else 0.0
     return ChunkCost(
@@ -179,6 +168,77 @@ def chunk_cost(
         multicast_backward_s=multicast_b,
         multicast_bytes_forward=sum(x for _, x in traffic.multicast_forward),
         multicast_bytes_backward=sum(x for _, x in traffic.multicast_backward),
+        offload_forward_s=offload_f,
+        offload_backward_s=offload_b,
+    )
+
+
+def _zero3_s(
+    ctx: PlanContext, ops: Sequence[Op], times: Sequence[OpTimes], step: RingStep
+) -> tuple[float, float]:
+    """The exposed ZeRO-3 / FSDP parameter gathers of a chunk's forward and backward passes
+    (prefetched, overlapped: :func:`~palm.cost.overlap.fsdp_exposed_s`), on the stage's
+    data-parallel ring ``step``; none without per-layer sharding."""
+    if not (ctx.training and ctx.per_layer_sharding and ctx.ranks > 1):
+        return 0.0, 0.0
+    training = ctx.config.training
+    return fsdp_exposed_s(
+        ops,
+        times,
+        tp=ctx.tp,
+        weight_bytes=ctx.states.weights,
+        n=ctx.ranks,
+        step=step,
+        interference=getattr(ctx.config.hardware, "overlap_interference", 0.0),
+        backward_gathers=ctx.zero >= 3,  # SHARD_GRAD_OP keeps the forward's weights
+        prefetch=training.zero3_prefetch,
+        tensors=[parameter_tensors(op) for op in ops] if training.zero3_gather_per_tensor else None,
+    )
+
+
+def _regather_s(
+    ctx: PlanContext, c: int, step: RingStep, *, prev_out: float, full_out: float
+) -> tuple[float, float]:
+    """Seconds of the tensor-parallel all-gather of chunk ``c``'s received hand-off (forward:
+    the previous chunk's output; backward: the gradient of its own). Megatron's scatter/gather
+    of the hand-off (SC21 sec. 4.1): each TP rank sends 1/tp of it and the receivers all-gather
+    it; a mesh broadcasts instead. Under sequence parallelism the tensor is already split by
+    sequence, so each rank sends and keeps its own part and nothing is gathered (Megatron-LM
+    p2p_communication.py: ``scatter_gather_tensors_in_pipeline and not
+    args.sequence_parallel``; the received shape is ``seq_length / tp``)."""
+    tp = ctx.tp
+    if tp == 1 or ctx.mesh or ctx.sp:
+        return 0.0, 0.0
+    recv_f = collective_time(Collective("all-gather", prev_out), n=tp, step=step) if c else 0.0
+    recv_b = 0.0
+    if ctx.training and c + 1 < ctx.n_chunks:
+        recv_b = collective_time(Collective("all-gather", full_out), n=tp, step=step)
+    return recv_f, recv_b
+
+
+def offload_s(
+    ctx: PlanContext, ops: Sequence[Op], times: Sequence[OpTimes], *, recompute: RecomputeMode
+) -> tuple[float, float]:
+    """Exposed seconds of a chunk's activation offload, forward and backward
+    (``training.activation_offload``; :func:`palm.cost.offload.offload_exposed_s`, with one
+    layer's compute as the window each copy hides behind)."""
+    fraction = ctx.config.training.activation_offload
+    layers = [(op, t) for op, t in zip(ops, times, strict=True) if isinstance(op, TransformerLayer)]
+    if fraction <= 0 or not ctx.training or not layers:
+        return 0.0, 0.0
+    b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
+    n = len(layers)
+    return offload_exposed_s(
+        layers=n,
+        offloaded=offloaded_layers(layers=n, fraction=fraction),
+        layer_bytes=sum(
+            op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=recompute)
+            for op, _ in layers
+        )
+        / n,
+        host_Bps=getattr(ctx.config.hardware, "host_link_gbps", 0.0) * 1e9,
+        forward_layer_s=sum(t.forward_s for _, t in layers) / n,
+        backward_layer_s=sum(t.backward_s + t.recompute_s for _, t in layers) / n,
     )
 
 

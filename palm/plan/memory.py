@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 
 from palm.cost.memory import MemoryBreakdown, in_flight_microbatches, stage_extra_weight_bytes
+from palm.cost.offload import offload_memory_bytes, offloaded_layers
 from palm.hardware.spec import Mesh2DHardware
 from palm.plan.context import PlanContext
 from palm.workload.moe import expert_params_per_device
-from palm.workload.ops import RecomputeMode
+from palm.workload.ops import RecomputeMode, TransformerLayer
 
 __all__ = ["stage_params", "stage_expert_params", "stage_memory", "recompute_mode"]
 
@@ -48,6 +49,7 @@ def stage_memory(
     in_flight = in_flight_microbatches(
         parallelism=par, stage=s, micro_batches=ctx.micro_batches, training=ctx.training
     )
+    freed, buffers = _offloaded_bytes(ctx, s, mode, in_flight=in_flight)
     extra = 0.0
     if ctx.training:  # FSDP gather buffers, FP8 weight copies
         extra = stage_extra_weight_bytes(
@@ -70,10 +72,12 @@ def stage_memory(
         states=ctx.states,
         zero=ctx.zero,
         dp=ctx.ranks,
-        activation_bytes_per_microbatch=act,
+        activation_bytes_per_microbatch=act - freed / in_flight if in_flight else act,
         in_flight=in_flight,
         extra_weights_bytes=extra,
     )
+    if buffers:
+        memory = dataclasses.replace(memory, activations_bytes=memory.activations_bytes + buffers)
     if experts:
         moe = MemoryBreakdown.for_stage(
             params=experts,
@@ -87,6 +91,34 @@ def stage_memory(
             *(getattr(memory, f.name) + getattr(moe, f.name) for f in dataclasses.fields(moe))
         )
     return memory, in_flight
+
+
+def _offloaded_bytes(
+    ctx: PlanContext, s: int, mode: RecomputeMode, *, in_flight: float
+) -> tuple[float, float]:
+    """Activation offload (``training.activation_offload``; :mod:`palm.cost.offload`): the
+    bytes stage ``s`` no longer holds over its in-flight micro-batches, and its copy buffers
+    (the largest chunk's)."""
+    fraction = ctx.config.training.activation_offload
+    if fraction <= 0 or not ctx.training:
+        return 0.0, 0.0
+    b, tp, sp, p = ctx.micro_batch, ctx.tp, ctx.sp, ctx.act_bytes
+    freed = buffers = 0.0
+    for c in ctx.chunks_of(s):
+        layers = [op for op in ctx.ops(c) if isinstance(op, TransformerLayer)]
+        if not layers:
+            continue
+        each = sum(
+            op.activation_bytes(batch=b, tp=tp, sp=sp, act_bytes=p, recompute=mode) for op in layers
+        ) / len(layers)
+        gone, held = offload_memory_bytes(
+            offloaded=offloaded_layers(layers=len(layers), fraction=fraction),
+            layer_bytes=each,
+            in_flight=in_flight,
+        )
+        freed += gone
+        buffers = max(buffers, held)
+    return freed, buffers
 
 
 def recompute_mode(ctx: PlanContext, params: list[float]) -> RecomputeMode:

@@ -73,15 +73,23 @@ class ChunkCost:
     #: its external memory (weights in; in the backward pass also gradients out)
     external_bytes_forward: float = 0.0
     external_bytes_backward: float = 0.0
+    #: what the host-memory copies of an activation offload leave exposed, per pass
+    #: (:func:`palm.plan.chunks.offload_s`): the compute stream waits for them
+    offload_forward_s: float = 0.0
+    offload_backward_s: float = 0.0
 
     @property
     def forward_busy_s(self) -> float:
-        """Compute (or the weight stream it waits on) of one forward pass."""
-        return max(self.forward_compute_s, self.stream_forward_s)
+        """Compute (or the weight stream it waits on) of one forward pass, and the offload's
+        copies it waits for."""
+        return max(self.forward_compute_s, self.stream_forward_s) + self.offload_forward_s
 
     @property
     def backward_busy_s(self) -> float:
-        return max(self.backward_compute_s + self.recompute_s, self.stream_backward_s)
+        return (
+            max(self.backward_compute_s + self.recompute_s, self.stream_backward_s)
+            + self.offload_backward_s
+        )
 
     @property
     def forward_comm_s(self) -> float:

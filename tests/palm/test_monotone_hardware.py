@@ -194,11 +194,16 @@ PLANS: dict[str, tuple[str, tuple[str, ...]]] = {
     "DGX A100 T-18B": ("t18b-dgx-a100.toml", ()),
     "DGX H100 T-18B": ("t18b-dgx-a100.toml", ('hardware.preset="dgx-h100"',)),
     "DGX A100 145B": ("megatron-145b.toml", ()),
+    "DGX A100 T-18B offload": (
+        "t18b-dgx-a100.toml",
+        ("training.activation_offload=0.5", "hardware.host_link_gbps=8.0"),
+    ),
 }
 GPU_UP = (
     "hbm_bandwidth_gbps",
     "switch_bandwidth_gbps",
     "inter_node_bandwidth_gbps",
+    "host_link_gbps",
     "hbm_gib",
     "memory_efficiency",
     "matmul_efficiency",

@@ -122,3 +122,94 @@ def test_deeper_prefetch_holds_more_gathered_layers() -> None:
         palm.simulate(_zero3(32, nic_gbps=25.0, prefetch=p), engine="analytical") for p in (1, 3)
     )
     assert three.to_dict()["peak_memory_bytes"] > one.to_dict()["peak_memory_bytes"]
+
+
+class _Step:
+    latency_s = 5e-6
+    bandwidth_Bps = 1e9
+
+
+def test_a_gather_per_parameter_tensor_pays_the_ring_latency_per_tensor() -> None:
+    """One GPT layer of 12 parameter tensors (QKV, output, two MLP matrices with a bias each,
+    two layer norms of weight and bias) on a ring of n = 9 with 5 us steps and 1 GB/s:
+    one collective takes (n-1)/n B / bw + (n-1) 5 us; twelve take 11 (n-1) 5 us more. With
+    prefetch 0 the forward pass exposes the gather whole."""
+    from palm.cost.compute import OpTimes
+    from palm.cost.overlap import fsdp_exposed_s, parameter_tensors
+    from palm.workload.ops import TransformerLayer
+
+    layer = TransformerLayer(name="l", hidden=64, heads=4, kv_heads=4, ffn_hidden=256, seq_len=16)
+    assert parameter_tensors(layer) == 12
+    llama = TransformerLayer(
+        name="l",
+        hidden=64,
+        heads=4,
+        kv_heads=4,
+        ffn_hidden=256,
+        seq_len=16,
+        mlp="swiglu",
+        bias=False,
+        norm="rmsnorm",
+    )
+    assert parameter_tensors(llama) == 5 + 2
+    times = [OpTimes(1e-9, 1e-9, 0.0, 0.0, 0.0, 0.0)]
+    nbytes = layer.params_per_device(tp=1) * 2.0
+    one = 8 / 9 * nbytes / 1e9 + 8 * 5e-6
+    kwargs: dict[str, Any] = {"tp": 1, "weight_bytes": 2.0, "n": 9, "step": _Step(), "prefetch": 0}
+    per_op, _ = fsdp_exposed_s([layer], times, **kwargs)
+    per_tensor, _ = fsdp_exposed_s([layer], times, tensors=[12], **kwargs)
+    assert per_op == pytest.approx(one, rel=1e-12)
+    assert per_tensor == pytest.approx(one + 11 * 8 * 5e-6, rel=1e-12)
+
+
+def _table2(gpus: int, micro_batch: int) -> palm.SimConfig:
+    """SC21 Table 2's 174.6B GPT under ZeRO-3 without model parallelism, as DeepSpeed 0.3 ran
+    it: global batch 1536, full recompute, unfused attention, fp16 (docs/validation.md)."""
+    return parse_config(
+        {
+            "model": {
+                "family": "gpt",
+                "layers": 96,
+                "hidden": 12288,
+                "heads": 96,
+                "ffn_hidden": 49152,
+                "seq_len": 2048,
+                "vocab": 51200,
+                "attention": "unfused",
+            },
+            "hardware": {"preset": "dgx-a100"},
+            "training": {
+                "global_batch": 1536,
+                "micro_batch": micro_batch,
+                "precision": "fp16",
+                "recompute": "full",
+                "zero": 3,
+            },
+            "parallelism": {"dp": gpus},
+            "software": {"framework": "deepspeed", "version": "0.3.13"},
+        }
+    )
+
+
+def test_sc21_table2_zero3_barely_speeds_up_from_768_to_1536_gpus() -> None:
+    """Narayanan et al. 2021 (SC21), Table 2: the 174.6B GPT under DeepSpeed ZeRO-3 runs
+    88 TFLOP/s per GPU on 768 A100s and 44 on 1536, the same iteration time. DeepSpeed 0.3
+    gathers every parameter tensor by a collective of its own (12 per layer), so each pass
+    pays 12 (n - 1) ring-step latencies per layer, which grow with the GPUs as the compute
+    per GPU shrinks: doubling the GPUs buys under 15% here, against 36% with one collective
+    per layer."""
+    import dataclasses
+
+    def time(config: palm.SimConfig) -> float:
+        return palm.simulate(config, engine="analytical").iteration_time_s
+
+    small, large = _table2(768, 2), _table2(1536, 1)
+    assert small.training.zero3_gather_per_tensor and small.training.zero3_prefetch == 0
+    assert time(large) / time(small) > 0.85
+
+    def per_layer(c: palm.SimConfig) -> palm.SimConfig:
+        return dataclasses.replace(
+            c, training=dataclasses.replace(c.training, zero3_gather_per_tensor=False)
+        )
+
+    assert time(per_layer(large)) / time(per_layer(small)) < 0.7

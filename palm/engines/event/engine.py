@@ -297,7 +297,7 @@ class _Run:
             prev = chunks[g - 1] if g > 0 else None
             fwd.append(
                 _PassParams(
-                    ch.forward_compute_s,
+                    ch.forward_compute_s + ch.offload_forward_s,
                     ch.stream_forward_s,
                     ch.stream_bytes_forward,
                     ch.tp_forward_s + ch.recv_forward_s,
@@ -312,7 +312,7 @@ class _Run:
             )
             bwd.append(
                 _PassParams(
-                    ch.backward_compute_s + ch.recompute_s,
+                    ch.backward_compute_s + ch.recompute_s + ch.offload_backward_s,
                     ch.stream_backward_s,
                     ch.stream_bytes_backward,
                     ch.tp_backward_s + ch.recv_backward_s,
