@@ -16,7 +16,9 @@ fit of its group without it (leave-one-out). ``--write`` stores the constants in
 ``palm/data/fitted/kernels-<arch>.toml`` (``palm/cost/kernels.py`` reads them); the
 end-to-end validation suites never fit them.
 
-    python benchmarks/calibrate_kernels.py [--write] [--adopt]
+    python benchmarks/calibrate_kernels.py [--write] [--adopt] [--write-docs]
+
+``--write-docs`` alone regenerates the constants table of docs/model.md from the stored fit.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _docblock import write_section  # noqa: E402
 from _fit import leave_one_out, mean_max, nelder_mead, summary  # noqa: E402
 from _fitted import write_fit  # noqa: E402
 
 from palm.cost.gpu_attention import AttentionKernelConstants  # noqa: E402
 from palm.cost.gpu_gemm import GemmKernelConstants  # noqa: E402
 from palm.cost.kernels import kernel_fit  # noqa: E402
+from palm.hardware.preset_data import fit_sets  # noqa: E402
 from palm.hardware.presets import hardware_preset  # noqa: E402
 from palm.validation_kernels import (  # noqa: E402
     KernelRow,
@@ -220,14 +224,50 @@ def _write(
     )
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def constants_table() -> str:
+    """The stored kernel constants of every architecture, with each group's in-sample and
+    leave-one-out errors (docs/model.md, block ``kernel-constants``)."""
+    lines = [
+        "| fit set | group | constants | rows | in-sample mean / max | leave-one-out mean / max |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, fit in sorted(fit_sets().items()):
+        if not name.startswith("kernels-"):
+            continue
+        for group, rec in fit.record.get("groups", {}).items():
+            prefix = (
+                "gemm_" if group == "gemm" else "attention_{}_{}_".format(*group.split("/")[1:])
+            )
+            shown = ", ".join(
+                f"`{k[len(prefix) :]}` {v:g}"
+                for k, v in fit.constants.items()
+                if k.startswith(prefix)
+            )
+            ins, loo = rec["in_sample"], rec["leave_one_out"]
+            lines.append(
+                f"| `{name}` | {group} | {shown} | {rec['rows']} | "
+                f"{ins['mean']:.1%} / {ins['max']:.1%} | {loo['mean']:.1%} / {loo['max']:.1%} |"
+            )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="write palm/data/fitted/")
     parser.add_argument(
         "--adopt", action="store_true", help="replace the stored constants even without a gain"
     )
+    parser.add_argument(
+        "--write-docs", action="store_true", help="regenerate docs/model.md's constants table"
+    )
     args = parser.parse_args(argv)
-    calibrate(write=args.write, adopt=args.adopt)
+    if not args.write_docs or args.write:
+        calibrate(write=args.write, adopt=args.adopt)
+    if args.write_docs:
+        write_section(ROOT / "docs" / "model.md", "kernel-constants", constants_table())
     return 0
 
 

@@ -116,10 +116,12 @@ class DeviceRates:
     attention_kernel: str = ""
     attention_kernels: tuple[tuple[tuple[str, str], AttentionKernelConstants], ...] = ()
 
-    def attention_constants(self, direction: str) -> AttentionKernelConstants | None:
-        """The constants of the attention kernel in use for ``direction``, if fitted."""
+    def attention_constants(
+        self, direction: str, *, kernel: str = ""
+    ) -> AttentionKernelConstants | None:
+        """The constants of ``kernel`` (default: the one in use) for ``direction``."""
         for key, c in self.attention_kernels:
-            if key == (self.attention_kernel, direction):
+            if key == (kernel or self.attention_kernel, direction):
                 return c
         return None
 
@@ -230,10 +232,20 @@ def fused_attention_time(fused: FusedAttention, rates: DeviceRates, *, direction
                          ) -> float | None:  # fmt: skip
     """The kernel model's time of ``fused``'s ``direction`` pass (forward: the kernel;
     backward: the kernel with its recompute of ``Q K^T``) on this device, or ``None`` where
-    the device has no constants for the kernel in use or the call has no shape."""
+    the device has no constants for the kernel in use or the call has no shape.
+
+    The kernel's shape terms (work units, waves, fill, unhidden exponentials) and its speed
+    relative to FlashAttention-2 come from the kernel fit; its sustained fraction in training
+    is the end-to-end ``attention_efficiency``, which takes the place of FlashAttention-2's
+    benchmark efficiency: every kernel's benchmark efficiency is scaled by
+    ``attention_efficiency / eta_flash2`` of the same pass (docs/model.md, "Kernel costs from
+    shapes")."""
     c = rates.attention_constants(direction)
-    if c is None or fused.seq_len <= 0 or fused.batch_heads <= 0:
+    ref = rates.attention_constants(direction, kernel="flash2")
+    if c is None or ref is None or fused.seq_len <= 0 or fused.batch_heads <= 0:
         return None
+    sustained = rates.attention_efficiency or ref.efficiency
+    c = replace(c, efficiency=min(1.0, c.efficiency * sustained / ref.efficiency))
     shape = AttentionShape(
         batch=1,
         seq_len=fused.seq_len,
