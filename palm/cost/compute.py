@@ -61,6 +61,14 @@ TE ``is_first_microbatch``). The bandwidth is HBM on a GPU and
 the core's SRAM on a mesh; weights that do not fit on chip stream from DRAM, which
 :mod:`palm.plan` prices as a DRAM flow running alongside each pass.
 Constants and their origin: ``docs/model.md``.
+
+On a GPU whose architecture has kernel constants (``sm_count`` and ``kernel_arch`` of the
+preset, :mod:`palm.cost.kernels`), training replaces the shape rule ``s(m) s(n) s(k)`` and the
+single ``attention_efficiency`` by the kernel models of :mod:`palm.cost.gpu_gemm` (tiles, waves,
+fill, operand feed, roofline; :func:`_shaped_gemm_time`) and :mod:`palm.cost.gpu_attention`
+(:func:`fused_attention_time`), fitted on published kernel measurements only; the end-to-end
+constants then stand for the fraction of a kernel's benchmark speed a training step sustains
+(docs/model.md, section 2b). Inference (:mod:`palm.serving`) keeps the rule above.
 """
 
 from __future__ import annotations
