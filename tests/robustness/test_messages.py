@@ -158,10 +158,9 @@ def test_a_validation_file_of_unknown_shape_names_the_shapes(
 def test_validation_file_kinds_are_recognised_in_one_place() -> None:
     from palm.validation import default_validation_file
     from palm.validation_files import KINDS, validation_file_kind
+    from palm.validation_kernels import KERNELS_FILE
     from palm.validation_modern import default_modern_file
     from palm.validation_tiled import default_tiled_file
-
-    from palm.validation_kernels import KERNELS_FILE
 
     assert [k.name for k in KINDS] == ["tiled", "modern", "megatron", "inference", "kernels"]
     assert validation_file_kind(KERNELS_FILE) == "kernels"
