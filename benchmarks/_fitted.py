@@ -108,11 +108,13 @@ def write_fit(
     event_fitted: Sequence[float] = (),
     adopt: bool = False,
     at_1ghz: Sequence[str] = (),
+    extra: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> bool:
     """Write ``palm/data/fitted/<name>.toml`` for one run; return whether the run's fit
     (``rounded``, the constants the presets would take) replaced the stored constants.
 
-    The three error lists are over the rows the fit used (``rows`` less ``left_out``)."""
+    The three error lists are over the rows the fit used (``rows`` less ``left_out``);
+    ``extra`` adds tables of the script's own (e.g. per-group errors) after ``[errors]``."""
     stored = stored_constants(name) if name in fit_sets() else {}
     before, after = _mean_max(in_sample_stored), _mean_max(in_sample_fitted)
     gain = (before[0] - after[0]) if before and after else 0.0
@@ -147,7 +149,14 @@ def write_fit(
     )
     fitted_out = {k: float(f"{v:.6g}") for k, v in fitted.items()}
     text = _toml(
-        {"fit": fit_table, "constants": constants, "fitted": fitted_out, "errors": errors}, header
+        {
+            "fit": fit_table,
+            "constants": constants,
+            "fitted": fitted_out,
+            "errors": errors,
+            **(extra or {}),
+        },
+        header,
     )
     (FITTED_DIR / f"{name}.toml").write_text(text, encoding="utf-8")
     fit_sets.cache_clear()

@@ -121,12 +121,13 @@ def _add_validate_and_presets(sub: argparse._SubParsersAction[Any]) -> None:
     v.add_argument("--json", action="store_true", help="print the report as JSON")
     v.add_argument(
         "--suite",
-        choices=("all", "megatron", "modern", "tiled", "inference"),
+        choices=("all", "megatron", "modern", "tiled", "inference", "kernels"),
         default="all",
         help="without FILE: the packaged Megatron A100 cases, the modern GPU set "
         "(visible_modern.json: H100, B200, GB200, A100 FSDP runs), the Tenstorrent Wormhole "
         "set (visible_tiled.json) or all three (default); 'inference': the LLM serving rows "
-        "(visible_inference.json: MLPerf, TensorRT-LLM, tt-metal)",
+        "(visible_inference.json: MLPerf, TensorRT-LLM, tt-metal); 'kernels': published GEMM "
+        "and attention kernel measurements (kernels.json) against the kernel models",
     )
     v.set_defaults(handler=_cmd_validate)
 
@@ -255,6 +256,15 @@ def _cmd_validate(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from palm.serving.report import report_inference  # LLM serving rows
 
         return report_inference(args.file, as_json=args.json, out=out)
+    if kind == "kernels" or (kind is None and suite == "kernels"):
+        from palm.validation_kernels import kernel_report, write_kernel_report
+
+        kreport = kernel_report(args.file)
+        if args.json:
+            out.write(json.dumps(kreport, indent=2) + "\n")
+        else:
+            write_kernel_report(kreport, out=out)
+        return 0
     if kind == "modern" or (kind is None and suite == "modern"):
         return report_modern(args.file, engine=args.engine, as_json=args.json, out=out)
     tiled_only = kind == "tiled" or (kind is None and suite == "tiled")

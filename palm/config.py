@@ -370,6 +370,7 @@ def _tensix_fields(hw: Mesh2DHardware, *, has_fidelity: bool | None) -> Mesh2DHa
 # --------------------------------------------------------------------------------------------
 
 _NONNEG_INTS = {
+    "sm_count",
     "zero",
     "zero3_prefetch",
     "gpus",

@@ -166,6 +166,27 @@ def _first_blackwell_attention(tables: Tables) -> float | None:
 #: the attention efficiency of NeMo's first Blackwell stack (25.02), fitted on its dense rows
 FIRST_BLACKWELL_ATTENTION = 0.279
 
+
+def _te_attention_kernel(tables: Tables) -> str | None:
+    """cuDNN's fused attention on Hopper and later (compute capability 9.0+), where
+    Transformer Engine prefers it to FlashAttention; left unset elsewhere."""
+    arch = _get(tables, "hardware.kernel_arch")
+    preset = _get(tables, "hardware.preset")
+    if arch is None and isinstance(preset, str):
+        from palm.hardware.presets import HARDWARE_PRESETS
+
+        hw = HARDWARE_PRESETS.get(preset)
+        arch = getattr(hw, "kernel_arch", None)
+    return "cudnn" if arch in ("sm90", "sm100") else None
+
+
+_TE_CUDNN = (
+    "Transformer Engine get_attention_backend (transformer_engine/pytorch/attention.py, "
+    "dot_product_attention/utils.py): with both available on compute capability 9.0+, "
+    '"Disabling FlashAttention to give FusedAttention preference on Hopper+ for performance '
+    "reasons\" (cuDNN's F16_arbitrary_seqlen backend)"
+)
+
 _MEGATRON_2021 = (
     "Megatron-LM v2.5 (2021-08, the SC21 artifact's tag) megatron/model/transformer.py "
     "ParallelAttention: scores by torch.baddbmm, softmax by FusedScaleMaskSoftmax, the "
@@ -212,6 +233,7 @@ FRAMEWORKS: dict[str, tuple[Behaviour, ...]] = {
     ),
     "megatron-core": (
         Behaviour("model.attention", "flash", _TE_ATTENTION),
+        Behaviour("model.attention_kernel", _te_attention_kernel, _TE_CUDNN),
         Behaviour(
             "parallelism.tp_async_backward",
             True,
@@ -228,6 +250,7 @@ FRAMEWORKS: dict[str, tuple[Behaviour, ...]] = {
     ),
     "nemo": (
         Behaviour("model.attention", "flash", _TE_ATTENTION),
+        Behaviour("model.attention_kernel", _te_attention_kernel, _TE_CUDNN),
         Behaviour("training.recompute_early_stop", False, _REENTRANT_MEGATRON),
         Behaviour(
             "training.zero",

@@ -77,6 +77,13 @@ def _inference(data: Any) -> bool:
     )
 
 
+def _kernels(data: Any) -> bool:
+    """kernels.json's shape: a ``kernels`` list of published kernel measurements."""
+    from palm.validation_kernels import is_kernel_file
+
+    return is_kernel_file(data)
+
+
 KINDS: tuple[FileKind, ...] = (
     FileKind(
         "tiled",
@@ -100,6 +107,11 @@ KINDS: tuple[FileKind, ...] = (
         "inference",
         "an object with a cases list of rows with setup and measured (as visible_inference.json)",
         _inference,
+    ),
+    FileKind(
+        "kernels",
+        "an object with a kernels list of rows with kernel, shape and measured (as kernels.json)",
+        _kernels,
     ),
 )
 

@@ -61,15 +61,27 @@ TE ``is_first_microbatch``). The bandwidth is HBM on a GPU and
 the core's SRAM on a mesh; weights that do not fit on chip stream from DRAM, which
 :mod:`palm.plan` prices as a DRAM flow running alongside each pass.
 Constants and their origin: ``docs/model.md``.
+
+On a GPU whose architecture has kernel constants (``sm_count`` and ``kernel_arch`` of the
+preset, :mod:`palm.cost.kernels`), training replaces the shape rule ``s(m) s(n) s(k)`` and the
+single ``attention_efficiency`` by the kernel models of :mod:`palm.cost.gpu_gemm` (tiles, waves,
+fill, operand feed, roofline; :func:`_shaped_gemm_time`) and :mod:`palm.cost.gpu_attention`
+(:func:`fused_attention_time`), fitted on published kernel measurements only; the end-to-end
+constants then stand for the fraction of a kernel's benchmark speed a training step sustains
+(docs/model.md, section 2b). Inference (:mod:`palm.serving`) keeps the rule above.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from palm.cost.gpu_attention import AttentionKernelConstants, AttentionShape
+from palm.cost.gpu_attention import attention_kernel_time as _attention_kernel_time
+from palm.cost.gpu_gemm import GemmDevice, GemmKernelConstants, grouped_gemm_kernel_time
+from palm.cost.kernels import kernel_fit
 from palm.hardware.spec import GpuClusterHardware, Hardware
 from palm.units import bytes_per_element
-from palm.workload.ops import Gemm, Op, RecomputeMode
+from palm.workload.ops import FusedAttention, Gemm, Op, RecomputeMode
 
 __all__ = [
     "DeviceRates",
@@ -78,6 +90,7 @@ __all__ = [
     "gemm_time",
     "attention_time",
     "linear_gemm_time",
+    "fused_attention_time",
     "OpTimes",
     "op_times",
 ]
@@ -102,6 +115,23 @@ class DeviceRates:
     #: exponentials per second of the special-function units (0: not modelled)
     exp_per_s: float = 0.0
     fp8_casts: bool = False
+    #: the kernel models' inputs (:mod:`palm.cost.kernels`; training on a GPU whose
+    #: architecture has kernel constants): SMs, architecture, the GEMM constants, the fused
+    #: attention kernel in use and every (kernel, pass) with constants
+    sm_count: int = 0
+    kernel_arch: str = ""
+    gemm_kernel: GemmKernelConstants | None = None
+    attention_kernel: str = ""
+    attention_kernels: tuple[tuple[tuple[str, str], AttentionKernelConstants], ...] = ()
+
+    def attention_constants(
+        self, direction: str, *, kernel: str = ""
+    ) -> AttentionKernelConstants | None:
+        """The constants of ``kernel`` (default: the one in use) for ``direction``."""
+        for key, c in self.attention_kernels:
+            if key == (kernel or self.attention_kernel, direction):
+                return c
+        return None
 
     def peak_for(self, g: Gemm) -> tuple[float, float]:
         """Peak FLOP/s and large-product efficiency for ``g``: products that stay in 16 bits
@@ -119,7 +149,7 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
         hbm = hw.hbm_bandwidth_gbps * 1e9 * hw.memory_efficiency
         mixed_fp8 = training and precision == "fp8"
         wide = hw.peak_tflops.get("bf16") * 1e12 if precision in ("fp8", "int8") else 0.0
-        return DeviceRates(
+        rates = DeviceRates(
             peak_flops=hw.peak_tflops.get(precision) * 1e12,
             matmul_efficiency=(
                 hw.fp8_matmul_efficiency if precision == "fp8" else hw.matmul_efficiency
@@ -137,6 +167,7 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
             exp_per_s=hw.sfu_exp_tera_per_s * 1e12,
             fp8_casts=mixed_fp8,
         )
+        return _with_kernels(rates, hw) if training else rates
     return DeviceRates(
         peak_flops=hw.peak_flops(precision),
         matmul_efficiency=hw.matmul_efficiency,
@@ -145,6 +176,22 @@ def device_rates(hw: Hardware, precision: str, *, training: bool = False) -> Dev
         dram_bandwidth_Bps=hw.dram_bandwidth_gbps * 1e9 * hw.memory_efficiency / hw.device_count,
         sram_bytes=hw.sram_per_core_mib * 2**20,
         elem_bytes=elem,
+    )
+
+
+def _with_kernels(rates: DeviceRates, hw: GpuClusterHardware) -> DeviceRates:
+    """``rates`` with the kernel models' inputs of ``hw`` (unchanged without SMs or a kernel
+    fit for its architecture)."""
+    fit = kernel_fit(hw.kernel_arch) if hw.sm_count > 0 else None
+    if fit is None:
+        return rates
+    return replace(
+        rates,
+        sm_count=hw.sm_count,
+        kernel_arch=hw.kernel_arch,
+        gemm_kernel=fit.gemm,
+        attention_kernel="flash2",
+        attention_kernels=tuple(sorted(fit.attention.items())),
     )
 
 
@@ -161,10 +208,69 @@ def gemm_time(g: Gemm, rates: DeviceRates) -> float:
     grouped GEMM adds ``count x grouped_expert_s`` (one kernel per local expert)."""
     if g.flops <= 0:
         return 0.0
+    if rates.gemm_kernel is not None and rates.sm_count > 0:
+        return _shaped_gemm_time(g, rates)
     compute = g.flops / (rates.peak_for(g)[0] * gemm_efficiency(g, rates))
     traffic = g.operand_elements() * rates.elem_bytes / rates.local_bandwidth_Bps
     fixed = g.count * rates.grouped_expert_s if g.grouped else 0.0
     return max(compute, traffic) + fixed
+
+
+def _shaped_gemm_time(g: Gemm, rates: DeviceRates) -> float:
+    """``g`` priced by the kernel model (:mod:`palm.cost.gpu_gemm`: tiles, waves, fill,
+    operand feed, roofline; the batch or experts of ``g`` tiled one by one) with the
+    end-to-end sustained efficiency (``matmul_efficiency``, ``fp8_matmul_efficiency``, times
+    ``grouped_gemm_efficiency`` for a grouped GEMM) in place of the kernel benchmarks' own:
+    what a training step sustains is fitted end to end, how the shape loses to it is not."""
+    assert rates.gemm_kernel is not None
+    peak, eff = rates.peak_for(g)
+    if g.grouped:
+        eff *= rates.grouped_gemm_efficiency
+    c = replace(rates.gemm_kernel, efficiency=eff, hbm_fraction=1.0)
+    device = GemmDevice(rates.kernel_arch, rates.sm_count, peak, rates.local_bandwidth_Bps)
+    in_bytes = 1.0 if (g.fp8 and rates.fp8_casts) else rates.elem_bytes
+    t = grouped_gemm_kernel_time(
+        rows=(g.m,) * g.count, n=g.n, k=g.k, device=device, constants=c, in_bytes=in_bytes,
+        out_bytes=rates.elem_bytes,
+    )  # fmt: skip
+    return t + (g.count * rates.grouped_expert_s if g.grouped else 0.0)
+
+
+def fused_attention_time(fused: FusedAttention, rates: DeviceRates, *, direction: str
+                         ) -> float | None:  # fmt: skip
+    """The kernel model's time of ``fused``'s ``direction`` pass (forward: the kernel;
+    backward: the kernel with its recompute of ``Q K^T``) on this device, or ``None`` where
+    the device has no constants for the kernel in use or the call has no shape.
+
+    The kernel's shape terms (work units, waves, fill, unhidden exponentials) and its speed
+    relative to FlashAttention-2 come from the kernel fit; its sustained fraction in training
+    is the end-to-end ``attention_efficiency``, which takes the place of FlashAttention-2's
+    benchmark efficiency: every kernel's benchmark efficiency is scaled by
+    ``attention_efficiency / eta_flash2`` of the same pass (docs/model.md, "Kernel costs from
+    shapes")."""
+    c = rates.attention_constants(direction)
+    ref = rates.attention_constants(direction, kernel="flash2")
+    if c is None or ref is None or fused.seq_len <= 0 or fused.batch_heads <= 0:
+        return None
+    sustained = rates.attention_efficiency or ref.efficiency
+    c = replace(c, efficiency=min(1.0, c.efficiency * sustained / ref.efficiency))
+    shape = AttentionShape(
+        batch=1,
+        seq_len=fused.seq_len,
+        heads=max(1, round(fused.batch_heads)),
+        head_dim=fused.head_dim,
+        causal=fused.causal,
+        direction=direction,
+        kv_len=fused.kv_len,
+    )
+    return _attention_kernel_time(
+        shape,
+        sm_count=rates.sm_count,
+        peak_flops=rates.wide_peak_flops or rates.peak_flops,
+        exp_per_s=rates.exp_per_s,
+        hbm_Bps=rates.local_bandwidth_Bps,
+        constants=c,
+    )
 
 
 def _fp8_cast_bytes(gemms: tuple[Gemm, ...], rates: DeviceRates, *, backward: bool) -> float:
@@ -241,8 +347,13 @@ def op_times(
     att_fwd = 0.0
     if fused is not None:
         # the kernel, then (context parallelism) the merge of its per-step partial outputs
-        att_fwd = attention_time(
-            fused.forward_flops, fused.forward_bytes, rates, exponentials=fused.score_elements
+        shaped = fused_attention_time(fused, rates, direction="forward")
+        att_fwd = (
+            shaped
+            if shaped is not None
+            else attention_time(
+                fused.forward_flops, fused.forward_bytes, rates, exponentials=fused.score_elements
+            )
         )
         att_fwd += fused.forward_merge_bytes / bw
         fwd += att_fwd
@@ -264,11 +375,16 @@ def op_times(
     bwd_flops = 2 * (fwd_flops - (fused.forward_flops if fused else 0.0))
     if fused is not None:
         # backward kernel: dQ, dK, dV plus the recompute of Q K^T (2.5 x forward FLOPs)
-        bwd += attention_time(
-            fused.backward_flops + fused.recompute_flops,
-            fused.backward_bytes,
-            rates,
-            exponentials=fused.score_elements,  # P = exp(S - LSE) recomputed
+        shaped = fused_attention_time(fused, rates, direction="backward")
+        bwd += (
+            shaped
+            if shaped is not None
+            else attention_time(
+                fused.backward_flops + fused.recompute_flops,
+                fused.backward_bytes,
+                rates,
+                exponentials=fused.score_elements,  # P = exp(S - LSE) recomputed
+            )
         )
         bwd += fused.backward_merge_bytes / bw
         bwd_flops += fused.backward_flops

@@ -41,7 +41,9 @@ compute time lost per second of a ZeRO-3 / FSDP collective hidden behind it); th
 and origin are in ``docs/model.md``. A GPU also has ``sfu_exp_tera_per_s``, the rate of its
 special-function units in 10^12 exponentials per second (a hardware figure: the softmax's
 exponentials bound a FlashAttention kernel with small heads, :func:`palm.cost.compute.
-attention_time`; 0 = not modelled).
+attention_time`; 0 = not modelled), ``sm_count``, its streaming multiprocessors, and
+``kernel_arch``, the architecture whose kernel constants (fitted on published kernel
+measurements, :mod:`palm.cost.kernels`) price its GEMM and attention kernels from their shapes.
 ``sram_model`` chooses how a mesh prices DRAM traffic: ``"blocked"`` (per matrix product,
 :mod:`palm.cost.blocking`) or ``"algorithm1"`` (the paper's per-layer rule,
 :mod:`palm.cost.sram`).
@@ -246,6 +248,11 @@ class GpuClusterHardware:
     #: GB/s per direction between one GPU and host memory (PCIe, or NVLink-C2C to a Grace
     #: CPU, shared by the GPUs on it); 0: not known (no activation offloading)
     host_link_gbps: float = 0.0
+    #: streaming multiprocessors (0: unknown, kernels priced without tiles and waves)
+    sm_count: int = 0
+    #: the architecture whose kernel constants apply (palm/data/fitted/kernels-<arch>.toml,
+    #: :mod:`palm.cost.kernels`); "": none
+    kernel_arch: Literal["", "sm80", "sm90", "sm100"] = ""
     topology: Literal["gpu-cluster"] = "gpu-cluster"
 
     @property

@@ -115,6 +115,13 @@ class PlanContext:
         return self._arrays[stage]
 
 
+def _with_attention_kernel(rates: DeviceRates, kernel: str) -> DeviceRates:
+    """``rates`` with the fused attention kernel in use (``auto``: FlashAttention-2)."""
+    if not rates.attention_kernels:
+        return rates
+    return dataclasses.replace(rates, attention_kernel="flash2" if kernel == "auto" else kernel)
+
+
 def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
     """Validate ``config`` (again, so hand-built configs are checked too), build its workload
     and cut the operator chain into ``pp * interleave`` chunks balanced by forward FLOPs."""
@@ -150,7 +157,10 @@ def plan_context(config: SimConfig, *, with_links: bool) -> PlanContext:
         config=config,
         with_links=with_links,
         workload=workload,
-        rates=device_rates(config.hardware, tr.precision, training=tr.mode == "train"),
+        rates=_with_attention_kernel(
+            device_rates(config.hardware, tr.precision, training=tr.mode == "train"),
+            config.model.attention_kernel,
+        ),
         placement=placement,
         states=state_bytes_per_param(tr),
         micro_batches=tr.global_batch // (par.dp * tr.micro_batch),

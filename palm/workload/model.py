@@ -87,6 +87,10 @@ class ModelConfig:
     image_size: int = 224
     classes: int = 1000
     attention: Literal["auto", "flash", "unfused"] = "auto"
+    #: which fused kernel runs ``flash`` attention on a GPU whose architecture has kernel
+    #: constants (palm/cost/kernels.py): ``auto`` is FlashAttention-2 (the flash-attn package,
+    #: PyTorch's SDPA flash backend); Transformer Engine stacks run cuDNN's (palm/software.py)
+    attention_kernel: Literal["auto", "flash2", "flash3", "cudnn"] = "auto"
     m: int = 0
     k: int = 0
     n: int = 0

@@ -98,6 +98,14 @@ class FusedAttention:
     #: attention calls (:func:`cp_merge_bytes`), which run outside the attention kernels
     forward_merge_bytes: float = 0.0
     backward_merge_bytes: float = 0.0
+    #: the call's shape, for the kernel models of :mod:`palm.cost.gpu_attention`: query
+    #: rows and keys per sequence, head dimension, query heads on this device times the
+    #: micro-batch, and the mask (0: shape not given)
+    seq_len: int = 0
+    kv_len: int = 0
+    head_dim: int = 0
+    batch_heads: float = 0.0
+    causal: bool = False
 
     @property
     def backward_flops(self) -> float:
@@ -555,6 +563,11 @@ class TransformerLayer(Op):
             backward_bytes=3 * q_o + 2 * k_v + lse + q_o + 2 * k_v,  # read Q,O,dO,K,V,LSE; write
             forward_merge_bytes=merge_f,
             backward_merge_bytes=merge_b,
+            seq_len=s,
+            kv_len=kv,
+            head_dim=d,
+            batch_heads=heads,
+            causal=self.causal,
         )
 
     def cp_collectives(self, *, batch: int, tp: int, act_bytes: float) -> tuple[Collective, ...]:

@@ -159,10 +159,12 @@ def test_validation_file_kinds_are_recognised_in_one_place() -> None:
     from palm.serving.validation import default_inference_file
     from palm.validation import default_validation_file
     from palm.validation_files import KINDS, validation_file_kind
+    from palm.validation_kernels import KERNELS_FILE
     from palm.validation_modern import default_modern_file
     from palm.validation_tiled import default_tiled_file
 
-    assert [k.name for k in KINDS] == ["tiled", "modern", "megatron", "inference"]
+    assert [k.name for k in KINDS] == ["tiled", "modern", "megatron", "inference", "kernels"]
+    assert validation_file_kind(KERNELS_FILE) == "kernels"
     assert validation_file_kind(default_inference_file()) == "inference"
     assert validation_file_kind(default_tiled_file()) == "tiled"
     assert validation_file_kind(default_modern_file()) == "modern"
