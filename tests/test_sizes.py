@@ -22,7 +22,6 @@ MAX_MODULE_LINES = 600
 #: workload/ops.py grew with the multi-chip systems and grouped convolutions that landed beside
 #: this list (per-tile DRAM checks, groups); they are split next, config.py into a package.
 MODULES_STILL_OVER: dict[str, int] = {
-    "palm/config.py": 1099,
     "palm/workload/ops.py": 821,
 }
 
