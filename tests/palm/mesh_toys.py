@@ -10,6 +10,24 @@ from palm.api import simulate_timeline
 from palm.engines.event.engine import Timeline
 from palm.hardware import HARDWARE_PRESETS, Mesh2DHardware
 
+#: a 2x2-tile mesh of 2x2 cores (16 cores) with 1 MiB of SRAM each, slow links between tiles
+TOY_HARDWARE: dict[str, Any] = {
+    "topology": "mesh2d",
+    "tiles": [2, 2],
+    "cores_per_tile": [2, 2],
+    "core_peak_tflops": {"fp16": 1.0},
+    "sram_per_core_mib": 1.0,
+    "sram_bandwidth_per_core_gbps": 100.0,
+    "intra_tile_link_gbps": 100.0,
+    "inter_tile_link_gbps": 10.0,
+    "intra_tile_link_latency_ns": 1.0,
+    "inter_tile_link_latency_ns": 5.0,
+    "dram_channels": 4,
+    "dram_channel_bandwidth_gbps": 10.0,
+    "dram_capacity_gib": 1.0,
+    "dram_response_ns": 50.0,
+}
+
 
 def toy_mesh(
     granularity: str = "link", *, training: dict[str, object] | None = None, **parallelism: object
@@ -20,22 +38,7 @@ def toy_mesh(
     return palm.parse_config(
         {
             "model": {"name": "toy", "ops": [linear] * 4},
-            "hardware": {
-                "topology": "mesh2d",
-                "tiles": [2, 2],
-                "cores_per_tile": [2, 2],
-                "core_peak_tflops": {"fp16": 1.0},
-                "sram_per_core_mib": 1.0,
-                "sram_bandwidth_per_core_gbps": 100.0,
-                "intra_tile_link_gbps": 100.0,
-                "inter_tile_link_gbps": 10.0,
-                "intra_tile_link_latency_ns": 1.0,
-                "inter_tile_link_latency_ns": 5.0,
-                "dram_channels": 4,
-                "dram_channel_bandwidth_gbps": 10.0,
-                "dram_capacity_gib": 1.0,
-                "dram_response_ns": 50.0,
-            },
+            "hardware": dict(TOY_HARDWARE),
             "training": {
                 "global_batch": 8,
                 "micro_batch": 1,
@@ -77,23 +80,7 @@ def linear_toy(
     return palm.parse_config(
         {
             "model": {"name": "toy", "ops": [linear | {"bias": False}] * 4},
-            "hardware": {
-                "topology": "mesh2d",
-                "tiles": [2, 2],
-                "cores_per_tile": [2, 2],
-                "core_peak_tflops": {"fp16": 1.0},
-                "sram_per_core_mib": 1.0,
-                "sram_bandwidth_per_core_gbps": 100.0,
-                "intra_tile_link_gbps": 100.0,
-                "inter_tile_link_gbps": 10.0,
-                "intra_tile_link_latency_ns": 1.0,
-                "inter_tile_link_latency_ns": 5.0,
-                "dram_channels": 4,
-                "dram_channel_bandwidth_gbps": 10.0,
-                "dram_capacity_gib": 1.0,
-                "dram_response_ns": 50.0,
-                **(hardware or {}),
-            },
+            "hardware": TOY_HARDWARE | (hardware or {}),
             "training": {"global_batch": 16, "micro_batch": 1, "precision": "fp16"}
             | {"optimizer": "sgd"},
             "parallelism": {"tp": 1, "pp": 1, "dp": 16, **(parallelism or {})},
