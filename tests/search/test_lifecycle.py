@@ -36,6 +36,22 @@ def test_a_signal_inside_a_deferred_block_is_raised_when_the_block_ends() -> Non
     assert reached_end_of_block
 
 
+def test_a_stop_acted_on_does_not_outlive_its_trials() -> None:
+    """A signal that unwound the trials is not raised again by a later objective run outside
+    them (the Python API calling an objective, the next test of this process)."""
+
+    def objective(trial: object) -> float:
+        with interruptible(), signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+        raise AssertionError("the deferred signal was not raised")
+
+    with pytest.raises(KeyboardInterrupt), trial_signals():
+        guarded(objective)(None)
+    with interruptible():  # raised here before the fix: the stop was still pending
+        ran = True
+    assert ran
+
+
 def test_a_signal_as_the_journal_lock_is_released_still_releases_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
