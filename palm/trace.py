@@ -46,6 +46,7 @@ from palm.strategy import SimConfig
 
 __all__ = [
     "write_chrome_trace",
+    "complete_event",
     "load_chrome_trace",
     "MAX_NETWORK_TRACKS",
     "STAGES_PID",
@@ -182,7 +183,7 @@ def _build_trace(
     for stage, chunk, mb, kind, start, end in timeline.raw_phases:
         name = kind if kind not in ("F", "B") else f"{kind} mb{mb} c{chunk}"
         events.append(
-            _complete(
+            complete_event(
                 name,
                 _PHASE_CATEGORY.get(kind, kind),
                 STAGES_PID,
@@ -197,7 +198,7 @@ def _build_trace(
             if r in kept_set:
                 tid = lane_tid[(r, lanes[(i, r)])]
                 args = {"stage": stage, "resource": r}
-                events.append(_complete(kind, "network", NETWORK_PID, tid, start, end, args))
+                events.append(complete_event(kind, "network", NETWORK_PID, tid, start, end, args))
 
     other = _other_data(result=result, timeline=timeline, config=config)
     other.update(
@@ -289,7 +290,7 @@ def _meta(name: str, pid: int, tid: int, args: dict[str, Any]) -> dict[str, Any]
     return {"name": name, "ph": "M", "pid": pid, "tid": tid, "args": args}
 
 
-def _complete(
+def complete_event(
     name: str,
     category: str,
     pid: int,
@@ -298,6 +299,9 @@ def _complete(
     end_s: float,
     args: dict[str, Any],
 ) -> dict[str, Any]:
+    """A Chrome-trace complete event ("X") from ``start_s`` to ``end_s`` in microseconds, its
+    ``ts + dur`` never past ``end_s``'s: slices that follow each other on a track do not
+    overlap by a rounding error."""
     ts = float(start_s) * _US
     end = float(end_s) * _US
     dur = max(0.0, end - ts)

@@ -53,16 +53,18 @@ def serving_spans(run: ServingRun, *, decode_steps: int = DECODE_SHOWN) -> list[
 
 def write_serving_trace(path: Path, run: ServingRun) -> None:
     """A Chrome trace (``traceEvents``, microseconds) of :func:`serving_spans`."""
+    from palm.trace import complete_event
+
     events = [
-        {
-            "name": span.name,
-            "cat": span.name.split()[0],
-            "ph": "X",
-            "pid": 0,
-            "tid": span.stage,
-            "ts": span.start_s * 1e6,
-            "dur": span.duration_s * 1e6,
-        }
+        complete_event(
+            span.name,
+            span.name.split()[0],
+            0,
+            span.stage,
+            span.start_s,
+            span.start_s + span.duration_s,
+            {},
+        )
         for span in serving_spans(run)
     ]
     names = [
