@@ -15,11 +15,18 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
+from typing import Any
 
 from palm.errors import ConfigError
 
-__all__ = ["MAX_INPUT_BYTES", "read_input"]
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
+
+__all__ = ["MAX_INPUT_BYTES", "read_input", "read_toml"]
 
 #: the largest input file read (a configuration with an operator graph of 10,000 layers is
 #: about 2 MiB)
@@ -78,3 +85,16 @@ def read_input(path: str | Path, *, field: str, kind: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ConfigError(field, str(path), f"a UTF-8 {kind} ({exc})") from None
+
+
+def read_toml(path: Path, *, field: str) -> dict[str, Any]:
+    """The tables of the TOML file at ``path`` (:func:`read_input`); a syntax error or tables
+    nested too deeply for the parser is a :class:`ConfigError` naming ``field``."""
+    text = read_input(path, field=field, kind="TOML file")
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(field, str(path), f"valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(field, str(path), "TOML nested less deeply (tables in tables)") from None
+    return data

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,14 +35,9 @@ from typing import Any
 from palm.api import ENGINES
 from palm.config import config_to_dict, load_config
 from palm.errors import ConfigError
-from palm.inputs import read_input
+from palm.inputs import read_toml
 from palm.strategy import SimConfig
 from spaces import Space, SpaceContext, check_sampler, check_space, space_from_table
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 __all__ = [
     "StudySpec",
@@ -149,15 +143,7 @@ def check_seed(seed: object, where: str) -> None:
 def load_study(path: str | Path) -> StudySpec:
     """Read and validate a study file; every mistake is a one-line :class:`ConfigError`."""
     path = Path(path)
-    text = read_input(path, field="study file", kind="TOML file")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("study file", str(path), f"valid TOML ({exc})") from None
-    except RecursionError:
-        raise ConfigError(
-            "study file", str(path), "TOML nested less deeply (tables in tables)"
-        ) from None
+    data = read_toml(path, field="study file")
     return study_from_tables(data, base_dir=path.parent, default_name=path.stem)
 
 

@@ -19,7 +19,7 @@ from palm.config.checks import validate
 from palm.config.coerce import build
 from palm.config.tables import parse_hardware, parse_model
 from palm.errors import ConfigError
-from palm.inputs import read_input
+from palm.inputs import read_toml
 from palm.serving.spec import ServingConfig
 from palm.software import with_software_defaults
 from palm.strategy import (
@@ -53,15 +53,7 @@ SECTIONS = (
 def load_config(path: str | Path, *, overrides: Iterable[str] = ()) -> SimConfig:
     """Read the TOML file at ``path``, apply ``section.field=value`` overrides, validate."""
     path = Path(path)
-    text = read_input(path, field="config file", kind="TOML file")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError("config file", str(path), f"valid TOML ({exc})") from None
-    except RecursionError:
-        raise ConfigError(
-            "config file", str(path), "TOML nested less deeply (tables in tables)"
-        ) from None
+    data = read_toml(path, field="config file")
     data = apply_overrides(data, overrides)
     return parse_config(data, base_dir=path.parent)
 
